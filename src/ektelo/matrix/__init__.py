@@ -1,0 +1,39 @@
+"""Implicit matrix algebra (paper §7): core matrices, combinators, range
+queries, partitions, and plain specs for rebuilding expressions safely."""
+
+from .base import EMatrix, as_vector
+from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
+from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
+from .partition import Partition
+from .ranges import RangeQueries
+from .spec import from_json, from_spec, rebuild, to_json, to_spec
+
+Union = VStack  # the paper's name for stacking query sets (§7.4)
+
+__all__ = [
+    "Dense",
+    "Diagonal",
+    "EMatrix",
+    "HStack",
+    "Identity",
+    "Kronecker",
+    "Ones",
+    "Partition",
+    "Prefix",
+    "Product",
+    "RangeQueries",
+    "Sparse",
+    "Suffix",
+    "Sum",
+    "Total",
+    "Union",
+    "VStack",
+    "Wavelet",
+    "Weighted",
+    "as_vector",
+    "from_json",
+    "from_spec",
+    "rebuild",
+    "to_json",
+    "to_spec",
+]

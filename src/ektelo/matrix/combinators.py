@@ -1,0 +1,339 @@
+"""Combinators that build implicit matrices from others (paper §7.4, Table 3):
+`VStack` (the paper's Union), `HStack`, `Product`, `Kronecker`, `Sum` and
+`Weighted` (scalar multiple).
+
+Each delegates the primitive methods to its parts, so a composed matrix keeps
+its parts' complexity. Sensitivities compose exactly: column norms of a stack
+add, column norms of a Kronecker product multiply.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import reduce
+
+import numpy as np
+import scipy.sparse as sp
+
+from .base import EMatrix
+from .core import Identity
+
+__all__ = ["HStack", "Kronecker", "Product", "Sum", "VStack", "Weighted"]
+
+
+def _as_blocks(blocks: Sequence[EMatrix], kind: str) -> tuple[EMatrix, ...]:
+    if isinstance(blocks, EMatrix):
+        blocks = [blocks]
+    blocks = tuple(blocks)
+    if not blocks:
+        raise ValueError(f"{kind} needs at least one matrix")
+    for b in blocks:
+        if not isinstance(b, EMatrix):
+            raise TypeError(f"{kind} parts must be matrices, got {type(b).__name__}")
+    return blocks
+
+
+class VStack(EMatrix):
+    """Rows of every block stacked: the union of their queries."""
+
+    def __init__(self, blocks: Sequence[EMatrix]):
+        self.blocks = _as_blocks(blocks, "VStack")
+        n = self.blocks[0].shape[1]
+        for b in self.blocks:
+            if b.shape[1] != n:
+                raise ValueError(
+                    f"VStack blocks must have the same number of columns: {n} vs {b.shape[1]}"
+                )
+        self.shape = (sum(b.shape[0] for b in self.blocks), n)
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return np.concatenate([b._matmat(X) for b in self.blocks], axis=0)
+
+    def _transpose(self) -> EMatrix:
+        return HStack([b.T for b in self.blocks])
+
+    def abs(self) -> EMatrix:
+        return VStack([b.abs() for b in self.blocks])
+
+    def sqr(self) -> EMatrix:
+        return VStack([b.sqr() for b in self.blocks])
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return all(b.is_nonnegative for b in self.blocks)
+
+    @property
+    def is_binary(self) -> bool:
+        return all(b.is_binary for b in self.blocks)
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        return reduce(np.add, (b.column_norms(p) for b in self.blocks))
+
+    def max_column_nnz(self) -> int:
+        return sum(b.max_column_nnz() for b in self.blocks)
+
+    def is_integral(self) -> bool:
+        return all(b.is_integral() for b in self.blocks)
+
+    def gram(self) -> EMatrix:
+        return Sum([b.gram() for b in self.blocks])
+
+    def dense(self) -> np.ndarray:
+        return np.concatenate([b.dense() for b in self.blocks], axis=0)
+
+    def sparse(self) -> sp.csr_matrix:
+        return sp.vstack([b.sparse() for b in self.blocks], format="csr")
+
+
+class HStack(EMatrix):
+    """Columns of every block side by side (the transpose of a VStack)."""
+
+    def __init__(self, blocks: Sequence[EMatrix]):
+        self.blocks = _as_blocks(blocks, "HStack")
+        m = self.blocks[0].shape[0]
+        for b in self.blocks:
+            if b.shape[0] != m:
+                raise ValueError(
+                    f"HStack blocks must have the same number of rows: {m} vs {b.shape[0]}"
+                )
+        self.shape = (m, sum(b.shape[1] for b in self.blocks))
+        self._splits = np.cumsum([b.shape[1] for b in self.blocks])[:-1]
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        parts = np.split(X, self._splits, axis=0)
+        return reduce(np.add, (b._matmat(x) for b, x in zip(self.blocks, parts, strict=True)))
+
+    def _transpose(self) -> EMatrix:
+        return VStack([b.T for b in self.blocks])
+
+    def abs(self) -> EMatrix:
+        return HStack([b.abs() for b in self.blocks])
+
+    def sqr(self) -> EMatrix:
+        return HStack([b.sqr() for b in self.blocks])
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return all(b.is_nonnegative for b in self.blocks)
+
+    @property
+    def is_binary(self) -> bool:
+        return all(b.is_binary for b in self.blocks)
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        return np.concatenate([b.column_norms(p) for b in self.blocks])
+
+    def max_column_nnz(self) -> int:
+        return max(b.max_column_nnz() for b in self.blocks)
+
+    def is_integral(self) -> bool:
+        return all(b.is_integral() for b in self.blocks)
+
+    def dense(self) -> np.ndarray:
+        return np.concatenate([b.dense() for b in self.blocks], axis=1)
+
+    def sparse(self) -> sp.csr_matrix:
+        return sp.hstack([b.sparse() for b in self.blocks], format="csr")
+
+
+class Sum(EMatrix):
+    """The entry-wise sum of matrices of equal shape (e.g. a stack's Gram)."""
+
+    def __init__(self, terms: Sequence[EMatrix]):
+        self.terms = _as_blocks(terms, "Sum")
+        shape = self.terms[0].shape
+        for t in self.terms:
+            if t.shape != shape:
+                raise ValueError(f"Sum terms must have equal shapes: {shape} vs {t.shape}")
+        self.shape = shape
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return reduce(np.add, (t._matmat(X) for t in self.terms))
+
+    def _transpose(self) -> EMatrix:
+        return Sum([t.T for t in self.terms])
+
+    def abs(self) -> EMatrix:
+        return self if self.is_nonnegative else super().abs()
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return all(t.is_nonnegative for t in self.terms)
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        if p == 1 and self.is_nonnegative:
+            return reduce(np.add, (t.column_norms(1) for t in self.terms))
+        return super().column_norms(p)
+
+    def max_column_nnz(self) -> int:
+        return min(self.shape[0], sum(t.max_column_nnz() for t in self.terms))
+
+    def is_integral(self) -> bool:
+        return all(t.is_integral() for t in self.terms) or super().is_integral()
+
+    def dense(self) -> np.ndarray:
+        return reduce(np.add, (t.dense() for t in self.terms))
+
+    def sparse(self) -> sp.csr_matrix:
+        return reduce(lambda a, b: a + b, (t.sparse() for t in self.terms)).tocsr()
+
+
+class Product(EMatrix):
+    """The matrix product A·B, applied right to left without materialising."""
+
+    def __init__(self, A: EMatrix, B: EMatrix):
+        _as_blocks([A, B], "Product")
+        if A.shape[1] != B.shape[0]:
+            raise ValueError(f"Product shapes do not align: {A.shape} @ {B.shape}")
+        self.A, self.B = A, B
+        self.shape = (A.shape[0], B.shape[1])
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return self.A._matmat(self.B._matmat(X))
+
+    def _transpose(self) -> EMatrix:
+        return Product(self.B.T, self.A.T)
+
+    def abs(self) -> EMatrix:
+        # |AB| = AB exactly when both factors are non-negative; otherwise the
+        # exact answer needs the entries (materialised below).
+        if self.is_nonnegative:
+            return self
+        return super().abs()
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return self.A.is_nonnegative and self.B.is_nonnegative
+
+    def max_column_nnz(self) -> int:
+        return min(self.shape[0], self.A.max_column_nnz() * self.B.max_column_nnz())
+
+    def is_integral(self) -> bool:
+        return (self.A.is_integral() and self.B.is_integral()) or super().is_integral()
+
+    def dense(self) -> np.ndarray:
+        return self.A.matmat(self.B.dense())
+
+    def sparse(self) -> sp.csr_matrix:
+        return (self.A.sparse() @ self.B.sparse()).tocsr()
+
+
+class Kronecker(EMatrix):
+    """A₁ ⊗ A₂ ⊗ … ⊗ A_d, applied mode by mode without materialising.
+
+    The data vector is indexed in C (row-major) order over the factors'
+    column sizes, matching `numpy.ravel` of a d-dimensional array.
+    """
+
+    def __init__(self, factors: Sequence[EMatrix]):
+        self.factors = _as_blocks(factors, "Kronecker")
+        self.shape = (
+            math.prod(f.shape[0] for f in self.factors),
+            math.prod(f.shape[1] for f in self.factors),
+        )
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        k = X.shape[1]
+        dims = [f.shape[1] for f in self.factors]
+        T = X.reshape(*dims, k)
+        for axis, f in enumerate(self.factors):
+            if isinstance(f, Identity):
+                continue
+            moved = np.moveaxis(T, axis, 0)
+            rest = moved.shape[1:]
+            out = f._matmat(moved.reshape(f.shape[1], -1))
+            T = np.moveaxis(out.reshape(f.shape[0], *rest), 0, axis)
+        return np.array(T.reshape(self.shape[0], k), copy=True)
+
+    def _transpose(self) -> EMatrix:
+        return Kronecker([f.T for f in self.factors])
+
+    def abs(self) -> EMatrix:
+        return Kronecker([f.abs() for f in self.factors])
+
+    def sqr(self) -> EMatrix:
+        return Kronecker([f.sqr() for f in self.factors])
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return all(f.is_nonnegative for f in self.factors)
+
+    @property
+    def is_binary(self) -> bool:
+        return all(f.is_binary for f in self.factors)
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        return reduce(np.kron, (f.column_norms(p) for f in self.factors))
+
+    def sensitivity(self, p: int = 1) -> float:
+        return math.prod(f.sensitivity(p) for f in self.factors)
+
+    def max_column_nnz(self) -> int:
+        return math.prod(f.max_column_nnz() for f in self.factors)
+
+    def is_integral(self) -> bool:
+        return all(f.is_integral() for f in self.factors)
+
+    def gram(self) -> EMatrix:
+        return Kronecker([f.gram() for f in self.factors])
+
+    def dense(self) -> np.ndarray:
+        return reduce(np.kron, (f.dense() for f in self.factors))
+
+    def sparse(self) -> sp.csr_matrix:
+        return reduce(lambda a, b: sp.kron(a, b, format="csr"), (f.sparse() for f in self.factors))
+
+
+class Weighted(EMatrix):
+    """c·A for a finite real scalar c."""
+
+    def __init__(self, base: EMatrix, weight: float):
+        _as_blocks([base], "Weighted")
+        w = float(weight)
+        if not math.isfinite(w):
+            raise ValueError(f"weight must be finite, got {weight!r}")
+        self.base, self.weight = base, w
+        self.shape = base.shape
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return self.weight * self.base._matmat(X)
+
+    def _transpose(self) -> EMatrix:
+        return Weighted(self.base.T, self.weight)
+
+    def abs(self) -> EMatrix:
+        return Weighted(self.base.abs(), abs(self.weight))
+
+    def sqr(self) -> EMatrix:
+        return Weighted(self.base.sqr(), self.weight**2)
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return self.weight >= 0 and self.base.is_nonnegative
+
+    @property
+    def is_binary(self) -> bool:
+        return self.weight == 1.0 and self.base.is_binary
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        scale = abs(self.weight) if p == 1 else self.weight**2
+        return scale * self.base.column_norms(p)
+
+    def sensitivity(self, p: int = 1) -> float:
+        return abs(self.weight) * self.base.sensitivity(p)
+
+    def max_column_nnz(self) -> int:
+        return 0 if self.weight == 0 else self.base.max_column_nnz()
+
+    def is_integral(self) -> bool:
+        return self.weight == round(self.weight) and self.base.is_integral()
+
+    def gram(self) -> EMatrix:
+        return Weighted(self.base.gram(), self.weight**2)
+
+    def dense(self) -> np.ndarray:
+        return self.weight * self.base.dense()
+
+    def sparse(self) -> sp.csr_matrix:
+        return (self.weight * self.base.sparse()).tocsr()

@@ -1,0 +1,199 @@
+"""Plain specifications of matrix expressions, and rebuilding from them.
+
+`to_spec(M)` describes any expression built from the library's own classes as
+nested dicts of type names, integers and numpy arrays; `to_json`/`from_json`
+make that a JSON document. `from_spec` rebuilds the expression using only the
+classes registered here, so whoever receives a spec — the protected kernel,
+or later a server — never runs a client-defined object's code. `rebuild(M)`
+is the kernel's entry point: an exact library object is re-created from its
+constructor arguments; anything else is refused (`TypeError`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .base import EMatrix
+from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
+from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
+from .ranges import RangeQueries
+
+__all__ = ["from_json", "from_spec", "rebuild", "specs_equal", "to_json", "to_spec"]
+
+
+def _sparse_spec(mat: sp.csr_matrix) -> dict[str, Any]:
+    csr = sp.csr_matrix(mat)
+    return {
+        "shape": [int(s) for s in csr.shape],
+        "data": np.asarray(csr.data, dtype=np.float64),
+        "indices": np.asarray(csr.indices, dtype=np.int64),
+        "indptr": np.asarray(csr.indptr, dtype=np.int64),
+    }
+
+
+def _sparse_from(args: dict[str, Any]) -> sp.csr_matrix:
+    shape = tuple(int(s) for s in args["shape"])
+    data = np.asarray(args["data"], dtype=np.float64)
+    indices = np.asarray(args["indices"], dtype=np.int64)
+    indptr = np.asarray(args["indptr"], dtype=np.int64)
+    if len(shape) != 2 or indptr.shape != (shape[0] + 1,) or indices.shape != data.shape:
+        raise ValueError("malformed sparse matrix spec")
+    if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
+        raise ValueError("malformed sparse matrix spec (indptr)")
+    if indices.size and (indices.min() < 0 or indices.max() >= shape[1]):
+        raise ValueError("malformed sparse matrix spec (column index out of range)")
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+# type name -> (exact class, arguments of an instance, constructor from arguments)
+_Reader = Callable[[Any], dict[str, Any]]
+_Builder = Callable[[dict[str, Any]], EMatrix]
+_REGISTRY: dict[str, tuple[type, _Reader, _Builder]] = {
+    "Identity": (Identity, lambda M: {"n": M.n}, lambda a: Identity(int(a["n"]))),
+    "Ones": (Ones, lambda M: {"m": M.m, "n": M.n}, lambda a: Ones(int(a["m"]), int(a["n"]))),
+    "Total": (Total, lambda M: {"n": M.n}, lambda a: Total(int(a["n"]))),
+    "Prefix": (Prefix, lambda M: {"n": M.n}, lambda a: Prefix(int(a["n"]))),
+    "Suffix": (Suffix, lambda M: {"n": M.n}, lambda a: Suffix(int(a["n"]))),
+    "Wavelet": (
+        Wavelet,
+        lambda M: {"n": M.n, "transposed": M.transposed},
+        lambda a: Wavelet(int(a["n"]), bool(a["transposed"])),
+    ),
+    "Diagonal": (Diagonal, lambda M: {"d": np.asarray(M.d)}, lambda a: Diagonal(a["d"])),
+    "Dense": (Dense, lambda M: {"array": np.asarray(M.array)}, lambda a: Dense(a["array"])),
+    "Sparse": (
+        Sparse,
+        lambda M: _sparse_spec(M.matrix),
+        lambda a: Sparse(_sparse_from(a)),
+    ),
+    "RangeQueries": (
+        RangeQueries,
+        lambda M: {
+            "domain_shape": list(M.domain_shape),
+            "lower": np.asarray(M.lower),
+            "upper": np.asarray(M.upper),
+            "transposed": M.transposed,
+        },
+        lambda a: RangeQueries(
+            tuple(int(s) for s in a["domain_shape"]),
+            np.asarray(a["lower"], dtype=np.int64),
+            np.asarray(a["upper"], dtype=np.int64),
+            bool(a["transposed"]),
+        ),
+    ),
+    "VStack": (
+        VStack,
+        lambda M: {"blocks": [to_spec(b) for b in M.blocks]},
+        lambda a: VStack([from_spec(b) for b in a["blocks"]]),
+    ),
+    "HStack": (
+        HStack,
+        lambda M: {"blocks": [to_spec(b) for b in M.blocks]},
+        lambda a: HStack([from_spec(b) for b in a["blocks"]]),
+    ),
+    "Sum": (
+        Sum,
+        lambda M: {"terms": [to_spec(t) for t in M.terms]},
+        lambda a: Sum([from_spec(t) for t in a["terms"]]),
+    ),
+    "Product": (
+        Product,
+        lambda M: {"A": to_spec(M.A), "B": to_spec(M.B)},
+        lambda a: Product(from_spec(a["A"]), from_spec(a["B"])),
+    ),
+    "Kronecker": (
+        Kronecker,
+        lambda M: {"factors": [to_spec(f) for f in M.factors]},
+        lambda a: Kronecker([from_spec(f) for f in a["factors"]]),
+    ),
+    "Weighted": (
+        Weighted,
+        lambda M: {"base": to_spec(M.base), "weight": float(M.weight)},
+        lambda a: Weighted(from_spec(a["base"]), float(a["weight"])),
+    ),
+}
+_BY_CLASS = {cls: name for name, (cls, _, _) in _REGISTRY.items()}
+
+
+def to_spec(M: EMatrix) -> dict[str, Any]:
+    """Describe `M` as {"type": name, "args": {...}}; refuse foreign classes."""
+    name = _BY_CLASS.get(type(M))
+    if name is None:
+        raise TypeError(
+            f"{type(M).__name__} is not one of ektelo's matrix classes and has no spec"
+        )
+    return {"type": name, "args": _REGISTRY[name][1](M)}
+
+
+def from_spec(spec: dict[str, Any]) -> EMatrix:
+    """Rebuild a matrix from a spec using only the registered library classes."""
+    if not isinstance(spec, dict) or "type" not in spec or "args" not in spec:
+        raise ValueError("a matrix spec is a dict with 'type' and 'args'")
+    entry = _REGISTRY.get(spec["type"])
+    if entry is None:
+        raise ValueError(f"unknown matrix type in spec: {spec['type']!r}")
+    return entry[2](spec["args"])
+
+
+def rebuild(M: EMatrix) -> EMatrix:
+    """A fresh copy of `M` made only from library classes (for the kernel)."""
+    return from_spec(to_spec(M))
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        arr = np.ascontiguousarray(obj)
+        return {
+            "__ndarray__": base64.b64encode(arr.tobytes()).decode("ascii"),
+            "dtype": arr.dtype.str,
+            "shape": list(arr.shape),
+        }
+    if isinstance(obj, dict):
+        return {k: _encode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(v) for v in obj]
+    if isinstance(obj, (np.integer, np.floating, np.bool_)):
+        return obj.item()
+    return obj
+
+
+def _decode(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if "__ndarray__" in obj:
+            dtype = np.dtype(obj["dtype"])
+            if dtype.kind not in "iuf":
+                raise ValueError(f"unsupported array dtype in spec: {dtype}")
+            raw = base64.b64decode(obj["__ndarray__"])
+            return np.frombuffer(raw, dtype=dtype).reshape(obj["shape"]).copy()
+        return {k: _decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v) for v in obj]
+    return obj
+
+
+def to_json(M: EMatrix) -> str:
+    """The spec of `M` as a JSON string (arrays base64-encoded)."""
+    return json.dumps(_encode(to_spec(M)))
+
+
+def from_json(text: str) -> EMatrix:
+    """Rebuild a matrix from `to_json` output."""
+    return from_spec(_decode(json.loads(text)))
+
+
+def specs_equal(a: Any, b: Any) -> bool:
+    """Structural equality of two specs (arrays compared by value)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(specs_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(specs_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a_arr, b_arr = np.asarray(a), np.asarray(b)
+        return a_arr.shape == b_arr.shape and bool(np.array_equal(a_arr, b_arr))
+    return bool(a == b)

@@ -1,0 +1,103 @@
+"""Workload builders (paper §7.5, Examples 2–4): identity, total, prefix,
+range queries (explicit, all, DPBench-style random), and marginals.
+
+Every builder returns an implicit matrix over the flattened (C-order) data
+vector of a domain with the given shape.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..matrix import EMatrix, Identity, Kronecker, Prefix, RangeQueries, Total, VStack
+
+__all__ = [
+    "all_range",
+    "identity",
+    "marginal",
+    "marginals",
+    "prefix",
+    "prefix_marginal",
+    "random_range",
+    "range_queries",
+    "total",
+]
+
+Shape = int | Sequence[int]
+
+
+def _shape(shape: Shape) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if not dims or any(
+        isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in dims
+    ):
+        raise ValueError(f"a domain shape is a tuple of positive integers, got {shape!r}")
+    return tuple(int(s) for s in dims)
+
+
+def identity(shape: Shape) -> EMatrix:
+    """One query per cell: the histogram itself."""
+    return Identity(math.prod(_shape(shape)))
+
+
+def total(shape: Shape) -> EMatrix:
+    """The single query counting every record."""
+    return Total(math.prod(_shape(shape)))
+
+
+def prefix(n: int) -> EMatrix:
+    """All n prefix queries [0, j] of a 1-D domain: the empirical CDF."""
+    return Prefix(_shape(n)[0])
+
+
+def prefix_marginal(shape: Shape, axis: int) -> EMatrix:
+    """The CDF of one attribute: Prefix on `axis`, summed over the others."""
+    dims = _shape(shape)
+    if not 0 <= axis < len(dims):
+        raise ValueError(f"axis {axis} out of range for a {len(dims)}-D domain")
+    return Kronecker([Prefix(s) if i == axis else Total(s) for i, s in enumerate(dims)])
+
+
+def range_queries(shape: Shape, lower: np.ndarray, upper: np.ndarray) -> EMatrix:
+    """Explicit range queries with inclusive corners (arrays of shape (m, d))."""
+    return RangeQueries(_shape(shape), lower, upper)
+
+
+def all_range(n: int) -> EMatrix:
+    """Every interval [i, j], 0 ≤ i ≤ j < n, of a 1-D domain (n(n+1)/2 queries)."""
+    size = _shape(n)[0]
+    lo, hi = np.triu_indices(size)
+    return RangeQueries(size, lo.reshape(-1, 1), hi.reshape(-1, 1))
+
+
+def random_range(shape: Shape, count: int, seed: int | None = 0) -> EMatrix:
+    """`count` random ranges as in DPBench's RandomRange: on each axis the two
+    corners are independent uniform cells, sorted (seeded, reproducible)."""
+    dims = _shape(shape)
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, dims, size=(int(count), len(dims)))
+    b = rng.integers(0, dims, size=(int(count), len(dims)))
+    return RangeQueries(dims, np.minimum(a, b), np.maximum(a, b))
+
+
+def marginal(shape: Shape, attributes: Sequence[int]) -> EMatrix:
+    """The marginal on `attributes` (axis indices): Identity on those, Total elsewhere."""
+    dims = _shape(shape)
+    keep = set(attributes)
+    if not keep <= set(range(len(dims))):
+        raise ValueError(f"marginal attributes {sorted(keep)} out of range for {len(dims)} axes")
+    return Kronecker([Identity(s) if i in keep else Total(s) for i, s in enumerate(dims)])
+
+
+def marginals(shape: Shape, k: int) -> EMatrix:
+    """All k-way marginals (Example 4) as a VStack of Kronecker products."""
+    dims = _shape(shape)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= len(dims):
+        raise ValueError(f"k must be an integer in [0, {len(dims)}], got {k!r}")
+    return VStack([marginal(dims, c) for c in itertools.combinations(range(len(dims)), k)])
