@@ -1,0 +1,144 @@
+"""Data-dependent plans (§6, Fig. 2): Uniform, UniformGrid, AdaptiveGrid, AHP
+and DAWA. The data-dependent steps (noisy totals, private partitions) run
+inside the kernel; everything here is public post-processing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..matrix import EMatrix, Identity, Total
+from ..operators import selection
+from ..operators.strategies_opt import greedy_h as greedy_h_strategy
+from ._registry import register
+from .budget import check_eps, split
+from .common import estimate, reduce_for_workload
+
+__all__ = ["adaptive_grid", "ahp", "dawa", "uniform", "uniform_grid"]
+
+
+@register(
+    "uniform",
+    citation="Hay, Machanavajjhala, Miklau et al., SIGMOD 2016 (DPBench baseline)",
+    summary="noisy total spread uniformly over the domain",
+    data_dependent=True,
+)
+def uniform(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
+    """Uniform: ε on the total; x̂ spreads it evenly (the LS solution)."""
+    return estimate([x.laplace(Total(x.size), eps=check_eps(eps))])
+
+
+def _total_for_grid(
+    x: Any, eps: float, total: float | None, total_ratio: float
+) -> tuple[float, list[Any], float]:
+    """A public total for grid sizing: given, or a noisy total (kept for LS)."""
+    if total is not None:
+        return float(total), [], eps
+    eps_total, eps_rest = split(eps, total_ratio, 1 - total_ratio)
+    m = x.laplace(Total(x.size), eps=eps_total)
+    return max(float(m.answers[0]), 0.0), [m], eps_rest
+
+
+@register(
+    "uniform_grid",
+    citation="Qardaji, Yang & Li, ICDE 2013",
+    summary="uniform grid sized by the (noisy) total, least squares",
+    data_dependent=True,
+)
+def uniform_grid(
+    x: Any,
+    workload: EMatrix,
+    eps: float,
+    *,
+    total: float | None = None,
+    total_ratio: float = 0.05,
+) -> np.ndarray:
+    """UniformGrid: an m×m grid with m = √(Nε/10) over a 2-D domain.
+
+    Budget: if `total` (N) is public it is used and all of ε measures the
+    grid; otherwise `total_ratio`·ε buys a noisy total (also used in
+    inference) and the rest measures the grid. Returns x̂ by LS.
+    """
+    eps = check_eps(eps)
+    n_total, measurements, eps_grid = _total_for_grid(x, eps, total, total_ratio)
+    grid = selection.uniform_grid(x.shape, n_total, eps_grid)
+    measurements.append(x.laplace(grid, eps=eps_grid))
+    return estimate(measurements)
+
+
+@register(
+    "adaptive_grid",
+    citation="Qardaji, Yang & Li, ICDE 2013",
+    summary="two-level grid, second level sized by first-level noisy counts",
+    data_dependent=True,
+)
+def adaptive_grid(
+    x: Any,
+    workload: EMatrix,
+    eps: float,
+    *,
+    alpha: float = 0.5,
+    total: float | None = None,
+    total_ratio: float = 0.05,
+) -> np.ndarray:
+    """AdaptiveGrid: level-1 grid with α·ε, per-cell level-2 grids with the
+    rest, sized from the level-1 noisy counts (public); LS over both levels.
+    The total for sizing is public (`total`) or noisy (`total_ratio`·ε)."""
+    eps = check_eps(eps)
+    n_total, measurements, eps_rest = _total_for_grid(x, eps, total, total_ratio)
+    eps1, eps2 = split(eps_rest, alpha, 1 - alpha)
+    level1 = selection.ag_first_level(x.shape, n_total, eps_rest)
+    m1 = x.laplace(level1, eps=eps1)
+    level2 = selection.ag_second_level(x.shape, level1, m1.answers, eps_rest, alpha=alpha)
+    measurements += [m1, x.laplace(level2, eps=eps2)]
+    return estimate(measurements)
+
+
+@register(
+    "ahp",
+    citation="Zhang, Chen, Xu, Meng & Xie, SDM 2014",
+    summary="private clustering of similar counts, then noisy group totals",
+    data_dependent=True,
+)
+def ahp(
+    x: Any,
+    workload: EMatrix,
+    eps: float,
+    *,
+    ratio: float = 0.85,
+    eta: float = 0.35,
+    workload_reduction: bool = False,
+) -> np.ndarray:
+    """AHP: ratio·ε to AHP's private partition, the rest to the group totals;
+    LS spreads each total uniformly over its group."""
+    eps_part, eps_meas = split(check_eps(eps), ratio, 1 - ratio)
+    x_red, _, _ = reduce_for_workload(x, workload, workload_reduction)
+    P = x_red.ahp_partition(eps=eps_part, eta=eta)  # Private→Public
+    groups = x_red.reduce_by_partition(P)  # Private, 1-stable
+    return estimate([groups.laplace(Identity(P.num_groups), eps=eps_meas)])
+
+
+@register(
+    "dawa",
+    citation="Li, Hay & Miklau, PVLDB 2014",
+    summary="private L1 interval partition, then GreedyH on the groups",
+    data_dependent=True,
+)
+def dawa(
+    x: Any,
+    workload: EMatrix,
+    eps: float,
+    *,
+    ratio: float = 0.25,
+    approximate: bool | None = None,
+    workload_reduction: bool = False,
+) -> np.ndarray:
+    """DAWA: ratio·ε to the private L1 partition (2-D via the Hilbert order),
+    the rest to GreedyH's strategy for the reduced workload; LS."""
+    eps_part, eps_meas = split(check_eps(eps), ratio, 1 - ratio)
+    x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
+    P = x_red.dawa_partition(eps=eps_part, approximate=approximate)  # Private→Public
+    groups = x_red.reduce_by_partition(P)  # Private, 1-stable
+    M = greedy_h_strategy(P.num_groups, P.reduce_workload(W_red))  # Public
+    return estimate([groups.laplace(M, eps=eps_meas)])

@@ -1,0 +1,76 @@
+"""Naive Bayes plans (εktelo §9.3, Algorithm 8): the 2k+1 histograms a
+Naive Bayes classifier needs — the label Y, and each predictor Xᵢ jointly
+with Y — estimated under differential privacy. The vector x is the table
+vectorized over (X₁, …, X_k, Y), label last. Every plan returns the estimated
+workload answers (the stacked histograms, in `workload` row order)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..matrix import EMatrix, Identity, Prefix
+from ..operators import partition as partition_ops
+from ..operators.strategies_opt import greedy_h as greedy_h_strategy
+from ._registry import register
+from .budget import check_eps, split
+from .common import estimate
+
+__all__ = ["nb_select_ls", "nb_workload", "nb_workload_ls"]
+
+
+@register(
+    "nb_workload",
+    citation="Cormode, PKDD 2011 (as in εktelo §9.3)",
+    summary="Laplace noise on the Naive Bayes histograms directly",
+    data_dependent=False,
+)
+def nb_workload(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
+    """Workload: all of ε on the workload matrix; returns its noisy answers."""
+    return np.array(x.laplace(workload, eps=check_eps(eps)).answers)
+
+
+@register(
+    "nb_workload_ls",
+    citation="εktelo §9.3",
+    summary="noisy Naive Bayes histograms made consistent by least squares",
+    data_dependent=False,
+)
+def nb_workload_ls(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
+    """WorkloadLS: Workload followed by LS; returns W·x̂ (consistent totals)."""
+    return workload @ estimate([x.laplace(workload, eps=check_eps(eps))])
+
+
+@register(
+    "nb_select_ls",
+    citation="εktelo §9.3, Algorithm 8 (SelectLS)",
+    summary="per-histogram choice of Identity or DAWA+GreedyH, joint LS",
+    data_dependent=True,
+)
+def nb_select_ls(
+    x: Any, workload: EMatrix, eps: float, *, threshold: int = 80, ratio: float = 0.25
+) -> np.ndarray:
+    """SelectLS. Budget: ε/k to each predictor's histogram (Xᵢ, Y), k the
+    number of predictors (sequential composition). A histogram with more than
+    `threshold` cells gets DAWA's partition (ratio of its share) and GreedyH
+    on the groups; a smaller one gets Identity. LS on all measurements;
+    returns W·x̂."""
+    eps = check_eps(eps)
+    label = len(x.shape) - 1
+    k = label
+    if k < 1:
+        raise ValueError("Naive Bayes needs at least one predictor and a label axis")
+    shares = split(eps, *([1 / k] * k))
+    measurements = []
+    for i, eps_i in zip(range(k), shares, strict=True):
+        hist = x.reduce_by_partition(partition_ops.marginal(x.shape, (i, label)))
+        if hist.size > threshold:
+            eps_part, eps_meas = split(eps_i, ratio, 1 - ratio)
+            P = hist.dawa_partition(eps=eps_part)
+            groups = hist.reduce_by_partition(P)
+            M = greedy_h_strategy(P.num_groups, P.reduce_workload(Prefix(hist.size)))
+            measurements.append(groups.laplace(M, eps=eps_meas))
+        else:
+            measurements.append(hist.laplace(Identity(hist.size), eps=eps_i))
+    return workload @ estimate(measurements)
