@@ -10,7 +10,16 @@ from ._registry import PlanInfo, get, names, register, run
 from .budget import split
 from .cdf import cdf_estimator
 from .data_dependent import adaptive_grid, ahp, dawa, uniform, uniform_grid
-from .data_independent import greedy_h, h2, hb, hdmm, identity, privelet, quadtree
+from .data_independent import (
+    greedy_h,
+    h2,
+    hb,
+    hdmm,
+    identity,
+    privelet,
+    quadtree,
+    strategy_for,
+)
 from .mwem import mwem, mwem_b, mwem_c, mwem_d
 from .naive_bayes import nb_select_ls, nb_workload, nb_workload_ls
 from .privbayes import privbayes, privbayes_ls
@@ -46,6 +55,7 @@ __all__ = [
     "register",
     "run",
     "split",
+    "strategy_for",
     "uniform",
     "uniform_grid",
 ]

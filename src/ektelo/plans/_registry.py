@@ -25,6 +25,7 @@ class PlanInfo:
     summary: str
     data_dependent: bool
     input_kind: str  # "vector" or "table"
+    returns: str  # "estimate" (x̂ on x's domain) or "answers" (workload answers)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -41,14 +42,22 @@ _PLANS: dict[str, PlanInfo] = {}
 
 
 def register(
-    name: str, *, citation: str, summary: str, data_dependent: bool, input_kind: str = "vector"
+    name: str,
+    *,
+    citation: str,
+    summary: str,
+    data_dependent: bool,
+    input_kind: str = "vector",
+    returns: str = "estimate",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Class the decorated function as the plan `name`."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _PLANS:
             raise ValueError(f"plan {name!r} registered twice")
-        _PLANS[name] = PlanInfo(name, fn, citation, summary, data_dependent, input_kind)
+        _PLANS[name] = PlanInfo(
+            name, fn, citation, summary, data_dependent, input_kind, returns
+        )
         return fn
 
     return wrap

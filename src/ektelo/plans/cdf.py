@@ -20,6 +20,7 @@ __all__ = ["cdf_estimator"]
     summary="CDF of one attribute: where, select, vectorize, AHP partition, NNLS",
     data_dependent=True,
     input_kind="table",
+    returns="answers",
 )
 def cdf_estimator(
     table: Any,

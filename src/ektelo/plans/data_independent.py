@@ -16,7 +16,16 @@ from ._registry import register
 from .budget import check_eps
 from .common import measure_and_infer, reduce_for_workload
 
-__all__ = ["greedy_h", "h2", "hb", "hdmm", "identity", "privelet", "quadtree"]
+__all__ = [
+    "greedy_h",
+    "h2",
+    "hb",
+    "hdmm",
+    "identity",
+    "privelet",
+    "quadtree",
+    "strategy_for",
+]
 
 
 @register(
@@ -112,3 +121,24 @@ def hdmm(
     eps = check_eps(eps)
     x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
     return measure_and_infer(x_red, hdmm_strategy(W_red, seed=seed), eps)
+
+
+def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatrix | None:
+    """The measurement strategy a data-independent plan would use with its
+    default parameters (public), or None if the plan is not of that form.
+    This lets callers compute exact expected errors before spending budget."""
+    n = int(np.prod(shape))
+    builders = {
+        "identity": lambda: selection.identity(n),
+        "privelet": lambda: selection.wavelet(shape),
+        "h2": lambda: selection.h2(shape),
+        "hb": lambda: selection.hb(shape),
+        "quadtree": lambda: selection.quadtree(shape),
+        "greedy_h": lambda: greedy_h_strategy(n, workload),
+        "hdmm": lambda: hdmm_strategy(workload, seed=0),
+        "hb_striped_kron": lambda: selection.stripe(
+            shape, len(shape) - 1, selection.hb((shape[-1],))
+        ),
+    }
+    build = builders.get(name)
+    return None if build is None else build()

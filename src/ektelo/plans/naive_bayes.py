@@ -25,6 +25,7 @@ __all__ = ["nb_select_ls", "nb_workload", "nb_workload_ls"]
     citation="Cormode, PKDD 2011 (as in εktelo §9.3)",
     summary="Laplace noise on the Naive Bayes histograms directly",
     data_dependent=False,
+    returns="answers",
 )
 def nb_workload(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     """Workload: all of ε on the workload matrix; returns its noisy answers."""
@@ -36,6 +37,7 @@ def nb_workload(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     citation="εktelo §9.3",
     summary="noisy Naive Bayes histograms made consistent by least squares",
     data_dependent=False,
+    returns="answers",
 )
 def nb_workload_ls(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     """WorkloadLS: Workload followed by LS; returns W·x̂ (consistent totals)."""
@@ -47,6 +49,7 @@ def nb_workload_ls(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     citation="εktelo §9.3, Algorithm 8 (SelectLS)",
     summary="per-histogram choice of Identity or DAWA+GreedyH, joint LS",
     data_dependent=True,
+    returns="answers",
 )
 def nb_select_ls(
     x: Any, workload: EMatrix, eps: float, *, threshold: int = 80, ratio: float = 0.25

@@ -1,0 +1,374 @@
+"""The `ektelo` command: private answers with error bars from one command.
+
+    ektelo run --data FILE --domain FILE.json --workload SPEC --plan NAME|auto
+               --epsilon E [--where EXPR] [--out FILE] [--seed N] [--param K=V]
+    ektelo plans            list the plan library
+    ektelo datasets         list the known demo and benchmark data
+    ektelo experiment NAME  re-run one of the paper's experiments (§10)
+
+Errors are one line on stderr with a non-zero exit code; `--debug` shows the
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["main"]
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit code 2."""
+
+
+# -- --where expressions ---------------------------------------------------------
+_COMPARE = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
+
+
+def parse_where(text: str) -> Any:
+    """Turn `sex == 'M' and 30 <= age <= 39` into a kernel predicate.
+
+    Accepts comparisons (chained too), `in`/`not in` with a tuple or list of
+    literals, `and`, `or`, `not` and parentheses; attribute names are bare
+    identifiers, values are literals. Nothing is evaluated.
+    """
+    from .kernel.predicates import col
+
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError as exc:
+        raise CLIError(f"--where: cannot parse {text!r}: {exc.msg}") from None
+
+    def literal(node: ast.AST) -> Any:
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            text = ast.unparse(node)
+            raise CLIError(f"--where: expected a literal value, got {text!r}") from None
+
+    def convert(node: ast.AST) -> Any:
+        if isinstance(node, ast.BoolOp):
+            parts = [convert(v) for v in node.values]
+            out = parts[0]
+            for p in parts[1:]:
+                out = (out & p) if isinstance(node.op, ast.And) else (out | p)
+            return out
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return ~convert(node.operand)
+        if isinstance(node, ast.Compare):
+            terms = [node.left, *node.comparators]
+            result = None
+            for left, op, right in zip(terms, node.ops, terms[1:], strict=False):
+                result_part = compare(left, op, right)
+                result = result_part if result is None else (result & result_part)
+            return result
+        raise CLIError(f"--where: unsupported expression {ast.unparse(node)!r}")
+
+    def compare(left: ast.AST, op: ast.cmpop, right: ast.AST) -> Any:
+        if isinstance(op, (ast.In, ast.NotIn)):
+            if not isinstance(left, ast.Name):
+                raise CLIError("--where: 'in' needs an attribute name on its left")
+            values = literal(right)
+            if not isinstance(values, (tuple, list, set)):
+                raise CLIError("--where: 'in' needs a tuple or list of values")
+            pred = col(left.id).isin(list(values))
+            return ~pred if isinstance(op, ast.NotIn) else pred
+        symbol = _COMPARE.get(type(op))
+        if symbol is None:
+            raise CLIError(f"--where: unsupported comparison {type(op).__name__}")
+        if isinstance(left, ast.Name) and not isinstance(right, ast.Name):
+            name, value = left.id, literal(right)
+        elif isinstance(right, ast.Name) and not isinstance(left, ast.Name):
+            flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+            name, value, symbol = right.id, literal(left), flipped[symbol]
+        else:
+            raise CLIError("--where: each comparison needs one attribute and one value")
+        column = col(name)
+        return {
+            "==": lambda: column == value,
+            "!=": lambda: column != value,
+            "<": lambda: column < value,
+            "<=": lambda: column <= value,
+            ">": lambda: column > value,
+            ">=": lambda: column >= value,
+        }[symbol]()
+
+    return convert(tree)
+
+
+# -- loading -------------------------------------------------------------------------
+def load_table(path: str, domain: Any) -> pd.DataFrame:
+    """Read a CSV or Parquet file's domain columns, checking every value."""
+    file = Path(path)
+    if not file.is_file():
+        raise CLIError(f"data file not found: {path}")
+    suffix = file.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        try:
+            frame = pd.read_parquet(file)
+        except ImportError:
+            raise CLIError("reading Parquet needs pyarrow: pip install 'ektelo[parquet]'") from None
+        except Exception as exc:
+            raise CLIError(f"{path}: not a readable Parquet file ({exc})") from None
+        missing = [n for n in domain.names if n not in frame.columns]
+        if missing:
+            raise CLIError(f"{path}: missing column(s) {missing}")
+        frame = frame[list(domain.names)]
+        domain.encode(frame)
+        return frame
+    try:
+        return domain.read_csv(file, ignore_extra=True)
+    except pd.errors.ParserError as exc:
+        raise CLIError(f"{path}: malformed CSV ({str(exc).splitlines()[0]})") from None
+    except pd.errors.EmptyDataError:
+        raise CLIError(f"{path}: the file is empty") from None
+    except UnicodeDecodeError:
+        raise CLIError(f"{path}: not a text CSV file") from None
+
+
+def _epsilon(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"epsilon must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"epsilon must be finite and > 0, got {text}")
+    return value
+
+
+def _params(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--param expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key] = raw
+    return out
+
+
+# -- plan choice -----------------------------------------------------------------------
+def choose_plan(kind: str, shape: tuple[int, ...]) -> tuple[str, str]:
+    """Pick a plan from public facts only (workload kind and domain shape)."""
+    n = math.prod(shape)
+    if kind == "marginals":
+        return "hdmm", "marginal workloads are answered best by HDMM's optimised strategy"
+    if len(shape) == 1 and kind in ("prefix", "ranges", "random-ranges", "file"):
+        if n <= 2**16:
+            return "dawa", ("DAWA adapts to the data and is among the most accurate for 1-D "
+                            "range/prefix workloads in DPBench")
+        return "hb", "HB is accurate for 1-D ranges and scales to large domains"
+    if kind == "prefix":
+        return "hb_striped_kron", ("a CDF broken down by other attributes: HB on the CDF "
+                                   "attribute ⊗ identity on the others (§9.2)")
+    if len(shape) == 2 and kind in ("ranges", "random-ranges", "file") and n <= 2**18:
+        return "dawa", "DAWA (via the Hilbert order) is strong on 2-D range workloads"
+    if kind in ("ranges", "random-ranges", "file"):
+        return "hb", "a hierarchy of range queries answers range workloads well"
+    if n <= 2**16:
+        return "dawa", "for a histogram DAWA's partition exploits uniform regions"
+    return "identity", "for a large histogram the identity strategy is a robust default"
+
+
+# -- commands -------------------------------------------------------------------------
+def _write_answers(path: str | None, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    if path is None:
+        frame = pd.DataFrame(rows)
+        with pd.option_context("display.max_rows", 20, "display.width", 120):
+            print(frame.to_string(index=False, max_rows=20))
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".json":
+        out.write_text(json.dumps({"meta": meta, "answers": rows}, indent=1))
+    else:
+        pd.DataFrame(rows).to_csv(out, index=False)
+    print(f"wrote {len(rows)} answers to {out}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import ektelo
+
+    from . import plans
+    from .domain import Domain
+    from .workload.spec import parse
+
+    try:
+        domain = Domain.from_json(Path(args.domain))
+    except FileNotFoundError:
+        raise CLIError(f"domain file not found: {args.domain}") from None
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
+    workload = parse(args.workload, domain)
+    frame = load_table(args.data, domain)
+    shape = tuple(domain[n].size for n in workload.attributes)
+    if args.plan == "auto":
+        plan_name, why = choose_plan(workload.kind, shape)
+        print(f"plan: {plan_name} (auto: {why})")
+    else:
+        plan_name = args.plan
+    info = plans.get(plan_name)
+    params = _params(args.param)
+
+    table = ektelo.protect(frame, domain, epsilon=args.epsilon, seed=args.seed)
+    if args.where:
+        table = table.where(parse_where(args.where))
+    W = workload.matrix
+    start = time.perf_counter()
+    if info.input_kind == "table":
+        sub = table.select(list(workload.attributes))
+        if plan_name == "cdf_estimator":
+            if workload.kind != "prefix" or len(workload.attributes) != 1:
+                raise CLIError("cdf_estimator answers a prefix:ATTR workload")
+            params.setdefault("attribute", workload.attributes[0])
+        result = plans.run(plan_name, sub, W, args.epsilon, **params)
+    else:
+        x = table.vectorize(list(workload.attributes))
+        result = plans.run(plan_name, x, W, args.epsilon, **params)
+    elapsed = time.perf_counter() - start
+    answers = np.asarray(result) if info.returns == "answers" else W @ np.asarray(result)
+
+    errors, error_kind = _error_bars(plan_name, info, shape, W, args.epsilon, params)
+    rows = [
+        {"query": label, "answer": float(a), "std_error": e, "error_kind": error_kind}
+        for label, a, e in zip(workload.labels, answers, errors, strict=True)
+    ]
+    budget = table.budget
+    meta = {
+        "plan": plan_name,
+        "epsilon": args.epsilon,
+        "workload": args.workload,
+        "where": args.where,
+        "budget": {"total": budget.total, "spent": budget.spent, "remaining": budget.remaining},
+        "seed": args.seed,
+        "error_kind": error_kind,
+    }
+    _write_answers(args.out, rows, meta)
+    print(f"budget: total ε={budget.total:g}, spent ε={budget.spent:g}, "
+          f"remaining ε={budget.remaining:g}; plan ran in {elapsed:.2f} s")
+    if args.seed is not None:
+        print("note: research mode (seeded noise) — not for releasing real data")
+    return 0
+
+
+def _error_bars(
+    plan_name: str, info: Any, shape: tuple[int, ...], W: Any, eps: float, params: dict[str, Any]
+) -> tuple[list[float | None], str]:
+    """Exact per-query standard errors for data-independent plans, else none."""
+    from .operators import error
+    from .plans import strategy_for
+
+    if info.data_dependent or params:
+        return [None] * W.shape[0], "none (data-dependent plan: no closed-form error)"
+    A = strategy_for(plan_name, shape, W)
+    if A is None:
+        return [None] * W.shape[0], "none (plan has no fixed strategy)"
+    try:
+        variances = error.expected_error(W, A, eps, per_query=True)
+    except (ValueError, MemoryError) as exc:
+        return [None] * W.shape[0], f"none ({exc})"
+    return [float(math.sqrt(v)) for v in np.asarray(variances)], "exact expected (LS, Laplace)"
+
+
+def cmd_plans(args: argparse.Namespace) -> int:
+    from . import plans
+
+    for name in plans.names():
+        info = plans.get(name)
+        kind = "data-dependent" if info.data_dependent else "data-independent"
+        print(f"{name:16s} {kind:17s} {info.summary}  [{info.citation}]")
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from .datasets import KNOWN, shared_data_dir
+
+    root = shared_data_dir()
+    for d in KNOWN:
+        where = "generated" if d.relative_path is None else (
+            str(root / d.relative_path) if d.available() and root else "not found"
+        )
+        print(f"{d.name:12s} {d.description}  ({where})")
+    return 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from . import experiments
+
+    experiments.run(args.name, out=Path(args.out), trials=args.trials, quick=args.quick)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ektelo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="answer a workload privately over a CSV/Parquet table")
+    run.add_argument("--data", required=True, help="CSV or Parquet file")
+    run.add_argument("--domain", required=True, help="domain description (JSON)")
+    run.add_argument("--workload", required=True, help="workload spec, e.g. prefix:salary")
+    run.add_argument("--plan", default="auto", help="plan name or 'auto' (default)")
+    run.add_argument("--epsilon", required=True, type=_epsilon, help="privacy budget ε > 0")
+    run.add_argument("--where", help="row filter, e.g. \"sex == 'M' and 30 <= age <= 39\"")
+    run.add_argument("--out", help="write answers to this .csv or .json file")
+    run.add_argument("--seed", type=int, help="research mode: seeded (insecure) noise")
+    run.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
+    run.set_defaults(func=cmd_run)
+
+    sub.add_parser("plans", help="list the plans").set_defaults(func=cmd_plans)
+    sub.add_parser("datasets", help="list known datasets").set_defaults(func=cmd_datasets)
+
+    exp = sub.add_parser("experiment", help="re-run an experiment of the paper (§10)")
+    exp.add_argument("name")
+    exp.add_argument("--out", default="out", help="output directory (default: out)")
+    exp.add_argument("--trials", type=int, default=None, help="number of trials")
+    exp.add_argument("--quick", action="store_true", help="reduced version (minutes)")
+    exp.set_defaults(func=cmd_experiment)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `ektelo` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("ektelo: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        from .kernel import BudgetExceeded
+
+        kind = "budget exceeded" if isinstance(exc, BudgetExceeded) else "error"
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, KeyError):
+            message = message.strip("'\"")
+        print(f"ektelo: {kind}: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
