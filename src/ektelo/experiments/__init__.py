@@ -1,0 +1,44 @@
+"""The paper's experiments (εktelo §10), reproducible from the command line:
+`ektelo experiment <name> [--out DIR] [--trials N] [--quick]`.
+
+Each experiment module registers a function `(out: Path, trials: int | None,
+quick: bool) -> pandas.DataFrame` that shows progress, prints its table next
+to the paper's figures, and writes `<name>.csv` and `<name>.png` into `out`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pandas as pd
+
+from .common import EXPERIMENTS
+
+__all__ = ["EXPERIMENTS", "names", "run"]
+
+_MODULES = {
+    "mwem-variants": "mwem_variants",
+    "census": "census",
+    "naive-bayes": "naive_bayes",
+    "plan-scalability": "plan_scalability",
+    "inference-scalability": "inference_scalability",
+    "workload-reduction": "workload_reduction",
+    "dpbench": "dpbench",
+}
+
+
+def names() -> list[str]:
+    """The experiment names."""
+    return sorted(_MODULES)
+
+
+def run(name: str, *, out: Path, trials: int | None = None, quick: bool = False) -> pd.DataFrame:
+    """Run experiment `name`, writing its CSV and PNG to `out`."""
+    if name not in _MODULES:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(names())}")
+    if trials is not None and trials < 1:
+        raise ValueError(f"--trials must be a positive integer, got {trials}")
+    importlib.import_module(f".{_MODULES[name]}", __name__)
+    out.mkdir(parents=True, exist_ok=True)
+    return EXPERIMENTS[name](out, trials, quick)

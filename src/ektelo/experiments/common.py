@@ -1,0 +1,99 @@
+"""Shared machinery of the experiments: registry, progress, outputs, data."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from ..datasets import shared_data_dir
+
+__all__ = [
+    "EXPERIMENTS",
+    "dpbench_1d",
+    "dpbench_2d",
+    "experiment",
+    "progress",
+    "require_shared",
+    "save_outputs",
+]
+
+T = TypeVar("T")
+ExperimentFn = Callable[[Path, int | None, bool], pd.DataFrame]
+EXPERIMENTS: dict[str, ExperimentFn] = {}
+
+
+def experiment(name: str) -> Callable[[ExperimentFn], ExperimentFn]:
+    """Register an experiment under `name`."""
+
+    def wrap(fn: ExperimentFn) -> ExperimentFn:
+        EXPERIMENTS[name] = fn
+        return fn
+
+    return wrap
+
+
+def progress(items: Iterable[T], label: str, total: int | None = None) -> Iterator[T]:
+    """Yield items while printing a one-line progress bar with elapsed time to stderr."""
+    items = list(items) if total is None else items
+    count = len(items) if total is None else total  # type: ignore[arg-type]
+    start = time.perf_counter()
+    for i, item in enumerate(items, 1):
+        yield item
+        done = int(30 * i / max(count, 1))
+        elapsed = time.perf_counter() - start
+        bar = "#" * done + "." * (30 - done)
+        sys.stderr.write(f"\r{label} [{bar}] {i}/{count} {elapsed:6.1f}s")
+        sys.stderr.flush()
+    sys.stderr.write("\n")
+
+
+def require_shared(relative: str) -> Path:
+    """A path under the shared data directory, or a clear error if it is absent."""
+    root = shared_data_dir()
+    if root is None or not (root / relative).exists():
+        raise FileNotFoundError(
+            f"this experiment needs the shared benchmark data ({relative}); set EKTELO_DATA "
+            "to the directory that holds dpbench/, adult/ and credit/"
+        )
+    return root / relative
+
+
+def dpbench_1d() -> dict[str, np.ndarray]:
+    """The ten DPBench 1-D histograms (4096 bins), keyed by file stem."""
+    folder = require_shared("dpbench/1d")
+    files = sorted(folder.glob("*.npy"))
+    return {p.name.split(".")[0]: np.load(p).astype(np.float64) for p in files}
+
+
+def dpbench_2d() -> dict[str, np.ndarray]:
+    """The six DPBench 2-D histograms (256×256), keyed by file stem."""
+    folder = require_shared("dpbench/2d")
+    files = sorted(folder.glob("*.npy"))
+    return {p.name.split("_256")[0]: np.load(p).astype(np.float64) for p in files}
+
+
+def save_outputs(
+    name: str, out: Path, table: pd.DataFrame, plot: Callable[[Any], None], title: str
+) -> None:
+    """Print `table`, write `<name>.csv`, and draw `<name>.png` with `plot(ax)`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with pd.option_context("display.width", 160, "display.max_columns", 30):
+        print(table.to_string(index=False))
+    table.to_csv(out / f"{name}.csv", index=False)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    plot(ax)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=120)
+    plt.close(fig)
+    print(f"wrote {out / (name + '.csv')} and {out / (name + '.png')}")
