@@ -4,6 +4,34 @@ Layers (see DESIGN.md): `ektelo.matrix` (implicit matrices), `ektelo.workload`
 (workload builders and error metrics), `ektelo.kernel` (the protected kernel:
 the only code that touches private data or samples noise), `ektelo.operators`
 (public operators), `ektelo.plans` (algorithms as short plans).
+
+Entry point: `ektelo.protect(data, domain, epsilon=...)` returns an opaque
+handle to the protected data; `ektelo.Domain` describes a table's schema;
+`ektelo.col` builds `where` predicates.
 """
 
+from .domain import Attribute, Domain
+from .kernel import (
+    Budget,
+    BudgetExceeded,
+    Measurement,
+    ProtectedTable,
+    ProtectedVector,
+    col,
+    protect,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Attribute",
+    "Budget",
+    "BudgetExceeded",
+    "Domain",
+    "Measurement",
+    "ProtectedTable",
+    "ProtectedVector",
+    "__version__",
+    "col",
+    "protect",
+]

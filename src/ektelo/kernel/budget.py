@@ -1,0 +1,200 @@
+"""The privacy budget ledger: Algorithm 2 of the paper (§4.4), exactly.
+
+The ledger knows the transformation graph of source variables (tables,
+vectors and the dummy *partition* variables of §4.4), the stability of each
+variable relative to its parent, and B(sv), the budget consumed by queries to
+sv or to anything derived from it. It holds no data: every decision here is a
+function of public state only, so a refusal leaks nothing (§4.3).
+
+Request(sv, σ) (Algorithm 2):
+  * root:       admit iff B(root) + σ ≤ ε_total; then B(root) += σ.
+  * partition:  r = max(B(child) + σ − B(sv), 0); Request(parent, r);
+                then B(sv) += r   (parallel composition: B(sv) = max_c B(c)).
+  * otherwise:  Request(parent, s·σ) with s = St(sv) relative to its parent;
+                then B(sv) += σ.
+The whole chain is computed first and committed only if the root admits it,
+so a refused request changes nothing (check, then commit).
+
+Arithmetic is exact: every ε and stability enters as the `Fraction` of its
+float value. The one documented slack: the root admits a request when the
+exact new total is ≤ ε_total·(1 + 10⁻⁹), so that float splits such as ε/3
+three times, ε·0.3 + ε·0.7 or ε/10 ten times fit. The guarantee of the kernel
+is therefore ε_total·(1 + 10⁻⁹)-differential privacy (Theorem 1 with that
+budget), and `spent` never exceeds it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+__all__ = [
+    "SLACK",
+    "Budget",
+    "BudgetExceeded",
+    "Ledger",
+    "NodeState",
+    "check_epsilon",
+]
+
+SLACK = Fraction(1, 10**9)
+
+Kind = Literal["table", "vector", "partition"]
+
+
+class BudgetExceeded(Exception):  # noqa: N818 - the name the API promises
+    """A Private→Public request would overspend the privacy budget.
+
+    Raised before anything changes: the ledger and the data are as before.
+    """
+
+
+def check_epsilon(value: object, name: str = "eps") -> float:
+    """`value` as a finite positive float, or TypeError/ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    eps = float(value)
+    if math.isnan(eps) or math.isinf(eps) or eps <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    return eps
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The budget of a kernel, in floats: total, spent so far, remaining."""
+
+    total: float
+    spent: float
+    remaining: float
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """The public ledger state of one source variable (exact values)."""
+
+    node: int
+    kind: Kind
+    parent: int | None
+    stability: Fraction
+    spent: Fraction
+    operation: str
+
+
+@dataclass
+class _Node:
+    kind: Kind
+    parent: int | None
+    stability: Fraction
+    operation: str
+    spent: Fraction = Fraction(0)
+
+
+class Ledger:
+    """Transformation graph, stabilities and B(sv) for one kernel (Algorithm 2)."""
+
+    def __init__(self, total: float):
+        self.total = Fraction(check_epsilon(total, "epsilon"))
+        self.limit = self.total * (1 + SLACK)
+        self._nodes: list[_Node] = []
+
+    # -- graph ---------------------------------------------------------------
+    def add_root(self, kind: Kind, operation: str) -> int:
+        """Create the root source variable (St = 1, B = 0)."""
+        if self._nodes:
+            raise ValueError("the ledger already has a root")
+        if kind == "partition":
+            raise ValueError("a partition variable cannot be the root")
+        self._nodes.append(_Node(kind, None, Fraction(1), operation))
+        return 0
+
+    def add_child(
+        self, parent: int, kind: Kind, stability: float | Fraction, operation: str
+    ) -> int:
+        """Add a variable derived from `parent` by a `stability`-stable transformation."""
+        self._node(parent)
+        s = Fraction(stability)
+        if s < 0:
+            raise ValueError(f"stability must be ≥ 0, got {stability!r}")
+        if kind == "partition" and s != 1:
+            raise ValueError("a partition variable is 1-stable relative to its parent")
+        if self._nodes[parent].kind == "partition" and (kind == "partition" or s != 1):
+            raise ValueError("children of a partition variable are 1-stable tables or vectors")
+        self._nodes.append(_Node(kind, parent, s, operation))
+        return len(self._nodes) - 1
+
+    def kind(self, node: int) -> Kind:
+        return self._node(node).kind
+
+    def _node(self, node: int) -> _Node:
+        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(self._nodes):
+            raise ValueError(f"unknown source variable {node!r}")
+        return self._nodes[node]
+
+    # -- Algorithm 2 -----------------------------------------------------------
+    def plan(self, node: int, eps: float) -> list[tuple[int, Fraction]]:
+        """The increments of B along the chain from `node` to the root for a
+        request of `eps` at `node`, or BudgetExceeded. Changes nothing."""
+        sigma = Fraction(check_epsilon(eps))
+        if self._node(node).kind == "partition":
+            raise ValueError("requests are made at tables or vectors, not partition variables")
+        steps: list[tuple[int, Fraction]] = []
+        child: int | None = None
+        current: int = node
+        while True:
+            n = self._nodes[current]
+            if n.parent is None:  # the root
+                if n.spent + sigma > self.limit:
+                    raise BudgetExceeded(
+                        f"request needs {float(sigma):.6g} more at the root; spent "
+                        f"{float(n.spent):.6g} of {float(self.total):.6g}"
+                    )
+                steps.append((current, sigma))
+                break
+            if n.kind == "partition":
+                from_child = self._nodes[child] if child is not None else None
+                if from_child is None:  # pragma: no cover - excluded above
+                    raise ValueError("partition variables receive requests from children only")
+                r = max(from_child.spent + sigma - n.spent, Fraction(0))
+                steps.append((current, r))
+                up = r
+            else:
+                steps.append((current, sigma))
+                up = n.stability * sigma
+            child, current, sigma = current, n.parent, up  # type: ignore[assignment]
+        return steps
+
+    def commit(self, steps: list[tuple[int, Fraction]]) -> Fraction:
+        """Apply a plan from `plan`; returns the amount charged at the root."""
+        for node, inc in steps:
+            self._nodes[node].spent += inc
+        return steps[-1][1]
+
+    def request(self, node: int, eps: float) -> Fraction:
+        """Algorithm 2: check the whole chain, then commit. Returns the root charge."""
+        return self.commit(self.plan(node, eps))
+
+    # -- public views ----------------------------------------------------------
+    @property
+    def spent(self) -> Fraction:
+        return self._nodes[0].spent if self._nodes else Fraction(0)
+
+    def budget(self) -> Budget:
+        spent = self.spent
+        return Budget(
+            total=float(self.total),
+            spent=float(spent),
+            remaining=float(max(self.total - spent, Fraction(0))),
+        )
+
+    def snapshot(self) -> tuple[NodeState, ...]:
+        """The full ledger (graph, stabilities, B) as immutable values."""
+        return tuple(
+            NodeState(i, n.kind, n.parent, n.stability, n.spent, n.operation)
+            for i, n in enumerate(self._nodes)
+        )
+
+    def __len__(self) -> int:
+        return len(self._nodes)
