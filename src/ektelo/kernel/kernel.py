@@ -23,6 +23,7 @@ the kernel charges the requested ε.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import threading
@@ -399,6 +400,7 @@ class Kernel:
     def _run_private(self, node: int, eps: float, name: str, *args: Any, **options: Any) -> Any:
         """Import the operator, charge ε (Algorithm 2), then run it on private data."""
         function = _private_function(name)  # before any budget is charged
+        inspect.signature(function).bind(*args, **options)  # unknown options: TypeError now
         self._spend(node, eps, name)
         return function(*args, **options)
 
