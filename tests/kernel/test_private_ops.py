@@ -1,0 +1,551 @@
+"""Unit tests of the kernel's private operator algorithms (issue 5):
+ektelo.kernel.{ahp, dawa, mwem, privbayes}.
+
+Contracts (public return types, research-mode determinism, clear errors),
+behaviour on data with a known answer, and the sensitivity claims each privacy
+argument rests on, checked by brute force on random neighbours.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ektelo.kernel import ahp, dawa, mwem, privbayes
+from ektelo.kernel.ahp import ahp_partition
+from ektelo.kernel.dawa import dawa_partition, hilbert_order
+from ektelo.kernel.mwem import augmented_worst_approx, max_abs_entry, worst_approx
+from ektelo.kernel.noise import RandomSource
+from ektelo.kernel.privbayes import privbayes_select, r_score
+from ektelo.matrix import (
+    Dense,
+    Diagonal,
+    EMatrix,
+    Identity,
+    Kronecker,
+    Partition,
+    Prefix,
+    Product,
+    RangeQueries,
+    Sparse,
+    Suffix,
+    Total,
+    VStack,
+    Wavelet,
+    Weighted,
+)
+
+PIECES = np.repeat([10, 100, 0, 40], [50, 30, 48, 40])
+TRUTH = np.repeat([0, 1, 2, 3], [50, 30, 48, 40])
+
+
+def _refines(P: Partition, truth: np.ndarray) -> bool:
+    """Every group lies inside one true piece."""
+    flat = truth.reshape(-1)
+    return all(np.unique(flat[P.groups == g]).size == 1 for g in range(P.num_groups))
+
+
+class SpySource:
+    """A RandomSource that records the privacy parameters of every call."""
+
+    def __init__(self, seed: int) -> None:
+        self.inner = RandomSource(seed)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def laplace(self, answers: np.ndarray, **kw: Any) -> Any:
+        self.calls.append(("laplace", {**kw, "size": np.size(answers)}))
+        return self.inner.laplace(answers, **kw)
+
+    def exponential_mechanism(self, scores: np.ndarray, **kw: Any) -> int:
+        self.calls.append(("em", {**kw, "size": np.size(scores)}))
+        return self.inner.exponential_mechanism(scores, **kw)
+
+    def uint64(self, n: int) -> np.ndarray:
+        self.calls.append(("uint64", {"n": n}))
+        return self.inner.uint64(n)
+
+
+# ---------------------------------------------------------------- AHP
+
+
+class TestAHP:
+    def test_returns_partition_of_x_shape_and_is_deterministic(self) -> None:
+        x = np.arange(24).reshape(4, 6) % 5
+        P = ahp_partition(x, 1.0, RandomSource(3))
+        assert isinstance(P, Partition)
+        assert P.domain_shape == (4, 6)
+        assert ahp_partition(x, 1.0, RandomSource(3)) == P
+
+    def test_spends_exactly_eps_on_one_identity_measurement(self) -> None:
+        spy = SpySource(1)
+        ahp_partition(PIECES, 0.7, spy)
+        assert spy.calls == [
+            ("laplace", {"sensitivity": 1.0, "epsilon": 0.7, "integral": True, "size": 168})
+        ]
+
+    def test_recovers_pieces_at_large_eps(self) -> None:
+        for seed in range(5):
+            P = ahp_partition(PIECES, 1e3, RandomSource(seed))
+            assert _refines(P, TRUTH)
+            assert P.num_groups <= 12  # few groups: similar counts are clustered
+
+    def test_merges_pieces_at_small_eps(self) -> None:
+        big = [ahp_partition(PIECES, 1e3, RandomSource(s)).num_groups for s in range(5)]
+        for seed in range(5):
+            P = ahp_partition(PIECES, 0.01, RandomSource(seed))
+            assert not _refines(P, TRUTH)
+            assert P.num_groups < min(big)
+
+    def test_groups_need_not_be_contiguous(self) -> None:
+        x = np.array([0, 500, 0, 500, 0, 500] * 5)
+        P = ahp_partition(x, 1e3, RandomSource(0))
+        assert P.num_groups == 2
+        assert P.groups[0] == P.groups[2] != P.groups[1]
+
+    def test_single_cell(self) -> None:
+        assert ahp_partition(np.array([7]), 1.0, RandomSource(0)).num_groups == 1
+
+    def test_greedy_err_star_matches_a_plain_loop(self) -> None:
+        def plain(y: np.ndarray, var: float) -> np.ndarray:
+            n, out = y.size, []
+            for j in range(n):
+                e1, e2, best, floor = 0.0, var, var, var / (n - j) ** 2
+                for l in range(j + 1, n):
+                    length = l - j + 1
+                    ne1, ne2 = (y[j] - y[j : l + 1].mean()) ** 2, var / length**2
+                    if ne1 - e1 >= e2 - floor:
+                        break
+                    best, e1, e2 = min(best, ne1 + ne2), ne1, ne2
+                out.append(best)
+            return np.array(out)
+
+        rng = np.random.default_rng(0)
+        for top, var in ((50, 22.0), (5, 5000.0), (1, 3.0)):
+            y = np.sort(np.where(rng.random(200) < 0.5, 0, rng.integers(0, top + 1, 200)))
+            y = y.astype(np.float64)
+            np.testing.assert_allclose(ahp._best_start_errors(y, var), plain(y, var))
+
+    @pytest.mark.parametrize(
+        ("kwargs", "error"),
+        [
+            ({"x": np.array([1.5, 2.0])}, ValueError),
+            ({"x": np.array([1.0, np.nan])}, ValueError),
+            ({"x": np.zeros(0)}, ValueError),
+            ({"x": np.array(["a"])}, TypeError),
+            ({"eps": 0.0}, ValueError),
+            ({"eps": -1.0}, ValueError),
+            ({"eps": math.inf}, ValueError),
+            ({"eps": True}, TypeError),
+            ({"ratio": 1.0}, ValueError),
+            ({"ratio": 0.0}, ValueError),
+            ({"eta": -0.1}, ValueError),
+        ],
+    )
+    def test_bad_inputs(self, kwargs: dict[str, Any], error: type[Exception]) -> None:
+        args = {"x": np.arange(8), "eps": 1.0, **kwargs}
+        x, eps = args.pop("x"), args.pop("eps")
+        with pytest.raises(error):
+            ahp_partition(x, eps, RandomSource(0), **args)
+
+
+# ---------------------------------------------------------------- DAWA
+
+
+class TestDAWA:
+    @pytest.mark.parametrize("approximate", [False, True, None])
+    def test_returns_partition_and_is_deterministic(self, approximate: bool | None) -> None:
+        P = dawa_partition(PIECES, 1.0, RandomSource(5), approximate=approximate)
+        assert isinstance(P, Partition)
+        assert P.domain_shape == PIECES.shape
+        assert dawa_partition(PIECES, 1.0, RandomSource(5), approximate=approximate) == P
+
+    @pytest.mark.parametrize("approximate", [False, True])
+    def test_groups_are_intervals(self, approximate: bool) -> None:
+        P = dawa_partition(PIECES, 0.5, RandomSource(2), approximate=approximate)
+        for g in range(P.num_groups):
+            cells = P.cells(g)
+            assert cells[-1] - cells[0] + 1 == cells.size
+
+    @pytest.mark.parametrize("approximate", [False, True])
+    def test_recovers_pieces_at_large_eps(self, approximate: bool) -> None:
+        for seed in range(5):
+            P = dawa_partition(PIECES, 1e3, RandomSource(seed), approximate=approximate)
+            assert _refines(P, TRUTH)
+            assert P.num_groups <= PIECES.size // 3
+
+    @pytest.mark.parametrize("approximate", [False, True])
+    def test_merges_across_pieces_at_small_eps(self, approximate: bool) -> None:
+        merged = [
+            not _refines(
+                dawa_partition(PIECES, 0.01, RandomSource(s), approximate=approximate), TRUTH
+            )
+            for s in range(6)
+        ]
+        assert sum(merged) >= 5
+
+    def test_exact_and_approximate_agree_on_an_easy_input(self) -> None:
+        x = np.repeat([0, 1000, 0, 1000], 32)  # boundaries on dyadic positions
+        for seed in range(3):
+            cuts = []
+            for approximate in (False, True):
+                P = dawa_partition(x, 1e3, RandomSource(seed), approximate=approximate)
+                g = P.groups
+                assert _refines(P, np.repeat([0, 1, 2, 3], 32))
+                cuts.append({32, 64, 96} <= set(np.flatnonzero(g[1:] != g[:-1]) + 1))
+            assert cuts == [True, True]
+
+    def test_auto_mode_switches_by_size(self) -> None:
+        spy_small, spy_large = SpySource(0), SpySource(0)
+        dawa_partition(np.arange(1024) % 3, 1.0, spy_small)
+        dawa_partition(np.arange(1025) % 3, 1.0, spy_large)
+        assert spy_small.calls[0][1]["size"] == 1024 * 1025 // 2  # every interval
+        blocks = sum(-(-1025 // 2**k) for k in range(1, 12))  # non-singleton dyadic blocks
+        assert spy_large.calls[0][1]["size"] == blocks
+
+    def test_noise_parameters_are_the_documented_ones(self) -> None:
+        spy = SpySource(0)
+        dawa_partition(np.arange(4096) % 9, 0.3, spy, approximate=True)
+        ((kind, kw),) = spy.calls
+        assert kind == "laplace" and kw["integral"] and kw["epsilon"] == 0.3
+        assert kw["sensitivity"] == dawa._dyadic_sensitivity(12)
+        assert 2.0 * 12 - 2 < kw["sensitivity"] / 2**dawa._S < 2.0 * 12  # ≈ Σ 2(1 − 2^-k)
+        spy = SpySource(0)
+        dawa_partition(np.arange(64) % 9, 0.3, spy, approximate=False)
+        assert spy.calls[0][1]["sensitivity"] == 2 ** (dawa._S + 2) + 1
+
+    def test_dyadic_cost_vector_sensitivity_holds_on_random_neighbours(self) -> None:
+        rng = np.random.default_rng(11)
+        for n in (5, 64, 100, 257):
+            declared = dawa._dyadic_sensitivity((n - 1).bit_length())
+            for _ in range(40):
+                x = rng.integers(0, 30, n) * rng.integers(0, 2, n)
+                y = x.copy()
+                y[rng.integers(n)] += rng.choice([-1, 1])
+                a, b = dawa._dyadic_costs(x), dawa._dyadic_costs(y)
+                change = sum(int(np.abs(p - q).sum()) for p, q in zip(a, b, strict=True))
+                assert change <= declared
+
+    def test_interval_costs_move_at_most_two_units_each(self) -> None:
+        rng = np.random.default_rng(12)
+        n = 40
+        a_idx, e_idx = np.triu_indices(n + 1, k=1)
+        lengths = (e_idx - a_idx).astype(np.int64)
+        for _ in range(30):
+            x = rng.integers(0, 20, n)
+            y = x.copy()
+            y[rng.integers(n)] += rng.choice([-1, 1])
+            r = dawa._units(dawa._all_interval_devs(x)[a_idx, e_idx], lengths)
+            s = dawa._units(dawa._all_interval_devs(y)[a_idx, e_idx], lengths)
+            assert np.abs(r - s).max() <= 2 ** (dawa._S + 1)
+
+    def test_all_interval_devs_match_brute_force(self) -> None:
+        v = np.random.default_rng(3).integers(-5, 20, 30)
+        T = dawa._all_interval_devs(v)
+        for a in range(30):
+            for e in range(a + 1, 31):
+                w = v[a:e]
+                assert T[a, e] == np.abs((e - a) * w - w.sum()).sum()
+
+    def test_two_dimensional_input_goes_through_the_hilbert_order(self) -> None:
+        quad = np.kron(np.array([[5, 200], [60, 0]]), np.ones((8, 8), dtype=np.int64))
+        truth = np.kron(np.arange(4).reshape(2, 2), np.ones((8, 8), dtype=np.int64))
+        P = dawa_partition(quad, 1e3, RandomSource(4))
+        assert P.domain_shape == (16, 16)
+        assert _refines(P, truth)
+        order = hilbert_order((16, 16))
+        position = np.empty(256, dtype=np.int64)
+        position[order] = np.arange(256)
+        for g in range(P.num_groups):  # groups are intervals of the Hilbert order
+            pos = np.sort(position[P.cells(g)])
+            assert pos[-1] - pos[0] + 1 == pos.size
+
+    @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (8, 8), (3, 5), (7, 2), (1, 9)])
+    def test_hilbert_order_is_a_local_permutation(self, shape: tuple[int, int]) -> None:
+        order = hilbert_order(shape)
+        assert np.array_equal(np.sort(order), np.arange(shape[0] * shape[1]))
+        if shape[0] == shape[1] and shape[0] & (shape[0] - 1) == 0:
+            r, c = np.divmod(order, shape[1])
+            assert np.all(np.abs(np.diff(r)) + np.abs(np.diff(c)) == 1)
+
+    def test_constant_and_single_cell_inputs(self) -> None:
+        assert dawa_partition(np.array([3]), 1.0, RandomSource(0)).num_groups == 1
+        P = dawa_partition(np.full(4096, 7), 1.0, RandomSource(0))
+        assert P.num_groups < 4096 // 8
+
+    @pytest.mark.parametrize(
+        ("kwargs", "error"),
+        [
+            ({"x": np.array([1.5, 2.0])}, ValueError),
+            ({"x": np.array([1.0, np.inf])}, ValueError),
+            ({"x": np.zeros((2, 2, 2))}, ValueError),
+            ({"x": np.zeros(0)}, ValueError),
+            ({"eps": 0}, ValueError),
+            ({"eps": math.nan}, ValueError),
+            ({"eps": "1"}, TypeError),
+            ({"ratio": 1.5}, ValueError),
+            ({"approximate": "yes"}, TypeError),
+            ({"x": np.zeros(3000, dtype=np.int64), "approximate": False}, ValueError),
+            ({"x": np.array([2**40])}, ValueError),
+        ],
+    )
+    def test_bad_inputs(self, kwargs: dict[str, Any], error: type[Exception]) -> None:
+        args = {"x": np.arange(8), "eps": 1.0, **kwargs}
+        x, eps = args.pop("x"), args.pop("eps")
+        with pytest.raises(error):
+            dawa_partition(x, eps, RandomSource(0), **args)
+
+
+# ---------------------------------------------------------------- MWEM
+
+
+def _ranges(n: int, lower: list[int], upper: list[int]) -> RangeQueries:
+    return RangeQueries(n, np.array(lower), np.array(upper))
+
+
+class TestWorstApprox:
+    def test_returns_an_int_and_is_deterministic(self) -> None:
+        W = _ranges(16, [0, 2, 5], [3, 9, 15])
+        x, xh = np.arange(16.0), np.full(16, 7.5)
+        i = worst_approx(x, W, xh, 1.0, RandomSource(8))
+        assert type(i) is int and 0 <= i < 3
+        assert i == worst_approx(x, W, xh, 1.0, RandomSource(8))
+
+    def test_picks_the_clearly_worst_query_at_large_eps(self) -> None:
+        x = np.zeros(64)
+        x[40] = 500.0
+        W = _ranges(64, [0, 10, 38, 50, 0], [9, 30, 41, 63, 63])
+        for seed in range(5):
+            assert worst_approx(x, W, np.full(64, 500 / 64), 1e3, RandomSource(seed)) == 2
+
+    def test_sensitivity_comes_from_the_coefficients(self) -> None:
+        W = Weighted(_ranges(8, [0, 4], [3, 7]), 5.0)
+        spy = SpySource(0)
+        worst_approx(np.arange(8.0), W, np.zeros(8), 0.5, spy)
+        ((kind, kw),) = spy.calls
+        assert kind == "em" and kw["epsilon"] == 0.5
+        assert 5.0 <= kw["sensitivity"] < 5.0 * (1 + 1e-6)
+
+    def test_is_fast_enough_structure_for_many_ranges(self) -> None:
+        rng = np.random.default_rng(0)
+        lo, hi = np.sort(rng.integers(0, 4096, (2, 1000)), axis=0)
+        spy = SpySource(1)
+        i = worst_approx(
+            rng.poisson(3, 4096), RangeQueries(4096, lo, hi), np.full(4096, 3.0), 1.0, spy
+        )
+        assert 0 <= i < 1000 and spy.calls[0][1]["size"] == 1000
+
+    @pytest.mark.parametrize(
+        "M",
+        [
+            Identity(6),
+            Total(6),
+            Prefix(6),
+            Suffix(6),
+            Wavelet(8),
+            Dense(np.array([[1.0, -7.5, 0.0], [2.0, 3.0, 4.0]])),
+            Sparse(np.array([[0.0, -3.0], [0.5, 0.0]])),
+            Diagonal(np.array([1.0, -4.0, 2.0])),
+            Weighted(Prefix(4), -2.5),
+            VStack([Prefix(3), Dense(np.array([[0.0, 9.0, -1.0]]))]),
+            Kronecker([Dense(np.array([[1.0, -2.0]])), Weighted(Identity(3), 3.0)]),
+            Product(Dense(np.array([[1.0, 2.0], [3.0, -4.0]])), Prefix(2)),
+            _ranges(10, [0, 3], [5, 9]),
+        ],
+        ids=lambda M: type(M).__name__,
+    )
+    def test_max_abs_entry_is_never_below_the_truth(self, M: EMatrix) -> None:
+        truth = float(np.abs(M.dense()).max())
+        bound = max_abs_entry(M)
+        assert bound >= truth
+        if not isinstance(M, Product):
+            assert bound == pytest.approx(truth)
+
+    @pytest.mark.parametrize(
+        ("args", "error"),
+        [
+            ({"W": np.eye(4)}, TypeError),
+            ({"x": np.zeros(5)}, ValueError),
+            ({"xh": np.zeros(3)}, ValueError),
+            ({"x": np.array([0, 1, np.nan, 0])}, ValueError),
+            ({"eps": -1}, ValueError),
+        ],
+    )
+    def test_bad_inputs(self, args: dict[str, Any], error: type[Exception]) -> None:
+        a = {"x": np.zeros(4), "W": Identity(4), "xh": np.zeros(4), "eps": 1.0, **args}
+        with pytest.raises(error):
+            worst_approx(a["x"], a["W"], a["xh"], a["eps"], RandomSource(0))
+
+
+class TestAugmentedWorstApprox:
+    W = _ranges(64, [3, 20, 0, 33], [9, 40, 63, 34])
+    x = np.arange(64.0) ** 2 % 17
+
+    @pytest.mark.parametrize("round_index", [1, 2, 3, 4, 5, 6])
+    def test_dyadic_rows_are_disjoint_from_the_choice_and_each_other(
+        self, round_index: int
+    ) -> None:
+        xh = np.full(64, self.x.mean())
+        M = augmented_worst_approx(self.x, self.W, xh, 2.0, RandomSource(9), round_index)
+        i = worst_approx(self.x, self.W, xh, 2.0, RandomSource(9))
+        dense = M.dense()
+        np.testing.assert_array_equal(dense[0], self.W.row(i))  # the chosen query first
+        assert dense.sum(axis=0).max() <= 1  # pairwise disjoint rows
+        assert M.sensitivity(1) == 1.0
+        length = 2 ** (round_index - 1)
+        for row in dense[1:]:
+            cells = np.flatnonzero(row)
+            assert cells[0] % length == 0 and cells.size == min(length, 64 - cells[0])
+        # every aligned block of that length clear of the choice is included
+        clear = [s for s in range(0, 64, length) if not dense[0, s : s + length].any()]
+        assert dense.shape[0] - 1 == len(clear)
+
+    def test_is_deterministic_and_public(self) -> None:
+        xh = np.zeros(64)
+        a = augmented_worst_approx(self.x, self.W, xh, 1.0, RandomSource(1), 2)
+        b = augmented_worst_approx(self.x, self.W, xh, 1.0, RandomSource(1), 2)
+        assert isinstance(a, EMatrix)
+        np.testing.assert_array_equal(a.dense(), b.dense())
+
+    def test_large_round_returns_the_choice_alone(self) -> None:
+        M = augmented_worst_approx(self.x, self.W, np.zeros(64), 1.0, RandomSource(1), 9)
+        assert M.shape == (1, 64)
+
+    def test_non_range_workload_row_stays_exact(self) -> None:
+        W = Dense(np.array([[0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]]))
+        M = augmented_worst_approx(np.arange(8.0), W, np.zeros(8), 1.0, RandomSource(0), 2)
+        dense = M.dense()
+        np.testing.assert_array_equal(dense[0], W.dense()[0])
+        np.testing.assert_array_equal(dense[1:].sum(axis=0), [0, 0, 1, 1, 1, 1, 0, 0])
+
+    @pytest.mark.parametrize(
+        ("x", "round_index", "error"),
+        [
+            (np.zeros((8, 8)), 1, ValueError),
+            (np.zeros(64), 0, ValueError),
+            (np.zeros(64), 1.0, TypeError),
+            (np.zeros(64), True, TypeError),
+        ],
+    )
+    def test_bad_inputs(self, x: np.ndarray, round_index: Any, error: type[Exception]) -> None:
+        W = Identity(64)
+        with pytest.raises(error):
+            augmented_worst_approx(x, W, np.zeros(64), 1.0, RandomSource(0), round_index)
+
+
+# ---------------------------------------------------------------- PrivBayes
+
+
+def _planted_table(rows: int = 4000, seed: int = 0) -> np.ndarray:
+    """Five attributes of size 4: A1 copies A0 and A3 copies A2 (10% noise), A4 independent."""
+    rng = np.random.default_rng(seed)
+    t = rng.integers(0, 4, (rows, 5))
+    flip = rng.random((rows, 2)) < 0.1
+    t[:, 1] = np.where(flip[:, 0], t[:, 1], t[:, 0])
+    t[:, 3] = np.where(flip[:, 1], t[:, 3], t[:, 2])
+    return t
+
+
+class TestPrivBayes:
+    def test_returns_the_network_as_public_tuples_and_is_deterministic(self) -> None:
+        t = _planted_table()
+        net = privbayes_select(t, (4, 4, 4, 4, 4), 1.0, RandomSource(2), degree=2)
+        assert net == privbayes_select(t, (4, 4, 4, 4, 4), 1.0, RandomSource(2), degree=2)
+        assert isinstance(net, list)
+        assert all(type(c) is tuple and all(type(a) is int for a in c) for c in net)
+        assert sorted(c[0] for c in net) == [0, 1, 2, 3, 4]  # every attribute a child once
+        seen: set[int] = set()
+        for k, clique in enumerate(net):
+            assert len(clique) == 1 + min(2, k)  # ≤ degree + 1
+            assert set(clique[1:]) <= seen and list(clique[1:]) == sorted(clique[1:])
+            seen.add(clique[0])
+
+    def test_finds_the_planted_dependencies_at_large_eps(self) -> None:
+        t = _planted_table()
+        for seed in range(4):
+            net = privbayes_select(t, (4,) * 5, 1e3, RandomSource(seed), degree=1)
+            edges = {frozenset(c) for c in net if len(c) == 2}
+            assert frozenset({0, 1}) in edges and frozenset({2, 3}) in edges
+
+    def test_budget_is_split_evenly_over_the_choices(self) -> None:
+        spy = SpySource(0)
+        privbayes_select(_planted_table(300), (4,) * 5, 0.8, spy, degree=2)
+        em = [kw for kind, kw in spy.calls if kind == "em"]
+        assert len(em) == 4
+        assert all(kw["epsilon"] == pytest.approx(0.2) for kw in em)
+        assert all(2.0 <= kw["sensitivity"] < 2.0 + 1e-6 for kw in em)
+        assert [kw["size"] for kw in em] == [4, 3 * 1, 2 * 3, 1 * 6]  # (X, Π) pairs
+
+    def test_r_score_matches_its_definition(self) -> None:
+        t = np.random.default_rng(5).integers(0, 3, (300, 3))
+        joint = np.zeros((3, 9))
+        np.add.at(joint, (t[:, 0], t[:, 1] * 3 + t[:, 2]), 1)
+        expected = joint.sum(1, keepdims=True) * joint.sum(0, keepdims=True) / 300
+        assert r_score(t, (3, 3, 3), 0, (1, 2)) == pytest.approx(
+            0.5 * np.abs(joint - expected).sum()
+        )
+
+    def test_r_score_sensitivity_is_two_on_random_neighbours(self) -> None:
+        rng = np.random.default_rng(6)
+        worst = 0.0
+        for _ in range(200):
+            rows = int(rng.integers(1, 40))
+            t = rng.integers(0, 3, (rows, 3))
+            extra = rng.integers(0, 3, (1, 3))
+            u = np.vstack([t, extra])
+            for child, parents in ((0, (1,)), (2, (0, 1)), (1, (2,))):
+                diff = abs(
+                    r_score(u, (3, 3, 3), child, parents) - r_score(t, (3, 3, 3), child, parents)
+                )
+                worst = max(worst, diff)
+        assert worst <= 2.0
+
+    def test_adult_degree_two(self) -> None:
+        pd = pytest.importorskip("pandas")
+        data = Path(__file__).resolve().parents[3] / "shared" / "data" / "adult"
+        if not (data / "adult.csv").exists():
+            pytest.skip("shared adult data not available")
+        domain = json.loads((data / "adult-domain.json").read_text())
+        path = data / "adult.csv"
+        codes = pd.read_csv(path)[list(domain)].to_numpy()
+        net = privbayes_select(codes, tuple(domain.values()), 1.0, RandomSource(0))
+        assert len(net) == len(domain) and max(len(c) for c in net) == 3
+
+    def test_one_attribute_spends_nothing(self) -> None:
+        spy = SpySource(0)
+        assert privbayes_select(np.zeros((5, 1), dtype=int), (2,), 1.0, spy) == [(0,)]
+        assert all(kind != "em" for kind, _ in spy.calls)
+
+    @pytest.mark.parametrize(
+        ("codes", "sizes", "kw", "error"),
+        [
+            (np.array([[0, 4]]), (4, 4), {}, ValueError),
+            (np.array([[0, -1]]), (4, 4), {}, ValueError),
+            (np.array([[0.0, 1.0]]), (4, 4), {}, TypeError),
+            (np.array([0, 1]), (4, 4), {}, ValueError),
+            (np.array([[0, 1]]), (4,), {}, ValueError),
+            (np.array([[0, 1]]), (4, 0), {}, ValueError),
+            (np.array([[0, 1]]), (4, 4), {"degree": 0}, ValueError),
+            (np.array([[0, 1]]), (4, 4), {"degree": 1.5}, ValueError),
+            (np.array([[0, 1]]), (4, 4), {"eps": 0.0}, ValueError),
+        ],
+    )
+    def test_bad_inputs(
+        self, codes: np.ndarray, sizes: tuple[int, ...], kw: dict[str, Any], error: type[Exception]
+    ) -> None:
+        eps = kw.pop("eps", 1.0)
+        with pytest.raises(error):
+            privbayes_select(codes, sizes, eps, RandomSource(0), **kw)
+
+
+def test_modules_use_no_numpy_random() -> None:
+    """All randomness must come from the kernel's RandomSource."""
+    import inspect
+
+    for module in (ahp, dawa, mwem, privbayes):
+        source = inspect.getsource(module)
+        assert "np.random" not in source and "import random" not in source
