@@ -11,7 +11,7 @@ Laplace error of measuring b's total with the plan's remaining budget ε₂ =
 eps·(1 − ratio)/ratio (the plan gives this operator ratio·ε; published
 ρ = 0.25: DAWA paper §5, εktelo §9.2).  Candidate buckets get noisy costs and
 a dynamic program returns the interval partition of least total noisy cost.
-* approximate (default; `approximate=None` uses it above n = 1024 cells): the
+* approximate (`approximate=True`; also the default above n = 1024 cells): the
   2n − 1 aligned dyadic blocks [j·2^k, (j+1)·2^k) (the last of a level cut at
   n), DP on the binary tree, O(n log n), vectorised.  DAWA's published
   approximation (§3.3) keeps every power-of-two length at every offset
@@ -53,8 +53,9 @@ T2 (exact).  The released vector would be far too sensitive (a cell lies in
     leaves the argument intact).
 Everything after the noise is post-processing; only the partition is returned.
 
-Differences from the DPBench/εktelo C++ code (read to understand, not copied):
-it uses noise (2 − 1/|b| − 1/n)/ε₁ on all n log n power-of-two intervals (or
+Differences from DPBench's L1partition (as read, to understand and not copied,
+in a public Python port of its C++ `cutil`; the εktelo operator wraps it): it
+uses noise (2 − 1/|b| − 1/n)/ε₁ on all n log n power-of-two intervals (or
 all intervals), none on singletons, and clamps noisy costs at 0.  We found no
 proof that this is ε₁-DP: the cost vector's sensitivity is ~2n (resp. ~n²),
 and the report-noisy-min argument above needs twice the noise, noise on
