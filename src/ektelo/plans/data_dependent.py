@@ -138,7 +138,7 @@ def dawa(
     the rest to GreedyH's strategy for the reduced workload; LS."""
     eps_part, eps_meas = split(check_eps(eps), ratio, 1 - ratio)
     x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
-    P = x_red.dawa_partition(eps=eps_part, approximate=approximate)  # Private→Public
+    P = x_red.dawa_partition(eps=eps_part, approximate=approximate, ratio=ratio)  # Private→Public
     groups = x_red.reduce_by_partition(P)  # Private, 1-stable
     M = greedy_h_strategy(P.num_groups, P.reduce_workload(W_red))  # Public
     return estimate([groups.laplace(M, eps=eps_meas)])

@@ -70,7 +70,7 @@ def nb_select_ls(
         hist = x.reduce_by_partition(partition_ops.marginal(x.shape, (i, label)))
         if hist.size > threshold:
             eps_part, eps_meas = split(eps_i, ratio, 1 - ratio)
-            P = hist.dawa_partition(eps=eps_part)
+            P = hist.dawa_partition(eps=eps_part, ratio=ratio)
             groups = hist.reduce_by_partition(P)
             M = greedy_h_strategy(P.num_groups, P.reduce_workload(Prefix(hist.size)))
             measurements.append(groups.laplace(M, eps=eps_meas))

@@ -73,7 +73,7 @@ def dawa_striped(
     stripe_workload = Prefix(x.shape[axis])
     measurements = []
     for s in stripes:
-        P = s.dawa_partition(eps=eps_part)  # Private→Public
+        P = s.dawa_partition(eps=eps_part, ratio=ratio)  # Private→Public
         groups = s.reduce_by_partition(P)  # Private, 1-stable
         M = greedy_h_strategy(P.num_groups, P.reduce_workload(stripe_workload))
         measurements.append(groups.laplace(M, eps=eps_meas))
