@@ -188,6 +188,10 @@ def protect(
 
     `seed=None` draws secure noise; an int seed is research mode (reproducible,
     NOT secure) and is recorded in every Measurement.
+
+    Guarantee: any sequence of requests on the returned handle and the handles
+    derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
+    10⁻⁹ is the ledger's documented float slack, see `kernel.budget`).
     """
     from .budget import check_epsilon
     from .kernel import Kernel
