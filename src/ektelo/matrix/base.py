@@ -22,9 +22,36 @@ from scipy.sparse.linalg import LinearOperator
 
 __all__ = ["EMatrix", "as_vector"]
 
-# Materialising generic fallbacks beyond this many entries is refused: it would
-# exhaust memory silently instead of telling the caller to use structure.
+# Materialising beyond this many entries (dense) or non-zeros (sparse) is
+# refused: it would exhaust memory silently instead of telling the caller to
+# use structure.
 _MAX_DENSE_ENTRIES = 2**28
+_MAX_SPARSE_NNZ = 2**28
+
+
+def check_p(p: Any) -> int:
+    """Validate the norm order of `column_norms`/`sensitivity` (1 or 2)."""
+    if isinstance(p, bool) or p not in (1, 2):
+        raise ValueError(f"p must be 1 or 2, got {p!r}")
+    return int(p)
+
+
+def check_dense_size(m: int, n: int) -> None:
+    """Refuse to materialise an m×n dense array beyond the size cap."""
+    if m * n > _MAX_DENSE_ENTRIES:
+        raise MemoryError(
+            f"refusing to materialise a {m}x{n} matrix densely "
+            f"({8 * m * n / 1e9:.1f} GB); use its implicit form"
+        )
+
+
+def check_sparse_size(nnz: int, shape: tuple[int, int]) -> None:
+    """Refuse to materialise a sparse matrix with more than the capped non-zeros."""
+    if nnz > _MAX_SPARSE_NNZ:
+        raise MemoryError(
+            f"refusing to materialise a {shape[0]}x{shape[1]} matrix with {nnz} non-zeros "
+            f"(about {12 * nnz / 1e9:.1f} GB) in sparse form; use its implicit form"
+        )
 
 
 def as_vector(v: Any, length: int, name: str = "vector") -> np.ndarray:
@@ -41,11 +68,21 @@ class EMatrix:
     """An implicitly represented real matrix.
 
     Required in subclasses: the `shape` attribute, `_matmat(X)` for a 2-D
-    float array `X` of shape (n, k), and `_transpose()`.
+    float array `X` of shape (n, k), and `_transpose()`. `_matmat` must return
+    a new array (never a view of `X`): callers may write into the result.
+
+    Optional: `_apply_axis(T)` applies the matrix along the middle axis of a
+    3-D array (pre, n, post) → (pre, m, post), so that a `Kronecker` factor
+    works in place of the data's layout instead of transposing it; it may
+    return `T` itself (the identity) and its result is never written into.
     """
 
     shape: tuple[int, int]
     dtype = np.dtype(np.float64)
+    # NumPy defers to our operators (`ndarray @ M`, `np.float64(2) * M`) and
+    # refuses ufuncs such as `np.abs(M)`: element-wise structure only through
+    # the explicit, exact `abs()`/`sqr()` methods.
+    __array_ufunc__ = None
 
     # -- primitives -------------------------------------------------------
     def _matmat(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
@@ -53,6 +90,16 @@ class EMatrix:
 
     def _transpose(self) -> EMatrix:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        pre, n, post = T.shape
+        if pre == 1:
+            return self._matmat(T[0])[np.newaxis]
+        if post == 1:
+            return self._matmat(T[:, :, 0].T).T[:, :, np.newaxis]
+        moved = np.moveaxis(T, 1, 0).reshape(n, pre * post)
+        out = self._matmat(moved)
+        return np.moveaxis(out.reshape(self.shape[0], pre, post), 0, 1)
 
     # -- application ------------------------------------------------------
     def matvec(self, v: Any) -> np.ndarray:
@@ -68,15 +115,19 @@ class EMatrix:
         """Return A·X for a 2-D array `X` with n rows."""
         arr = np.asarray(X, dtype=np.float64)
         if arr.ndim != 2 or arr.shape[0] != self.shape[1]:
-            raise ValueError(
-                f"matmat operand has shape {arr.shape}; expected ({self.shape[1]}, k)"
-            )
+            raise ValueError(f"matmat operand has shape {arr.shape}; expected ({self.shape[1]}, k)")
         return self._matmat(arr)
 
     @property
     def T(self) -> EMatrix:
-        """The transpose, itself an implicit matrix."""
-        return self._transpose()
+        """The transpose, itself an implicit matrix (built once, then cached)."""
+        cached = self.__dict__.get("_cache_T")
+        if cached is None:
+            cached = self._transpose()
+            self.__dict__["_cache_T"] = cached
+            if cached is not self:
+                cached.__dict__["_cache_T"] = self
+        return cached
 
     def __matmul__(self, other: Any) -> Any:
         if isinstance(other, EMatrix):
@@ -140,17 +191,12 @@ class EMatrix:
 
     def column_norms(self, p: int = 1) -> np.ndarray:
         """Per-column Σᵢ|aᵢⱼ| (p=1) or Σᵢ aᵢⱼ² (p=2, *squared* norms)."""
-        if p == 1:
-            E = self.abs()
-        elif p == 2:
-            E = self.sqr()
-        else:
-            raise ValueError(f"p must be 1 or 2, got {p!r}")
+        E = self.abs() if check_p(p) == 1 else self.sqr()
         return E.T.matvec(np.ones(self.shape[0]))
 
     def sensitivity(self, p: int = 1) -> float:
         """The maximum column L1 (p=1) or L2 (p=2) norm: the query's sensitivity."""
-        norms = self.column_norms(p)
+        norms = self.column_norms(check_p(p))
         top = float(norms.max()) if norms.size else 0.0
         return top if p == 1 else float(np.sqrt(top))
 
@@ -199,10 +245,12 @@ class EMatrix:
 
     # -- materialisation ---------------------------------------------------
     def dense(self) -> np.ndarray:
-        """The matrix as a dense ndarray (by applying it to the identity)."""
+        """The matrix as a dense ndarray (by applying it, or its transpose, to
+        the identity of the smaller dimension)."""
         m, n = self.shape
-        if m * n > _MAX_DENSE_ENTRIES:
-            raise MemoryError(f"refusing to materialise a {m}x{n} matrix densely")
+        check_dense_size(m, n)
+        if m < n:
+            return np.ascontiguousarray(self.T._matmat(np.eye(m)).T)
         return self._matmat(np.eye(n))
 
     def sparse(self) -> sp.csr_matrix:
@@ -234,7 +282,14 @@ class EMatrix:
             return False
         from .spec import specs_equal
 
-        return specs_equal(self.spec(), other.spec())
+        try:
+            return specs_equal(self.spec(), other.spec())
+        except TypeError:  # classes outside the library have no spec
+            return self is other
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Caches (the transpose, range corners) are rebuilt on demand.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_cache")}
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.shape))

@@ -4,20 +4,21 @@
 
 Each delegates the primitive methods to its parts, so a composed matrix keeps
 its parts' complexity. Sensitivities compose exactly: column norms of a stack
-add, column norms of a Kronecker product multiply.
+add, column norms of a Kronecker product multiply. Where no exact structural
+rule exists (|AB|, A∘A of a sum or product with signed entries) the entries
+are materialised, never estimated from below.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import reduce
 
 import numpy as np
 import scipy.sparse as sp
 
-from .base import EMatrix
-from .core import Identity
+from .base import EMatrix, check_dense_size, check_p, check_sparse_size
 
 __all__ = ["HStack", "Kronecker", "Product", "Sum", "VStack", "Weighted"]
 
@@ -34,6 +35,22 @@ def _as_blocks(blocks: Sequence[EMatrix], kind: str) -> tuple[EMatrix, ...]:
     return blocks
 
 
+def _fresh_sum(parts: Iterable[np.ndarray]) -> np.ndarray:
+    """Sum of arrays; the first two are added into a new array, the rest into it
+    in place (parts may alias the caller's input, the total never does unless
+    there is a single part)."""
+    it = iter(parts)
+    total = next(it)
+    fresh = False
+    for part in it:
+        if fresh:
+            total += part
+        else:
+            total = total + part
+            fresh = True
+    return total
+
+
 class VStack(EMatrix):
     """Rows of every block stacked: the union of their queries."""
 
@@ -48,7 +65,17 @@ class VStack(EMatrix):
         self.shape = (sum(b.shape[0] for b in self.blocks), n)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return np.concatenate([b._matmat(X) for b in self.blocks], axis=0)
+        if len(self.blocks) == 1:
+            return self.blocks[0]._matmat(X)
+        out = np.empty((self.shape[0], X.shape[1]))
+        start = 0
+        for b in self.blocks:
+            out[start : start + b.shape[0]] = b._matmat(X)
+            start += b.shape[0]
+        return out
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return np.concatenate([b._apply_axis(T) for b in self.blocks], axis=1)
 
     def _transpose(self) -> EMatrix:
         return HStack([b.T for b in self.blocks])
@@ -80,6 +107,7 @@ class VStack(EMatrix):
         return Sum([b.gram() for b in self.blocks])
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return np.concatenate([b.dense() for b in self.blocks], axis=0)
 
     def sparse(self) -> sp.csr_matrix:
@@ -102,7 +130,11 @@ class HStack(EMatrix):
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         parts = np.split(X, self._splits, axis=0)
-        return reduce(np.add, (b._matmat(x) for b, x in zip(self.blocks, parts, strict=True)))
+        return _fresh_sum(b._matmat(x) for b, x in zip(self.blocks, parts, strict=True))
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        parts = np.split(T, self._splits, axis=1)
+        return _fresh_sum(b._apply_axis(t) for b, t in zip(self.blocks, parts, strict=True))
 
     def _transpose(self) -> EMatrix:
         return VStack([b.T for b in self.blocks])
@@ -131,6 +163,7 @@ class HStack(EMatrix):
         return all(b.is_integral() for b in self.blocks)
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return np.concatenate([b.dense() for b in self.blocks], axis=1)
 
     def sparse(self) -> sp.csr_matrix:
@@ -149,7 +182,10 @@ class Sum(EMatrix):
         self.shape = shape
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return reduce(np.add, (t._matmat(X) for t in self.terms))
+        return _fresh_sum(t._matmat(X) for t in self.terms)
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return _fresh_sum(t._apply_axis(T) for t in self.terms)
 
     def _transpose(self) -> EMatrix:
         return Sum([t.T for t in self.terms])
@@ -162,7 +198,7 @@ class Sum(EMatrix):
         return all(t.is_nonnegative for t in self.terms)
 
     def column_norms(self, p: int = 1) -> np.ndarray:
-        if p == 1 and self.is_nonnegative:
+        if check_p(p) == 1 and self.is_nonnegative:
             return reduce(np.add, (t.column_norms(1) for t in self.terms))
         return super().column_norms(p)
 
@@ -173,6 +209,7 @@ class Sum(EMatrix):
         return all(t.is_integral() for t in self.terms) or super().is_integral()
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return reduce(np.add, (t.dense() for t in self.terms))
 
     def sparse(self) -> sp.csr_matrix:
@@ -191,6 +228,9 @@ class Product(EMatrix):
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         return self.A._matmat(self.B._matmat(X))
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return self.A._apply_axis(self.B._apply_axis(T))
 
     def _transpose(self) -> EMatrix:
         return Product(self.B.T, self.A.T)
@@ -213,7 +253,10 @@ class Product(EMatrix):
         return (self.A.is_integral() and self.B.is_integral()) or super().is_integral()
 
     def dense(self) -> np.ndarray:
-        return self.A.matmat(self.B.dense())
+        check_dense_size(*self.shape)
+        if self.B.shape[0] * self.B.shape[1] <= self.A.shape[0] * self.A.shape[1]:
+            return self.A.matmat(self.B.dense())
+        return np.ascontiguousarray(self.B.T.matmat(self.A.dense().T).T)
 
     def sparse(self) -> sp.csr_matrix:
         return (self.A.sparse() @ self.B.sparse()).tocsr()
@@ -223,7 +266,9 @@ class Kronecker(EMatrix):
     """A₁ ⊗ A₂ ⊗ … ⊗ A_d, applied mode by mode without materialising.
 
     The data vector is indexed in C (row-major) order over the factors'
-    column sizes, matching `numpy.ravel` of a d-dimensional array.
+    column sizes, matching `numpy.ravel` of a d-dimensional array. Each factor
+    is applied along its own axis of that array (`_apply_axis`), in place of
+    the layout: no transposition copies, identities cost nothing.
     """
 
     def __init__(self, factors: Sequence[EMatrix]):
@@ -233,18 +278,21 @@ class Kronecker(EMatrix):
             math.prod(f.shape[1] for f in self.factors),
         )
 
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        pre, _, post = T.shape
+        after = self.shape[1]  # columns of the factors not yet applied
+        Z = T
+        for f in self.factors:
+            m, n = f.shape
+            after //= n
+            Z = f._apply_axis(Z.reshape(pre, n, after * post))
+            pre *= m
+        return Z.reshape(T.shape[0], self.shape[0], post)
+
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        k = X.shape[1]
-        dims = [f.shape[1] for f in self.factors]
-        T = X.reshape(*dims, k)
-        for axis, f in enumerate(self.factors):
-            if isinstance(f, Identity):
-                continue
-            moved = np.moveaxis(T, axis, 0)
-            rest = moved.shape[1:]
-            out = f._matmat(moved.reshape(f.shape[1], -1))
-            T = np.moveaxis(out.reshape(f.shape[0], *rest), 0, axis)
-        return np.array(T.reshape(self.shape[0], k), copy=True)
+        out = self._apply_axis(X.reshape(1, self.shape[1], X.shape[1]))[0]
+        # Only all-identity factors leave the input untouched: then copy.
+        return out.copy() if np.may_share_memory(out, X) else out
 
     def _transpose(self) -> EMatrix:
         return Kronecker([f.T for f in self.factors])
@@ -279,10 +327,13 @@ class Kronecker(EMatrix):
         return Kronecker([f.gram() for f in self.factors])
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return reduce(np.kron, (f.dense() for f in self.factors))
 
     def sparse(self) -> sp.csr_matrix:
-        return reduce(lambda a, b: sp.kron(a, b, format="csr"), (f.sparse() for f in self.factors))
+        parts = [f.sparse() for f in self.factors]
+        check_sparse_size(math.prod(p.nnz for p in parts), self.shape)
+        return reduce(lambda a, b: sp.kron(a, b, format="csr"), parts)
 
 
 class Weighted(EMatrix):
@@ -298,6 +349,9 @@ class Weighted(EMatrix):
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         return self.weight * self.base._matmat(X)
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return self.weight * self.base._apply_axis(T)
 
     def _transpose(self) -> EMatrix:
         return Weighted(self.base.T, self.weight)
@@ -317,7 +371,7 @@ class Weighted(EMatrix):
         return self.weight == 1.0 and self.base.is_binary
 
     def column_norms(self, p: int = 1) -> np.ndarray:
-        scale = abs(self.weight) if p == 1 else self.weight**2
+        scale = abs(self.weight) if check_p(p) == 1 else self.weight**2
         return scale * self.base.column_norms(p)
 
     def sensitivity(self, p: int = 1) -> float:
@@ -333,6 +387,7 @@ class Weighted(EMatrix):
         return Weighted(self.base.gram(), self.weight**2)
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return self.weight * self.base.dense()
 
     def sparse(self) -> sp.csr_matrix:

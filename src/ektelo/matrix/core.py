@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .base import EMatrix
+from .base import EMatrix, check_dense_size, check_p, check_sparse_size
 
 __all__ = [
     "Dense",
@@ -27,6 +27,48 @@ __all__ = [
     "Total",
     "Wavelet",
 ]
+
+
+# Elements per block of `_cumsum_axis1`: small enough to stay in cache.
+_BLOCK = 1 << 16
+
+
+def _cumsum_axis1(T: np.ndarray) -> np.ndarray:
+    """Cumulative sum along axis 1 of a 3-D array (pre, n, post), as a new array.
+
+    `np.cumsum` walks the summed axis innermost, which is cache-hostile when
+    that axis is not the contiguous one (a Kronecker factor in front of
+    others). Here the array is swept in slabs of whole rows that fit in cache,
+    so the cost stays one pass over input and output whatever the layout.
+    """
+    pre, n, post = T.shape
+    if post == 1 or n == 1:
+        return np.cumsum(T, axis=1)
+    out = np.empty(T.shape)
+    rows = max(1, _BLOCK // (pre * post))
+    if rows == 1:
+        out[:, 0] = T[:, 0]
+        for i in range(1, n):
+            np.add(out[:, i - 1], T[:, i], out=out[:, i])
+        return out
+    carry = None
+    for start in range(0, n, rows):
+        slab = out[:, start : start + rows]
+        np.cumsum(T[:, start : start + rows], axis=1, out=slab)
+        if carry is not None:
+            slab += carry
+        carry = slab[:, -1:]
+    return out
+
+
+def _triangle_csr(n: int, lower: bool) -> sp.csr_matrix:
+    """The n×n lower (or upper) triangle of ones in CSR form, built directly."""
+    check_sparse_size(n * (n + 1) // 2, (n, n))
+    lengths = np.arange(1, n + 1) if lower else np.arange(n, 0, -1)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    within = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lengths)
+    indices = within if lower else within + np.repeat(np.arange(n), lengths)
+    return sp.csr_matrix((np.ones(indptr[-1]), indices, indptr), shape=(n, n))
 
 
 def _check_size(value: Any, name: str) -> int:
@@ -47,6 +89,9 @@ class Identity(EMatrix):
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         return np.array(X, dtype=np.float64, copy=True)
 
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return T
+
     def _transpose(self) -> EMatrix:
         return self
 
@@ -60,9 +105,11 @@ class Identity(EMatrix):
     is_binary = True
 
     def column_norms(self, p: int = 1) -> np.ndarray:
+        check_p(p)
         return np.ones(self.n)
 
     def sensitivity(self, p: int = 1) -> float:
+        check_p(p)
         return 1.0
 
     def max_column_nnz(self) -> int:
@@ -75,6 +122,7 @@ class Identity(EMatrix):
         return self
 
     def dense(self) -> np.ndarray:
+        check_dense_size(self.n, self.n)
         return np.eye(self.n)
 
     def sparse(self) -> sp.csr_matrix:
@@ -90,7 +138,11 @@ class Ones(EMatrix):
         self.shape = (self.m, self.n)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return np.repeat(X.sum(axis=0, keepdims=True), self.m, axis=0)
+        return self._apply_axis(X[np.newaxis])[0]
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        total = T.sum(axis=1, keepdims=True)
+        return total if self.m == 1 else np.repeat(total, self.m, axis=1)
 
     def _transpose(self) -> EMatrix:
         return Ones(self.n, self.m)
@@ -105,10 +157,11 @@ class Ones(EMatrix):
     is_binary = True
 
     def column_norms(self, p: int = 1) -> np.ndarray:
+        check_p(p)
         return np.full(self.n, float(self.m))
 
     def sensitivity(self, p: int = 1) -> float:
-        return float(self.m) if p == 1 else math.sqrt(self.m)
+        return float(self.m) if check_p(p) == 1 else math.sqrt(self.m)
 
     def max_column_nnz(self) -> int:
         return self.m
@@ -120,10 +173,14 @@ class Ones(EMatrix):
         return Ones(self.n, self.n) * float(self.m)
 
     def dense(self) -> np.ndarray:
+        check_dense_size(self.m, self.n)
         return np.ones(self.shape)
 
     def sparse(self) -> sp.csr_matrix:
-        return sp.csr_matrix(np.ones(self.shape))
+        check_sparse_size(self.m * self.n, self.shape)
+        indptr = np.arange(0, self.m * self.n + 1, self.n)
+        indices = np.tile(np.arange(self.n), self.m)
+        return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=self.shape)
 
 
 class Total(Ones):
@@ -131,9 +188,6 @@ class Total(Ones):
 
     def __init__(self, n: int):
         super().__init__(1, n)
-
-    def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return X.sum(axis=0, keepdims=True)
 
 
 class Prefix(EMatrix):
@@ -144,7 +198,10 @@ class Prefix(EMatrix):
         self.shape = (self.n, self.n)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return np.cumsum(X, axis=0)
+        return _cumsum_axis1(X[np.newaxis])[0]
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return _cumsum_axis1(T)
 
     def _transpose(self) -> EMatrix:
         return Suffix(self.n)
@@ -159,10 +216,11 @@ class Prefix(EMatrix):
     is_binary = True
 
     def column_norms(self, p: int = 1) -> np.ndarray:
+        check_p(p)
         return np.arange(self.n, 0, -1, dtype=np.float64)
 
     def sensitivity(self, p: int = 1) -> float:
-        return float(self.n) if p == 1 else math.sqrt(self.n)
+        return float(self.n) if check_p(p) == 1 else math.sqrt(self.n)
 
     def max_column_nnz(self) -> int:
         return self.n
@@ -171,10 +229,11 @@ class Prefix(EMatrix):
         return True
 
     def dense(self) -> np.ndarray:
+        check_dense_size(self.n, self.n)
         return np.tril(np.ones(self.shape))
 
     def sparse(self) -> sp.csr_matrix:
-        return sp.csr_matrix(self.dense())
+        return _triangle_csr(self.n, lower=True)
 
 
 class Suffix(EMatrix):
@@ -185,7 +244,10 @@ class Suffix(EMatrix):
         self.shape = (self.n, self.n)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return np.cumsum(X[::-1], axis=0)[::-1]
+        return _cumsum_axis1(X[np.newaxis, ::-1])[0, ::-1]
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return _cumsum_axis1(T[:, ::-1])[:, ::-1]
 
     def _transpose(self) -> EMatrix:
         return Prefix(self.n)
@@ -200,10 +262,11 @@ class Suffix(EMatrix):
     is_binary = True
 
     def column_norms(self, p: int = 1) -> np.ndarray:
+        check_p(p)
         return np.arange(1, self.n + 1, dtype=np.float64)
 
     def sensitivity(self, p: int = 1) -> float:
-        return float(self.n) if p == 1 else math.sqrt(self.n)
+        return float(self.n) if check_p(p) == 1 else math.sqrt(self.n)
 
     def max_column_nnz(self) -> int:
         return self.n
@@ -212,10 +275,11 @@ class Suffix(EMatrix):
         return True
 
     def dense(self) -> np.ndarray:
+        check_dense_size(self.n, self.n)
         return np.triu(np.ones(self.shape))
 
     def sparse(self) -> sp.csr_matrix:
-        return sp.csr_matrix(self.dense())
+        return _triangle_csr(self.n, lower=False)
 
 
 class Wavelet(EMatrix):
@@ -224,7 +288,9 @@ class Wavelet(EMatrix):
     Row 0 is the total; then, level by level from the root, one row per dyadic
     interval with +1 on its left half and -1 on its right half. n must be a
     power of two. matvec and its transpose run in O(n); every column has
-    1 + log2(n) entries of ±1, so both sensitivities are exact in O(1).
+    1 + log2(n) entries of ±1, so both sensitivities are exact in O(1). Its
+    element-wise |W| = W∘W is the set of those dyadic intervals: a
+    `RangeQueries` with O(n) corners.
     """
 
     def __init__(self, n: int, transposed: bool = False):
@@ -264,21 +330,58 @@ class Wavelet(EMatrix):
     def _transpose(self) -> EMatrix:
         return Wavelet(self.n, not self.transposed)
 
+    def _intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Inclusive [lower, upper] of each row's support, in row order."""
+        lower, upper = [np.zeros(1, dtype=np.int64)], [np.full(1, self.n - 1, dtype=np.int64)]
+        for level in range(self.levels):
+            width = self.n >> level
+            starts = np.arange(0, self.n, width, dtype=np.int64)
+            lower.append(starts)
+            upper.append(starts + width - 1)
+        return np.concatenate(lower), np.concatenate(upper)
+
+    def abs(self) -> EMatrix:
+        from .ranges import RangeQueries
+
+        lower, upper = self._intervals()
+        return RangeQueries(self.n, lower, upper, transposed=self.transposed)
+
+    def sqr(self) -> EMatrix:
+        return self.abs()  # entries are 0 or ±1
+
     def column_norms(self, p: int = 1) -> np.ndarray:
-        if self.transposed:
-            return super().column_norms(p)
+        check_p(p)
+        if self.transposed:  # column j of Wᵀ is row j of W: its interval's length
+            lower, upper = self._intervals()
+            return (upper - lower + 1).astype(np.float64)
         return np.full(self.n, float(1 + self.levels))
 
     def sensitivity(self, p: int = 1) -> float:
-        if self.transposed:
-            return super().sensitivity(p)
-        return float(1 + self.levels) if p == 1 else math.sqrt(1 + self.levels)
+        top = float(self.n) if self.transposed else float(1 + self.levels)
+        return top if check_p(p) == 1 else math.sqrt(top)
 
     def max_column_nnz(self) -> int:
         return (1 + self.levels) if not self.transposed else self.n
 
     def is_integral(self) -> bool:
         return True
+
+    def sparse(self) -> sp.csr_matrix:
+        n = self.n
+        check_sparse_size(n * (1 + self.levels), self.shape)
+        cells = np.arange(n)
+        rows, cols, vals = [np.zeros(n, dtype=np.int64)], [cells], [np.ones(n)]
+        first = 1  # index of the first row of the current level
+        for level in range(self.levels):
+            width = n >> level  # the intervals of a level tile the domain
+            rows.append(first + cells // width)
+            cols.append(cells)
+            vals.append(np.where(cells % width < width // 2, 1.0, -1.0))
+            first += 1 << level
+        mat = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
+        )
+        return mat.T.tocsr() if self.transposed else mat
 
 
 class Diagonal(EMatrix):
@@ -297,6 +400,9 @@ class Diagonal(EMatrix):
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         return self.d[:, None] * X
 
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return self.d[:, None] * T
+
     def _transpose(self) -> EMatrix:
         return self
 
@@ -311,7 +417,7 @@ class Diagonal(EMatrix):
         return bool(np.all(self.d >= 0))
 
     def column_norms(self, p: int = 1) -> np.ndarray:
-        return np.abs(self.d) if p == 1 else self.d**2
+        return np.abs(self.d) if check_p(p) == 1 else self.d**2
 
     def max_column_nnz(self) -> int:
         return 1
@@ -320,6 +426,7 @@ class Diagonal(EMatrix):
         return bool(np.all(self.d == np.round(self.d)))
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return np.diag(self.d)
 
     def sparse(self) -> sp.csr_matrix:
@@ -341,11 +448,24 @@ class Dense(EMatrix):
         self.array = arr
         self.shape = (int(arr.shape[0]), int(arr.shape[1]))
 
+    @classmethod
+    def _wrap(cls, arr: np.ndarray) -> Dense:
+        """An instance around an already validated, read-only array (no copy)."""
+        obj = cls.__new__(cls)
+        obj.array = arr
+        obj.shape = (int(arr.shape[0]), int(arr.shape[1]))
+        return obj
+
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         return self.array @ X
 
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        if T.shape[0] > 1 and T.shape[2] > 1:
+            return np.matmul(self.array, T)  # batched over the leading axis
+        return super()._apply_axis(T)
+
     def _transpose(self) -> EMatrix:
-        return Dense(self.array.T)
+        return Dense._wrap(self.array.T)  # a read-only view
 
     def abs(self) -> EMatrix:
         return Dense(np.abs(self.array))
@@ -362,7 +482,9 @@ class Dense(EMatrix):
         return bool(np.all((self.array == 0) | (self.array == 1)))
 
     def column_norms(self, p: int = 1) -> np.ndarray:
-        return np.abs(self.array).sum(axis=0) if p == 1 else (self.array**2).sum(axis=0)
+        if check_p(p) == 1:
+            return np.abs(self.array).sum(axis=0)
+        return (self.array**2).sum(axis=0)
 
     def max_column_nnz(self) -> int:
         return int((self.array != 0).sum(axis=0).max())
@@ -394,11 +516,21 @@ class Sparse(EMatrix):
         self.matrix = mat
         self.shape = (int(mat.shape[0]), int(mat.shape[1]))
 
+    @classmethod
+    def _wrap(cls, mat: sp.csr_matrix) -> Sparse:
+        """An instance around an already validated canonical CSR matrix (no copy)."""
+        obj = cls.__new__(cls)
+        obj.matrix = mat
+        obj.shape = (int(mat.shape[0]), int(mat.shape[1]))
+        return obj
+
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         return np.asarray(self.matrix @ X)
 
     def _transpose(self) -> EMatrix:
-        return Sparse(self.matrix.T)
+        # One O(nnz) conversion, no re-validation; `T` caches the result, so
+        # repeated rmatvec calls (iterative solvers) do not pay it again.
+        return Sparse._wrap(sp.csr_matrix(self.matrix.T))
 
     def abs(self) -> EMatrix:
         return Sparse(abs(self.matrix))
@@ -415,10 +547,8 @@ class Sparse(EMatrix):
         return bool(np.all(self.matrix.data == 1))
 
     def column_norms(self, p: int = 1) -> np.ndarray:
-        data = np.abs(self.matrix.data) if p == 1 else self.matrix.data**2
-        out = np.zeros(self.shape[1])
-        np.add.at(out, self.matrix.indices, data)
-        return out
+        data = np.abs(self.matrix.data) if check_p(p) == 1 else self.matrix.data**2
+        return np.bincount(self.matrix.indices, weights=data, minlength=self.shape[1])
 
     def max_column_nnz(self) -> int:
         counts = np.bincount(self.matrix.indices, minlength=self.shape[1])

@@ -30,7 +30,11 @@ class Partition:
         if arr.size == 0:
             raise ValueError("a partition needs at least one cell")
         if not np.issubdtype(arr.dtype, np.integer):
-            if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            if (
+                np.issubdtype(arr.dtype, np.floating)
+                and np.all(np.isfinite(arr))
+                and np.all(arr == np.round(arr))
+            ):
                 arr = arr.astype(np.int64)
             else:
                 raise TypeError("partition group labels must be integers")
@@ -61,9 +65,7 @@ class Partition:
     def reduce_matrix(self) -> Sparse:
         """P (p × n): row g has ones at the cells of group g."""
         n = self.size
-        mat = sp.csr_matrix(
-            (np.ones(n), (self.groups, np.arange(n))), shape=(self.num_groups, n)
-        )
+        mat = sp.csr_matrix((np.ones(n), (self.groups, np.arange(n))), shape=(self.num_groups, n))
         return Sparse(mat)
 
     def expand_matrix(self) -> Sparse:
@@ -109,9 +111,7 @@ class Partition:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Partition):
             return NotImplemented
-        return self.domain_shape == other.domain_shape and np.array_equal(
-            self.groups, other.groups
-        )
+        return self.domain_shape == other.domain_shape and np.array_equal(self.groups, other.groups)
 
     def __hash__(self) -> int:
         return hash((self.domain_shape, self.num_groups, self.groups[:64].tobytes()))

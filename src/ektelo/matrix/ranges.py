@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .base import EMatrix
+from .base import EMatrix, check_dense_size, check_p, check_sparse_size
 from .combinators import Kronecker
 from .core import Prefix
 
@@ -41,9 +41,14 @@ class RangeQueries(EMatrix):
         transposed: bool = False,
     ):
         dshape = (domain_shape,) if isinstance(domain_shape, (int, np.integer)) else domain_shape
+        dshape = tuple(dshape)
+        if (
+            not dshape
+            or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) for s in dshape)
+            or any(s < 1 for s in dshape)
+        ):
+            raise ValueError(f"domain_shape must hold positive integer sizes, got {domain_shape!r}")
         self.domain_shape = tuple(int(s) for s in dshape)
-        if not self.domain_shape or any(s < 1 for s in self.domain_shape):
-            raise ValueError(f"domain_shape must hold positive sizes, got {domain_shape!r}")
         d = len(self.domain_shape)
         lo = np.asarray(lower)
         hi = np.asarray(upper)
@@ -69,7 +74,6 @@ class RangeQueries(EMatrix):
         self.transposed = bool(transposed)
         m, n = self.lower.shape[0], math.prod(self.domain_shape)
         self.shape = (n, m) if self.transposed else (m, n)
-        self._corners: sp.csr_matrix | None = None
 
     @property
     def num_queries(self) -> int:
@@ -77,7 +81,8 @@ class RangeQueries(EMatrix):
 
     def corner_matrix(self) -> sp.csr_matrix:
         """The sparse ±1 matrix S with this = S · (Prefix ⊗ … ⊗ Prefix)."""
-        if self._corners is None:
+        corners: sp.csr_matrix | None = self.__dict__.get("_cache_corners")
+        if corners is None:
             m, d = self.lower.shape
             rows, cols, vals = [], [], []
             strides = np.array(
@@ -91,11 +96,12 @@ class RangeQueries(EMatrix):
                 rows.append(np.nonzero(valid)[0])
                 cols.append(idx[valid] @ strides)
                 vals.append(np.full(int(valid.sum()), sign))
-            self._corners = sp.csr_matrix(
+            corners = sp.csr_matrix(
                 (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                 shape=(m, math.prod(self.domain_shape)),
             )
-        return self._corners
+            self.__dict__["_cache_corners"] = corners
+        return corners
 
     def _prefix(self) -> Kronecker:
         return Kronecker([Prefix(s) for s in self.domain_shape])
@@ -127,6 +133,7 @@ class RangeQueries(EMatrix):
         return np.prod(self.upper - self.lower + 1, axis=1).astype(np.float64)
 
     def column_norms(self, p: int = 1) -> np.ndarray:
+        check_p(p)  # entries are 0/1: both norms are the same counts
         return self._sizes() if self.transposed else self._coverage()
 
     def max_column_nnz(self) -> int:
@@ -137,17 +144,24 @@ class RangeQueries(EMatrix):
 
     def sparse(self) -> sp.csr_matrix:
         m, d = self.lower.shape
-        rows, cols = [], []
-        for q in range(m):
-            axes = [np.arange(self.lower[q, i], self.upper[q, i] + 1) for i in range(d)]
-            flat = np.ravel_multi_index(np.ix_(*axes), self.domain_shape).reshape(-1)
-            rows.append(np.full(flat.size, q))
-            cols.append(flat)
-        r, c = np.concatenate(rows), np.concatenate(cols)
-        mat = sp.csr_matrix(
-            (np.ones(r.size), (r, c)), shape=(m, math.prod(self.domain_shape))
-        )
+        n = math.prod(self.domain_shape)
+        extent = self.upper - self.lower + 1
+        sizes = np.prod(extent, axis=1)
+        nnz = int(sizes.sum())
+        check_sparse_size(nnz, self.shape)
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        # Position of each entry within its range, unravelled in C order.
+        rest = np.arange(nnz, dtype=np.int64) - np.repeat(indptr[:-1], sizes)
+        cols = np.zeros(nnz, dtype=np.int64)
+        stride = 1
+        for axis in range(d - 1, -1, -1):
+            ext = np.repeat(extent[:, axis], sizes)
+            cols += (np.repeat(self.lower[:, axis], sizes) + rest % ext) * stride
+            rest //= ext
+            stride *= self.domain_shape[axis]
+        mat = sp.csr_matrix((np.ones(nnz), cols, indptr), shape=(m, n))
         return mat.T.tocsr() if self.transposed else mat
 
     def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
         return self.sparse().toarray()

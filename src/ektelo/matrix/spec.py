@@ -6,7 +6,9 @@ make that a JSON document. `from_spec` rebuilds the expression using only the
 classes registered here, so whoever receives a spec — the protected kernel,
 or later a server — never runs a client-defined object's code. `rebuild(M)`
 is the kernel's entry point: an exact library object is re-created from its
-constructor arguments; anything else is refused (`TypeError`).
+constructor arguments; anything else is refused (`TypeError`). A malformed
+spec (unknown type, missing or ill-typed argument) raises `ValueError`; the
+constructors then re-check every value as for any caller.
 """
 
 from __future__ import annotations
@@ -27,6 +29,49 @@ from .ranges import RangeQueries
 __all__ = ["from_json", "from_spec", "rebuild", "specs_equal", "to_json", "to_spec"]
 
 
+def _arg(args: Any, key: str) -> Any:
+    if not isinstance(args, dict):
+        raise ValueError(f"malformed matrix spec: 'args' must be a dict, got {type(args).__name__}")
+    if key not in args:
+        raise ValueError(f"malformed matrix spec: missing argument {key!r}")
+    return args[key]
+
+
+def _int(args: Any, key: str) -> int:
+    value = _arg(args, key)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"malformed matrix spec: {key!r} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _bool(args: Any, key: str) -> bool:
+    value = _arg(args, key)
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"malformed matrix spec: {key!r} must be a boolean, got {value!r}")
+    return bool(value)
+
+
+def _float(args: Any, key: str) -> float:
+    value = _arg(args, key)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"malformed matrix spec: {key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def _specs(args: Any, key: str) -> list[EMatrix]:
+    value = _arg(args, key)
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"malformed matrix spec: {key!r} must be a list of specs")
+    return [from_spec(v) for v in value]
+
+
+def _int_array(args: Any, key: str) -> np.ndarray:
+    arr = np.asarray(_arg(args, key))
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"malformed matrix spec: {key!r} must hold integers")
+    return arr.astype(np.int64)
+
+
 def _sparse_spec(mat: sp.csr_matrix) -> dict[str, Any]:
     csr = sp.csr_matrix(mat)
     return {
@@ -38,12 +83,18 @@ def _sparse_spec(mat: sp.csr_matrix) -> dict[str, Any]:
 
 
 def _sparse_from(args: dict[str, Any]) -> sp.csr_matrix:
-    shape = tuple(int(s) for s in args["shape"])
-    data = np.asarray(args["data"], dtype=np.float64)
-    indices = np.asarray(args["indices"], dtype=np.int64)
-    indptr = np.asarray(args["indptr"], dtype=np.int64)
-    if len(shape) != 2 or indptr.shape != (shape[0] + 1,) or indices.shape != data.shape:
-        raise ValueError("malformed sparse matrix spec")
+    shape = tuple(_int_array(args, "shape").reshape(-1))
+    data = np.asarray(_arg(args, "data"), dtype=np.float64)
+    indices = _int_array(args, "indices")
+    indptr = _int_array(args, "indptr")
+    if (
+        len(shape) != 2
+        or min(shape) < 1
+        or indptr.shape != (shape[0] + 1,)
+        or data.ndim != 1
+        or indices.shape != data.shape
+    ):
+        raise ValueError("malformed sparse matrix spec (shape, indptr or data sizes)")
     if indptr[0] != 0 or indptr[-1] != data.size or np.any(np.diff(indptr) < 0):
         raise ValueError("malformed sparse matrix spec (indptr)")
     if indices.size and (indices.min() < 0 or indices.max() >= shape[1]):
@@ -55,18 +106,26 @@ def _sparse_from(args: dict[str, Any]) -> sp.csr_matrix:
 _Reader = Callable[[Any], dict[str, Any]]
 _Builder = Callable[[dict[str, Any]], EMatrix]
 _REGISTRY: dict[str, tuple[type, _Reader, _Builder]] = {
-    "Identity": (Identity, lambda M: {"n": M.n}, lambda a: Identity(int(a["n"]))),
-    "Ones": (Ones, lambda M: {"m": M.m, "n": M.n}, lambda a: Ones(int(a["m"]), int(a["n"]))),
-    "Total": (Total, lambda M: {"n": M.n}, lambda a: Total(int(a["n"]))),
-    "Prefix": (Prefix, lambda M: {"n": M.n}, lambda a: Prefix(int(a["n"]))),
-    "Suffix": (Suffix, lambda M: {"n": M.n}, lambda a: Suffix(int(a["n"]))),
+    "Identity": (Identity, lambda M: {"n": M.n}, lambda a: Identity(_int(a, "n"))),
+    "Ones": (
+        Ones,
+        lambda M: {"m": M.m, "n": M.n},
+        lambda a: Ones(_int(a, "m"), _int(a, "n")),
+    ),
+    "Total": (Total, lambda M: {"n": M.n}, lambda a: Total(_int(a, "n"))),
+    "Prefix": (Prefix, lambda M: {"n": M.n}, lambda a: Prefix(_int(a, "n"))),
+    "Suffix": (Suffix, lambda M: {"n": M.n}, lambda a: Suffix(_int(a, "n"))),
     "Wavelet": (
         Wavelet,
         lambda M: {"n": M.n, "transposed": M.transposed},
-        lambda a: Wavelet(int(a["n"]), bool(a["transposed"])),
+        lambda a: Wavelet(_int(a, "n"), _bool(a, "transposed")),
     ),
-    "Diagonal": (Diagonal, lambda M: {"d": np.asarray(M.d)}, lambda a: Diagonal(a["d"])),
-    "Dense": (Dense, lambda M: {"array": np.asarray(M.array)}, lambda a: Dense(a["array"])),
+    "Diagonal": (Diagonal, lambda M: {"d": np.asarray(M.d)}, lambda a: Diagonal(_arg(a, "d"))),
+    "Dense": (
+        Dense,
+        lambda M: {"array": np.asarray(M.array)},
+        lambda a: Dense(_arg(a, "array")),
+    ),
     "Sparse": (
         Sparse,
         lambda M: _sparse_spec(M.matrix),
@@ -81,41 +140,41 @@ _REGISTRY: dict[str, tuple[type, _Reader, _Builder]] = {
             "transposed": M.transposed,
         },
         lambda a: RangeQueries(
-            tuple(int(s) for s in a["domain_shape"]),
-            np.asarray(a["lower"], dtype=np.int64),
-            np.asarray(a["upper"], dtype=np.int64),
-            bool(a["transposed"]),
+            tuple(_int_array(a, "domain_shape").reshape(-1).tolist()),
+            _int_array(a, "lower"),
+            _int_array(a, "upper"),
+            _bool(a, "transposed"),
         ),
     ),
     "VStack": (
         VStack,
         lambda M: {"blocks": [to_spec(b) for b in M.blocks]},
-        lambda a: VStack([from_spec(b) for b in a["blocks"]]),
+        lambda a: VStack(_specs(a, "blocks")),
     ),
     "HStack": (
         HStack,
         lambda M: {"blocks": [to_spec(b) for b in M.blocks]},
-        lambda a: HStack([from_spec(b) for b in a["blocks"]]),
+        lambda a: HStack(_specs(a, "blocks")),
     ),
     "Sum": (
         Sum,
         lambda M: {"terms": [to_spec(t) for t in M.terms]},
-        lambda a: Sum([from_spec(t) for t in a["terms"]]),
+        lambda a: Sum(_specs(a, "terms")),
     ),
     "Product": (
         Product,
         lambda M: {"A": to_spec(M.A), "B": to_spec(M.B)},
-        lambda a: Product(from_spec(a["A"]), from_spec(a["B"])),
+        lambda a: Product(from_spec(_arg(a, "A")), from_spec(_arg(a, "B"))),
     ),
     "Kronecker": (
         Kronecker,
         lambda M: {"factors": [to_spec(f) for f in M.factors]},
-        lambda a: Kronecker([from_spec(f) for f in a["factors"]]),
+        lambda a: Kronecker(_specs(a, "factors")),
     ),
     "Weighted": (
         Weighted,
         lambda M: {"base": to_spec(M.base), "weight": float(M.weight)},
-        lambda a: Weighted(from_spec(a["base"]), float(a["weight"])),
+        lambda a: Weighted(from_spec(_arg(a, "base")), _float(a, "weight")),
     ),
 }
 _BY_CLASS = {cls: name for name, (cls, _, _) in _REGISTRY.items()}
@@ -125,17 +184,15 @@ def to_spec(M: EMatrix) -> dict[str, Any]:
     """Describe `M` as {"type": name, "args": {...}}; refuse foreign classes."""
     name = _BY_CLASS.get(type(M))
     if name is None:
-        raise TypeError(
-            f"{type(M).__name__} is not one of ektelo's matrix classes and has no spec"
-        )
+        raise TypeError(f"{type(M).__name__} is not one of ektelo's matrix classes and has no spec")
     return {"type": name, "args": _REGISTRY[name][1](M)}
 
 
 def from_spec(spec: dict[str, Any]) -> EMatrix:
     """Rebuild a matrix from a spec using only the registered library classes."""
     if not isinstance(spec, dict) or "type" not in spec or "args" not in spec:
-        raise ValueError("a matrix spec is a dict with 'type' and 'args'")
-    entry = _REGISTRY.get(spec["type"])
+        raise ValueError("malformed matrix spec: a spec is a dict with 'type' and 'args'")
+    entry = _REGISTRY.get(spec["type"]) if isinstance(spec["type"], str) else None
     if entry is None:
         raise ValueError(f"unknown matrix type in spec: {spec['type']!r}")
     return entry[2](spec["args"])
@@ -166,11 +223,14 @@ def _encode(obj: Any) -> Any:
 def _decode(obj: Any) -> Any:
     if isinstance(obj, dict):
         if "__ndarray__" in obj:
-            dtype = np.dtype(obj["dtype"])
-            if dtype.kind not in "iuf":
-                raise ValueError(f"unsupported array dtype in spec: {dtype}")
-            raw = base64.b64decode(obj["__ndarray__"])
-            return np.frombuffer(raw, dtype=dtype).reshape(obj["shape"]).copy()
+            try:
+                dtype = np.dtype(obj["dtype"])
+                if dtype.kind not in "iuf":
+                    raise ValueError(f"unsupported array dtype in spec: {dtype}")
+                raw = base64.b64decode(obj["__ndarray__"], validate=True)
+                return np.frombuffer(raw, dtype=dtype).reshape(obj["shape"]).copy()
+            except (KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"malformed array in matrix spec: {err}") from err
         return {k: _decode(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_decode(v) for v in obj]

@@ -75,15 +75,18 @@ def all_range(n: int) -> EMatrix:
 
 
 def random_range(shape: Shape, count: int, seed: int | None = 0) -> EMatrix:
-    """`count` random ranges as in DPBench's RandomRange: on each axis the two
-    corners are independent uniform cells, sorted (seeded, reproducible)."""
+    """`count` random ranges as in DPBench's RandomRange (Hay et al., SIGMOD
+    2016; εktelo's `RandomRange` with no shape list): on each axis the range's
+    length is uniform in 1..size and its position uniform among the places
+    where it fits. Seeded and reproducible (`seed=None` draws fresh ranges)."""
     dims = _shape(shape)
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
     rng = np.random.default_rng(seed)
-    a = rng.integers(0, dims, size=(int(count), len(dims)))
-    b = rng.integers(0, dims, size=(int(count), len(dims)))
-    return RangeQueries(dims, np.minimum(a, b), np.maximum(a, b))
+    sizes = np.array(dims, dtype=np.int64)
+    lengths = rng.integers(1, sizes + 1, size=(int(count), len(dims)))
+    lower = rng.integers(0, sizes - lengths + 1)
+    return RangeQueries(dims, lower, lower + lengths - 1)
 
 
 def marginal(shape: Shape, attributes: Sequence[int]) -> EMatrix:
