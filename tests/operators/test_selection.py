@@ -521,6 +521,70 @@ def test_ag_second_level_dpbench_sub_cells_by_hand():
     assert grid_cells(M) == 103
 
 
+def dpbench_int_ceil(x: float) -> int:
+    """DPBench's grid-size expression `int(x - 1) + 1` (⌊x⌋ for x ≥ 1, else 1)."""
+    return max(int(x - 1) + 1, 1)
+
+
+def ref_cells_by_width(r0, c0, r1, c1, width):
+    lows, highs = [], []
+    for i in range((r1 - r0) // width + 1):
+        for j in range((c1 - c0) // width + 1):
+            lows.append((r0 + i * width, c0 + j * width))
+            highs.append((min(r0 + (i + 1) * width - 1, r1), min(c0 + (j + 1) * width - 1, c1)))
+    return lows, highs
+
+
+@pytest.mark.parametrize(
+    ("shape", "total", "eps"),
+    [((256, 256), 10**5, 0.1), ((100, 37), 5000, 1.0), ((64, 300), 20000, 0.5)],
+)
+def test_grids_follow_dpbench_sizing_rule_cell_by_cell(shape, total, eps, rng):
+    n, m = shape
+    width = dpbench_int_ceil(math.sqrt(n * m / (total * eps / 10)))
+    lows, highs = ref_cells_by_width(0, 0, n - 1, m - 1, width)
+    U = sel.uniform_grid(shape, total, eps)
+    np.testing.assert_array_equal(U.lower, lows)
+    np.testing.assert_array_equal(U.upper, highs)
+
+    m1 = max(dpbench_int_ceil(math.sqrt(total * eps / 10) / 4), 10)
+    width = dpbench_int_ceil(math.sqrt(n * m / m1**2))
+    lows, highs = ref_cells_by_width(0, 0, n - 1, m - 1, width)
+    L1 = sel.ag_first_level(shape, total, eps)
+    np.testing.assert_array_equal(L1.lower, lows)
+    np.testing.assert_array_equal(L1.upper, highs)
+
+    counts = rng.normal(total / len(lows), 30.0, size=len(lows))
+    counts[::7] = -3.0
+    lows2, highs2 = [], []
+    for (r0, c0), (r1, c1), cnt in zip(lows, highs, counts, strict=True):
+        m2 = 1 if cnt <= 0 else dpbench_int_ceil(math.sqrt(cnt * (1 - 0.5) * eps / 5))
+        w2 = dpbench_int_ceil(math.sqrt((r1 - r0 + 1) * (c1 - c0 + 1) / m2**2))
+        lo, hi = ref_cells_by_width(r0, c0, r1, c1, w2)
+        lows2 += lo
+        highs2 += hi
+    L2 = sel.ag_second_level(shape, L1, counts, eps)
+    np.testing.assert_array_equal(L2.lower, lows2)
+    np.testing.assert_array_equal(L2.upper, highs2)
+
+
+def test_ag_second_level_paper_rule_cell_by_cell(rng):
+    shape, eps = (45, 38), 1.0
+    L1 = sel.ag_first_level(shape, 5000, eps, rule="paper")  # 10×10 parts of 4–5 cells
+    counts = rng.normal(60.0, 40.0, size=L1.shape[0])
+    lows, highs = [], []
+    for (r0, c0), (r1, c1), cnt in zip(L1.lower, L1.upper, counts, strict=True):
+        m2 = max(1, math.ceil(math.sqrt(max(cnt, 0) * 0.5 * eps / 5)))
+        rows = ref_parts(r0, r1, m2)
+        cols = ref_parts(c0, c1, m2)
+        for (a, b), (c, d) in itertools.product(rows, cols):
+            lows.append((a, c))
+            highs.append((b, d))
+    L2 = sel.ag_second_level(shape, L1, counts, eps, rule="paper")
+    np.testing.assert_array_equal(L2.lower, lows)
+    np.testing.assert_array_equal(L2.upper, highs)
+
+
 def test_ag_second_level_checks():
     L1 = sel.ag_first_level((20, 20), 10, 1.0)
     with pytest.raises(ValueError, match="noisy counts"):

@@ -632,17 +632,33 @@ def ag_second_level(
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     c2 = _positive(c2, "c2")
     rule = _rule(rule)
-    los, his = [], []
-    for (r0, c0), (r1, c1), noisy in zip(lower, upper, counts, strict=True):
-        root = math.sqrt(max(float(noisy), 0.0) * (1 - alpha) * eps / c2)
-        m2 = max(1, math.ceil(root)) if rule == "paper" else _floor_at_least_1(root)
-        sub = (int(r1 - r0 + 1), int(c1 - c0 + 1))
-        cuts = _cuts_paper(sub, m2) if rule == "paper" else _cuts_dpbench(sub, float(m2) ** 2)
+    root = np.sqrt(np.maximum(counts, 0.0) * (1 - alpha) * eps / c2)
+    m2 = np.maximum(1, np.ceil(root) if rule == "paper" else np.floor(root)).astype(np.int64)
+    # Level-1 cells of one size and one m₂ share a sub-grid: cut each kind
+    # once, then place the copies at their cells' corners.
+    kinds, kind_of = np.unique(
+        np.column_stack([upper - lower + 1, m2]), axis=0, return_inverse=True
+    )
+    kind_of = kind_of.reshape(-1)
+    shapes_lo, shapes_hi = [], []
+    for rows, cols, m in kinds.tolist():
+        cuts = (
+            _cuts_paper((rows, cols), m) if rule == "paper" else _cuts_dpbench((rows, cols), m**2)
+        )
         lo, hi = _grid_cells(*cuts)
-        offset = np.array([r0, c0], dtype=np.int64)
-        los.append(lo + offset)
-        his.append(hi + offset)
-    return RangeQueries(dims, np.concatenate(los), np.concatenate(his))
+        shapes_lo.append(lo)
+        shapes_hi.append(hi)
+    per_kind = np.array([lo.shape[0] for lo in shapes_lo])
+    kind_start = np.cumsum(per_kind) - per_kind
+    per_cell = per_kind[kind_of]
+    first = np.cumsum(per_cell) - per_cell
+    take = np.arange(int(per_cell.sum())) - np.repeat(first - kind_start[kind_of], per_cell)
+    offset = np.repeat(lower, per_cell, axis=0)
+    return RangeQueries(
+        dims,
+        np.concatenate(shapes_lo)[take] + offset,
+        np.concatenate(shapes_hi)[take] + offset,
+    )
 
 
 def adaptive_grid(
