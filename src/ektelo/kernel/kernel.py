@@ -440,8 +440,8 @@ class Kernel:
             eps = check_epsilon(eps)
             W, xh = _checked_matrix(workload, v, "workload"), _estimate(x_hat, v)
             r = round_index
-            if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 0:
-                raise ValueError(f"round_index must be a non-negative int, got {r!r}")
+            if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
+                raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
             x = np.array(v.values, copy=True)
             name = "augmented_worst_approx"
             return self._run_private(node, eps, name, x, W, xh, eps, self._random, int(r))
