@@ -1,0 +1,751 @@
+"""Inference operators (paper §5.5, §7.6): estimate the data vector from noisy
+measurements. All are **Public** operators: they read only `Measurement`
+records (noisy answers plus their public description) and spend no budget.
+
+Every function takes ONE list of measurements — possibly taken on different
+reduced, split or transformed vectors of the same root vector — maps each to
+the root through its `query_on_root` (§5.5 "inference under vector
+transformations"), and returns a plain ``numpy.ndarray``: the estimate of the
+flattened root vector (size ``prod(root_shape)``, C order). There is no
+estimate object; an optional ``return_info=True`` adds a `SolveInfo` record
+with the solver's iterations and convergence. Inputs are never modified.
+
+Unequal noise (§5.5 (i)): measurement i's rows are weighted by 1/bᵢ (its
+Laplace scale), i.e. rows are scaled to equal noise before fitting; only the
+ratios matter, so weights are normalised to ``min(b)/bᵢ`` and equal scales
+cost nothing.
+
+Public facts (§5.5 (iii)): a known total or other public linear facts
+(``prior``) enter as extra rows whose noise scale is ``exact_scale`` times the
+smallest measurement scale (default 10⁻³, weight 10³ relative): the fit
+honours them to a relative ~10⁻⁶ of the measurements' own discrepancy, while
+the system stays well enough conditioned for the iterative solvers. The same
+treatment applies to measurements with noise scale 0.
+
+* `least_squares` — min ‖D(Qx − y)‖₂ by LSMR (Fong & Saunders 2011) on the
+  implicit stacked matrix; minimum-norm solution when under-determined.
+* `nnls` — the same with x ≥ 0: a projected-Newton active-set method whose
+  Newton steps are LSMR solves on the free variables (default), or L-BFGS-B.
+* `multiplicative_weights` — MWEM's update (Hardt, Ligett & McSherry 2012).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import Bounds, minimize
+from scipy.sparse.linalg import LinearOperator, lsmr
+
+from ..kernel.measurement import Measurement
+from ..matrix import EMatrix, Total, VStack, Weighted, as_vector
+
+__all__ = [
+    "ConvergenceError",
+    "SolveInfo",
+    "least_squares",
+    "multiplicative_weights",
+    "nnls",
+]
+
+# ---------------------------------------------------------------------------
+# Result reporting
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SolveInfo:
+    """How an iterative inference ran (returned with ``return_info=True``).
+
+    Attributes:
+        method: the algorithm ("lsmr", "projected_newton", "lbfgsb", "mw").
+        converged: True when the stopping rule was met.
+        iterations: outer iterations (LSMR steps, Newton steps, L-BFGS-B
+            iterations or MW passes).
+        products: matrix–vector products with the stacked query matrix or
+            its transpose (the cost measure of implicit inference).
+        message: the solver's reason for stopping.
+        residual: the weighted residual norm ‖D(Qx̂ − y)‖₂ at the estimate.
+        optimality: the scale-free optimality measure the stopping rule used
+            (LS: ‖Aᵀr‖/(‖A‖‖r‖); NNLS: ‖projected gradient‖∞ / ‖Aᵀb‖∞).
+    """
+
+    method: str
+    converged: bool
+    iterations: int
+    products: int
+    message: str
+    residual: float
+    optimality: float
+
+
+class ConvergenceError(RuntimeError):
+    """An inference solver stopped far from its optimum.
+
+    Raised instead of warning; the best estimate found so far and the
+    `SolveInfo` are attached as ``estimate`` and ``info``.
+    """
+
+    def __init__(self, message: str, estimate: np.ndarray, info: SolveInfo):
+        super().__init__(message)
+        self.estimate = estimate
+        self.info = info
+
+
+# Mild non-convergence (within this factor of the tolerance) is reported in
+# SolveInfo only; beyond it the solvers raise ConvergenceError.
+_FAIL_FACTOR = 1e3
+
+
+# ---------------------------------------------------------------------------
+# Assembling the weighted system from measurements
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _System:
+    """The weighted stacked system A x ≈ b (A = D·Q, b = D·y) on the root."""
+
+    A: EMatrix
+    b: np.ndarray
+    size: int
+    parts: list[tuple[EMatrix, np.ndarray, float]]  # (Q on root, y, weight)
+
+
+def _as_list(measurements: Any) -> list[Measurement]:
+    if isinstance(measurements, Measurement):
+        raise TypeError("pass a list of measurements, e.g. [m], not a single Measurement")
+    if not isinstance(measurements, Sequence) or isinstance(measurements, (str, bytes)):
+        raise TypeError(
+            f"measurements must be a list of Measurement, got {type(measurements).__name__}"
+        )
+    items = list(measurements)
+    if not items:
+        raise ValueError("inference needs at least one measurement")
+    for i, m in enumerate(items):
+        if not isinstance(m, Measurement):
+            raise TypeError(f"measurements[{i}] is a {type(m).__name__}, not a Measurement")
+    return items
+
+
+def _root(items: list[Measurement]) -> tuple[str, tuple[int, ...], int]:
+    root_id, root_shape = items[0].root_id, tuple(items[0].root_shape)
+    for i, m in enumerate(items):
+        if m.root_id != root_id:
+            raise ValueError(
+                "cannot combine measurements of different root vectors: "
+                f"measurements[0] has root {root_id!r}, measurements[{i}] has {m.root_id!r}"
+            )
+        if tuple(m.root_shape) != root_shape:
+            raise ValueError(
+                f"measurements[{i}] has root_shape {tuple(m.root_shape)}; expected {root_shape}"
+            )
+    size = math.prod(root_shape)
+    for i, m in enumerate(items):
+        if m.query_on_root.shape[1] != size:
+            raise ValueError(
+                f"measurements[{i}].query_on_root has {m.query_on_root.shape[1]} columns; "
+                f"the root domain {root_shape} has {size} cells"
+            )
+        if not np.all(np.isfinite(m.answers)):
+            raise ValueError(f"measurements[{i}] has non-finite answers")
+    return root_id, root_shape, size
+
+
+def _public_rows(prior: Any, known_total: Any, size: int) -> list[tuple[EMatrix, np.ndarray]]:
+    rows: list[tuple[EMatrix, np.ndarray]] = []
+    if known_total is not None:
+        total = float(known_total)
+        if not math.isfinite(total):
+            raise ValueError(f"known_total must be a finite number, got {known_total!r}")
+        rows.append((Total(size), np.array([total])))
+    if prior is None:
+        return rows
+    pairs = (
+        [prior]
+        if (isinstance(prior, tuple) and len(prior) == 2 and isinstance(prior[0], EMatrix))
+        else list(prior)
+    )
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], EMatrix)):
+            raise TypeError(
+                f"prior[{i}] must be a (matrix, answers) pair with an EMatrix on the root domain"
+            )
+        M, answers = pair
+        if M.shape[1] != size:
+            raise ValueError(f"prior[{i}] has {M.shape[1]} columns; the root domain has {size}")
+        y = as_vector(answers, M.shape[0], f"prior[{i}] answers")
+        if not np.all(np.isfinite(y)):
+            raise ValueError(f"prior[{i}] answers must be finite")
+        rows.append((M, np.array(y, copy=True)))
+    return rows
+
+
+def _system(
+    measurements: Any, known_total: Any, prior: Any, exact_scale: float
+) -> tuple[_System, tuple[int, ...]]:
+    items = _as_list(measurements)
+    _, root_shape, size = _root(items)
+    if not (isinstance(exact_scale, (int, float)) and 0 < exact_scale <= 1):
+        raise ValueError(f"exact_scale must be a number in (0, 1], got {exact_scale!r}")
+    scales = np.array([m.noise_scale for m in items], dtype=np.float64)
+    positive = scales[scales > 0]
+    unit = float(positive.min()) if positive.size else 1.0
+    exact = unit * float(exact_scale)  # the scale given to noiseless facts
+    parts: list[tuple[EMatrix, np.ndarray, float]] = []
+    for m, b in zip(items, scales, strict=True):
+        parts.append((m.query_on_root, np.array(m.answers, copy=True), unit / max(b, exact)))
+    for M, y in _public_rows(prior, known_total, size):
+        parts.append((M, y, unit / exact))
+    blocks = [Q if w == 1.0 else Weighted(Q, w) for Q, _, w in parts]
+    A = blocks[0] if len(blocks) == 1 else VStack(blocks)
+    b = np.concatenate([w * y for _, y, w in parts])
+    return _System(A, b, size, parts), root_shape
+
+
+class _Counter:
+    """A SciPy LinearOperator over A that counts products."""
+
+    def __init__(self, A: EMatrix):
+        self.A, self.AT, self.count = A, A.T, 0
+
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        self.count += 1
+        return self.A.matvec(v)
+
+    def rmatvec(self, u: np.ndarray) -> np.ndarray:
+        self.count += 1
+        return self.AT.matvec(u)
+
+    def operator(self, mask: np.ndarray | None = None) -> LinearOperator:
+        if mask is None:
+            return LinearOperator(self.A.shape, self.matvec, self.rmatvec, dtype=np.float64)
+        return LinearOperator(
+            self.A.shape,
+            lambda v: self.matvec(np.where(mask, v.reshape(-1), 0.0)),
+            lambda u: np.where(mask, self.rmatvec(u), 0.0),
+            dtype=np.float64,
+        )
+
+
+def _check_tol(tol: Any, name: str = "tol") -> float:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+        raise ValueError(f"{name} must be a number in (0, 1), got {tol!r}")
+    return float(tol)
+
+
+def _check_maxiter(maxiter: Any, default: int) -> int:
+    if maxiter is None:
+        return default
+    if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 1:
+        raise ValueError(f"maxiter must be a positive integer or None, got {maxiter!r}")
+    return int(maxiter)
+
+
+# ---------------------------------------------------------------------------
+# Least squares (LSMR)
+# ---------------------------------------------------------------------------
+
+_LSMR_MESSAGES = {
+    0: "x = 0 is the exact solution",
+    1: "Ax = b solved to the tolerance",
+    2: "least-squares optimality reached to the tolerance",
+    3: "condition-number limit reached",
+    4: "Ax = b solved to machine precision",
+    5: "least-squares optimality reached to machine precision",
+    6: "condition number too large for this machine",
+    7: "iteration limit reached",
+}
+
+
+def _lsmr(
+    counter: _Counter,
+    b: np.ndarray,
+    tol: float,
+    maxiter: int,
+    x0: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, int, int, float, float]:
+    """LSMR on A (optionally restricted to the columns in mask).
+
+    Returns x, istop, iterations, ‖r‖, relative optimality ‖Aᵀr‖/(‖A‖‖r‖).
+    """
+    out = lsmr(counter.operator(mask), b, atol=tol, btol=tol, conlim=0.0, maxiter=maxiter, x0=x0)
+    x, istop, itn, normr, normar, normA = out[:6]
+    rel = float(normar / (normA * normr)) if normA > 0 and normr > 0 else 0.0
+    return np.asarray(x, dtype=np.float64), int(istop), int(itn), float(normr), rel
+
+
+def least_squares(
+    measurements: Sequence[Measurement],
+    *,
+    known_total: float | None = None,
+    prior: Any = None,
+    tol: float = 1e-10,
+    maxiter: int | None = None,
+    exact_scale: float = 1e-3,
+    return_info: bool = False,
+) -> Any:
+    """Weighted least-squares estimate of the root vector (§5.5, §7.6; Public).
+
+    Solves  x̂ = argmin_x ‖D (Q x − y)‖₂  where Q stacks every measurement's
+    `query_on_root`, y its answers and D = diag(min b / bᵢ) its weights, by
+    LSMR on the implicit matrix (only Q·v and Qᵀ·u are computed). Started
+    from x = 0, LSMR returns the minimum-norm solution when Q does not
+    determine x.
+
+    Args:
+        measurements: a list of `Measurement`s of one root vector.
+        known_total: a public total, honoured as a near-exact extra row.
+        prior: public facts: a pair (M, answers) or a list of such pairs, M
+            an `EMatrix` on the root domain; honoured like `known_total`.
+        tol: LSMR's atol = btol; stops when ‖Aᵀr‖ ≤ tol·‖A‖·‖r‖ (or
+            ‖r‖ ≤ tol·(‖b‖ + ‖A‖‖x‖) for consistent systems). The default is
+            tight: on small problems the result matches a direct solver
+            (numpy.linalg.lstsq) to ~1e-6 relative or better.
+        maxiter: LSMR iteration limit (default: generous, 10·min(m, n) + 100
+            capped at 100 000; well-conditioned strategies need tens).
+        exact_scale: noise scale of public facts relative to the smallest
+            measurement scale (see the module docstring).
+        return_info: also return a `SolveInfo`.
+
+    Returns:
+        The estimate (flattened root vector), or (estimate, info).
+
+    Raises:
+        ConvergenceError: the iteration limit was reached with the optimality
+            measure still above 1000·tol.
+    """
+    system, _ = _system(measurements, known_total, prior, exact_scale)
+    tol = _check_tol(tol)
+    m, n = system.A.shape
+    limit = _check_maxiter(maxiter, min(10 * min(m, n) + 100, 100_000))
+    counter = _Counter(system.A)
+    x, istop, itn, normr, rel = _lsmr(counter, system.b, tol, limit)
+    converged = istop in (0, 1, 2, 4, 5, 6)
+    info = SolveInfo("lsmr", converged, itn, counter.count, _LSMR_MESSAGES[istop], normr, rel)
+    if not np.all(np.isfinite(x)):
+        raise ConvergenceError("least squares produced non-finite values", x, info)
+    if not converged and rel > _FAIL_FACTOR * tol:
+        raise ConvergenceError(
+            f"least squares did not converge in {itn} iterations "
+            f"(optimality {rel:.2e} > tolerance {tol:.0e}); raise maxiter",
+            x,
+            info,
+        )
+    return (x, info) if return_info else x
+
+
+# ---------------------------------------------------------------------------
+# Non-negative least squares
+# ---------------------------------------------------------------------------
+
+
+def nnls(
+    measurements: Sequence[Measurement],
+    *,
+    known_total: float | None = None,
+    prior: Any = None,
+    tol: float = 1e-6,
+    maxiter: int | None = None,
+    method: str = "projected_newton",
+    start: str | Any = "ls",
+    exact_scale: float = 1e-3,
+    return_info: bool = False,
+) -> Any:
+    """Non-negative weighted least squares on the root vector (§5.5; Public).
+
+    Solves  x̂ = argmin_{x ≥ 0} f(x) = ½‖D (Q x − y)‖₂²  (gradient
+    g = Qᵀ D² (Q x − y)) using only products with Q and Qᵀ.
+
+    Stopping rule (both methods): the projected gradient — g_i where
+    x_i > 0, min(g_i, 0) where x_i = 0 — has ∞-norm ≤ tol·‖Qᵀ D² y‖∞ (the
+    gradient's size at x = 0, the problem's scale). With the default tol the
+    objective matches `scipy.optimize.nnls` to ~1e-6 relative or better on
+    small problems.
+
+    Methods:
+        "projected_newton" (default): Bertsekas' projected Newton method for
+            bound constraints. Each step fixes the ε-binding variables (at or
+            near 0 with a positive gradient), takes a Newton step on the
+            others by an LSMR solve restricted to them (warm from the current
+            point), and backtracks along the projected path max(x + t·d, 0)
+            to an Armijo decrease. Its work is a few LSMR solves, so it
+            inherits LSMR's fast convergence on implicit strategies.
+        "lbfgsb": scipy.optimize L-BFGS-B on f with bounds x ≥ 0 (the
+            original εktelo choice); gtol as above, ftol = 1e-15.
+    Args:
+        start: "ls" (the LS estimate clipped at 0: one extra LS solve),
+            "zeros", or an initial vector (clipped at 0).
+        maxiter: outer iteration limit (Newton steps: 200; L-BFGS-B: 15000).
+        known_total, prior, exact_scale, return_info: as in `least_squares`.
+
+    Raises:
+        ConvergenceError: the solver stopped with the projected gradient
+            still above 1000·tol of the scale.
+    """
+    system, _ = _system(measurements, known_total, prior, exact_scale)
+    tol = _check_tol(tol)
+    if method not in ("projected_newton", "lbfgsb"):
+        raise ValueError(f"method must be 'projected_newton' or 'lbfgsb', got {method!r}")
+    counter = _Counter(system.A)
+    x0 = _nnls_start(start, system, counter)
+    scale = float(np.abs(counter.rmatvec(system.b)).max())
+    if scale == 0.0:  # b ⟂ range(A) on the non-negative side: x = 0 is optimal
+        x = np.zeros(system.size)
+        r = counter.matvec(x) - system.b
+        info = SolveInfo(method, True, 0, counter.count, "x = 0 is optimal", _norm(r), 0.0)
+        return (x, info) if return_info else x
+    if method == "lbfgsb":
+        x, info = _lbfgsb(system, counter, x0, tol, scale, _check_maxiter(maxiter, 15_000))
+    else:
+        x, info = _projected_newton(system, counter, x0, tol, scale, _check_maxiter(maxiter, 200))
+    if not np.all(np.isfinite(x)):
+        raise ConvergenceError("NNLS produced non-finite values", x, info)
+    if not info.converged and info.optimality > _FAIL_FACTOR * tol:
+        raise ConvergenceError(
+            f"NNLS ({method}) stopped after {info.iterations} iterations: {info.message} "
+            f"(projected gradient {info.optimality:.2e} of scale > tolerance {tol:.0e})",
+            x,
+            info,
+        )
+    return (x, info) if return_info else x
+
+
+def _norm(v: np.ndarray) -> float:
+    return float(np.sqrt(np.dot(v, v)))
+
+
+def _nnls_start(start: Any, system: _System, counter: _Counter) -> np.ndarray:
+    if isinstance(start, str):
+        if start == "zeros":
+            return np.zeros(system.size)
+        if start == "ls":
+            m, n = system.A.shape
+            x, *_ = _lsmr(counter, system.b, 1e-8, min(10 * min(m, n) + 100, 100_000))
+            return x  # unclipped: its sign pattern seeds the active set
+        raise ValueError(f"start must be 'ls', 'zeros' or a vector, got {start!r}")
+    x0 = as_vector(start, system.size, "start")
+    if not np.all(np.isfinite(x0)):
+        raise ValueError("start must be finite")
+    return np.array(x0, dtype=np.float64, copy=True)  # never the caller's array
+
+
+def _projected_gradient(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, g, np.minimum(g, 0.0))
+
+
+def _objective(counter: _Counter, b: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
+    r = b - counter.matvec(x)
+    return r, 0.5 * float(np.dot(r, r))
+
+
+def _projected_newton(
+    system: _System, counter: _Counter, x0: np.ndarray, tol: float, scale: float, maxiter: int
+) -> tuple[np.ndarray, SolveInfo]:
+    """Active-set phase (primal–dual, full steps) then safeguarded projected
+    Newton (Bertsekas 1982), both with LSMR solves on the free variables."""
+    b = system.b
+    # Diagonal of AᵀA, to put x and g on one scale in the active-set tests.
+    hdiag = np.maximum(system.A.column_norms(2), np.finfo(np.float64).tiny)
+    x, used = _active_set_phase(counter, b, x0, hdiag, tol, scale, maxiter)
+    x = np.maximum(x, 0.0)
+    r, f = _objective(counter, b, x)
+    g = -counter.rmatvec(r)
+    message, converged, it = "iteration limit reached", False, used
+    opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+    while True:
+        if opt <= tol:
+            message, converged = "projected gradient below tolerance", True
+            break
+        if it >= maxiter:
+            break
+        it += 1
+        # ε-binding set: near the bound and pushed against it.
+        eps_b = min(float(np.abs(x - np.maximum(x - g / hdiag, 0.0)).max()), 1e-3 * _scale_x(x))
+        free = ~((x <= eps_b) & (g > 0))
+        inner_tol = min(1e-2, max(opt, 1e-2 * tol))
+        d, *_ = _lsmr(counter, r, inner_tol, _INNER_MAXITER, mask=free)
+        # Newton on the free variables, a scaled gradient step on the binding
+        # ones (which the projection then holds at 0).
+        d = np.where(free, d, -g / hdiag)
+        accepted = False
+        for direction in (d, -g / hdiag):
+            t = 1.0
+            for _ in range(40):
+                x_new = np.maximum(x + t * direction, 0.0)
+                gs = float(np.dot(g, x_new - x))
+                if gs < 0:
+                    r_new, f_new = _objective(counter, b, x_new)
+                    if f_new <= f + 1e-4 * gs:
+                        accepted = True
+                        break
+                t *= 0.5
+            if accepted:
+                break
+        if not accepted:
+            message = "no further decrease possible (line search failed)"
+            break
+        x, r, f = x_new, r_new, f_new
+        g = -counter.rmatvec(r)
+        opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+    info = SolveInfo("projected_newton", converged, it, counter.count, message, _norm(r), opt)
+    return x, info
+
+
+# Inner LSMR solves are truncated Newton steps: this many iterations at most.
+_INNER_MAXITER = 50
+
+
+def _active_set_phase(
+    counter: _Counter,
+    b: np.ndarray,
+    x0: np.ndarray,
+    hdiag: np.ndarray,
+    tol: float,
+    scale: float,
+    maxiter: int,
+) -> tuple[np.ndarray, int]:
+    """Primal–dual active-set iterations (Hintermüller, Ito & Kunisch 2002).
+
+    Active set A = {i : x_i − c·g_i/h_ii ≤ 0}; x_A = 0 and x on the rest by
+    an LSMR solve restricted to it (full steps, negative entries allowed).
+    These change many bounds per step, so they find the active set of the
+    optimum in a few solves; they carry no global convergence guarantee, so
+    the phase stops as soon as the projected objective fails to improve and
+    the safeguarded projected Newton phase finishes from the best point.
+    Returns the best projected point and the iterations used.
+    """
+    x = np.array(x0, copy=True)
+    r, _ = _objective(counter, b, x)
+    g = -counter.rmatvec(r)
+    best_x, best_f = np.maximum(x, 0.0), math.inf
+    previous: np.ndarray | None = None
+    stalls, it = 0, 0
+    while it < min(maxiter, _ACTIVE_SET_MAXITER):
+        it += 1
+        active = x - _PDAS_C * g / hdiag <= 0
+        if previous is not None and np.array_equal(active, previous):
+            break
+        previous = active
+        free = ~active
+        xf = np.where(free, x, 0.0)
+        rf, _ = _objective(counter, b, xf)
+        d, *_ = _lsmr(counter, rf, 1e-10, _INNER_MAXITER_PDAS, mask=free)
+        x = xf + np.where(free, d, 0.0)
+        xp = np.maximum(x, 0.0)
+        rp, fp = _objective(counter, b, xp)
+        if fp < best_f * (1 - 1e-12):
+            best_x, best_f, stalls = xp, fp, 0
+            gp = -counter.rmatvec(rp)
+            if float(np.abs(_projected_gradient(xp, gp)).max()) / scale <= tol:
+                break
+        else:
+            stalls += 1
+            if stalls >= 2:
+                break
+        r, _ = _objective(counter, b, x)
+        g = -counter.rmatvec(r)
+    return best_x, it
+
+
+_PDAS_C = 0.1
+_INNER_MAXITER_PDAS = 10
+_ACTIVE_SET_MAXITER = 50
+
+
+def _scale_x(x: np.ndarray) -> float:
+    top = float(np.abs(x).max()) if x.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def _lbfgsb(
+    system: _System, counter: _Counter, x0: np.ndarray, tol: float, scale: float, maxiter: int
+) -> tuple[np.ndarray, SolveInfo]:
+    b = system.b
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        r = counter.matvec(x) - b
+        return 0.5 * float(np.dot(r, r)), counter.rmatvec(r)
+
+    res = minimize(
+        fun,
+        np.maximum(x0, 0.0),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=Bounds(np.zeros(system.size), np.full(system.size, np.inf)),
+        options={
+            "maxiter": maxiter,
+            "maxfun": 2 * maxiter,
+            "gtol": tol * scale,
+            "ftol": 1e-15,
+            "maxcor": 10,
+        },
+    )
+    x = np.maximum(np.asarray(res.x, dtype=np.float64), 0.0)
+    r = counter.matvec(x) - b
+    g = counter.rmatvec(r)
+    opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+    info = SolveInfo(
+        "lbfgsb", opt <= tol, int(res.nit), counter.count, str(res.message), _norm(r), opt
+    )
+    return x, info
+
+
+# ---------------------------------------------------------------------------
+# Multiplicative weights (MWEM)
+# ---------------------------------------------------------------------------
+
+
+def multiplicative_weights(
+    measurements: Sequence[Measurement],
+    *,
+    total: float | None = None,
+    x0: Any = None,
+    iterations: int = 100,
+    mode: str = "cyclic",
+    return_info: bool = False,
+) -> Any:
+    """MWEM's multiplicative-weights inference (Hardt, Ligett & McSherry 2012).
+
+    The estimate is a distribution over the cells scaled to `total` (the
+    mass T). For each measured query q with answer a, in turn:
+
+        x ← x ∘ exp(w · q · (a − q·x) / (2T)),  then x ← T · x / Σx
+
+    (w = min b / b_q weights noisier measurements less; w = 1 when all
+    measurements have one noise scale, which is the paper's update exactly).
+    The list of measurements is cycled `iterations` times (MWEM's "use all
+    measurements repeatedly" improvement). Cells at 0 stay at 0.
+
+    Args:
+        total: the mass T. If None: the (inverse-variance weighted) answer of
+            any measured all-ones query (a Total), else the total of the
+            least-squares estimate; values below 1 are raised to 1.
+        x0: the starting estimate (non-negative, positive sum; rescaled to T);
+            default uniform T/n.
+        iterations: passes over all measured queries.
+        mode: "cyclic" (the update above, one query at a time; rows are
+            materialised sparsely) or "simultaneous" (all queries of a pass
+            at once: x ← x ∘ exp(Qᵀ W (y − Qx) / (2T)), εktelo's vectorised
+            variant: one Q·x and Qᵀ·u per pass, for many queries).
+        return_info: also return a `SolveInfo`.
+    """
+    items = _as_list(measurements)
+    _, _, size = _root(items)
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)):
+        raise TypeError(f"iterations must be a positive integer, got {iterations!r}")
+    if iterations < 1:
+        raise ValueError(f"iterations must be a positive integer, got {iterations}")
+    if mode not in ("cyclic", "simultaneous"):
+        raise ValueError(f"mode must be 'cyclic' or 'simultaneous', got {mode!r}")
+    T = _mass(items, total)
+    if x0 is None:
+        x = np.full(size, T / size)
+    else:
+        x = np.array(as_vector(x0, size, "x0"), dtype=np.float64, copy=True)
+        if not np.all(np.isfinite(x)) or np.any(x < 0) or x.sum() <= 0:
+            raise ValueError("x0 must be finite, non-negative and have a positive sum")
+        x *= T / x.sum()
+    scales = np.array([m.noise_scale for m in items])
+    positive = scales[scales > 0]
+    unit = float(positive.min()) if positive.size else 1.0
+    weights = [unit / b if b > 0 else 1.0 for b in scales]
+    if mode == "cyclic":
+        x = _mw_cyclic(items, weights, x, T, int(iterations))
+    else:
+        x = _mw_simultaneous(items, weights, x, T, int(iterations))
+    if return_info:
+        Q = VStack([m.query_on_root for m in items]) if len(items) > 1 else items[0].query_on_root
+        y = np.concatenate([m.answers for m in items])
+        res = _norm(Q.matvec(x) - y)
+        return x, SolveInfo("mw", True, int(iterations), 0, f"{mode} passes done", res, math.nan)
+    return x
+
+
+# Exponents are clipped here so that absurd noise (far beyond the total)
+# cannot overflow; within it the update is exact.
+_MAX_EXPONENT = 700.0
+
+
+def _mw_cyclic(
+    items: list[Measurement], weights: list[float], x: np.ndarray, T: float, passes: int
+) -> np.ndarray:
+    rows = []
+    for m, w in zip(items, weights, strict=True):
+        S = m.query_on_root.sparse().tocsr()
+        rows.append((S.indptr, S.indices, S.data, np.asarray(m.answers), w))
+    total = float(x.sum())  # x is kept unnormalised; the estimate is T·x/total
+    for _ in range(passes):
+        for indptr, indices, data, answers, w in rows:
+            for i in range(answers.size):
+                idx = indices[indptr[i] : indptr[i + 1]]
+                q = data[indptr[i] : indptr[i + 1]]
+                old = x[idx]
+                qx = T * float(np.dot(q, old)) / total
+                expo = w * q * ((answers[i] - qx) / (2.0 * T))
+                np.clip(expo, -_MAX_EXPONENT, _MAX_EXPONENT, out=expo)
+                new = old * np.exp(expo)
+                x[idx] = new
+                total += float(new.sum() - old.sum())
+                if not (1e-200 < total < 1e200):
+                    total = _renormalise(x, T)
+        total = _renormalise(x, T)
+    return x
+
+
+def _renormalise(x: np.ndarray, T: float) -> float:
+    s = float(x.sum())
+    if not (s > 0 and math.isfinite(s)):
+        raise ConvergenceError(
+            "multiplicative weights lost all mass (noise far larger than the total?)",
+            x,
+            SolveInfo("mw", False, 0, 0, "mass underflow", math.nan, math.nan),
+        )
+    x *= T / s
+    return T
+
+
+def _mw_simultaneous(
+    items: list[Measurement], weights: list[float], x: np.ndarray, T: float, passes: int
+) -> np.ndarray:
+    blocks = [
+        m.query_on_root if w == 1.0 else Weighted(m.query_on_root, w)
+        for m, w in zip(items, weights, strict=True)
+    ]
+    Qw = blocks[0] if len(blocks) == 1 else VStack(blocks)
+    Q = VStack([m.query_on_root for m in items]) if len(items) > 1 else items[0].query_on_root
+    QwT = Qw.T
+    y = np.concatenate([m.answers for m in items])
+    for _ in range(passes):
+        err = y - Q.matvec(x)
+        expo = np.clip(QwT.matvec(err) / (2.0 * T), -_MAX_EXPONENT, _MAX_EXPONENT)
+        x *= np.exp(expo)
+        _renormalise(x, T)
+    return x
+
+
+def _mass(items: list[Measurement], total: Any) -> float:
+    """MWEM's mass T: given, else a measured total, else the LS total."""
+    if total is not None:
+        T = float(total)
+        if not math.isfinite(T) or T <= 0:
+            raise ValueError(f"total must be a positive finite number, got {total!r}")
+        return T
+    n = items[0].query_on_root.shape[1]
+    found: list[tuple[float, float]] = []  # (answer, variance)
+    for m in items:
+        Q = m.query_on_root
+        sums = Q.matvec(np.ones(n))
+        for i in np.nonzero(np.isclose(sums, n, rtol=1e-12, atol=0.0))[0][:16]:
+            if np.allclose(Q.row(int(i)), 1.0, rtol=0.0, atol=1e-12):
+                found.append((float(m.answers[i]), max(m.variance, 1e-300)))
+    if found:
+        a = np.array(found)
+        estimate = float(np.sum(a[:, 0] / a[:, 1]) / np.sum(1.0 / a[:, 1]))
+    else:
+        estimate = float(least_squares(items).sum())
+    return max(estimate, 1.0)
