@@ -598,8 +598,24 @@ def test_ag_second_level_checks():
     with pytest.raises(TypeError):
         sel.ag_second_level((20, 20), Identity(400), np.zeros(400), 1.0)
     overlapping = RangeQueries((4, 4), np.array([[0, 0], [0, 0]]), np.array([[3, 3], [1, 1]]))
-    with pytest.raises(ValueError, match="partition"):
+    with pytest.raises(ValueError, match="grid of disjoint cells"):
         sel.ag_second_level((4, 4), overlapping, np.zeros(2), 1.0)
+    lo, hi = np.asarray(L1.lower), np.asarray(L1.upper)
+    for bad_lo, bad_hi in [
+        (lo[1:], hi[1:]),  # a cell missing
+        (np.vstack([lo, lo[:1]]), np.vstack([hi, hi[:1]])),  # a cell twice
+        (lo, np.minimum(hi + np.array([0, 1]), 19)),  # overlapping columns
+    ]:
+        with pytest.raises(ValueError, match="grid of disjoint cells"):
+            sel.ag_second_level(
+                (20, 20), RangeQueries((20, 20), bad_lo, bad_hi), np.zeros(len(bad_lo)), 1.0
+            )
+    # The same grid listed in another order is accepted, cell counts following it.
+    order = np.random.default_rng(1).permutation(100)
+    shuffled = RangeQueries((20, 20), lo[order], hi[order])
+    counts = np.arange(100.0) * 4
+    M = sel.ag_second_level((20, 20), shuffled, counts[order], 1.0)
+    assert rows(M.dense()) == rows(sel.ag_second_level((20, 20), L1, counts, 1.0).dense())
 
 
 def test_adaptive_grid_from_a_measurement():

@@ -382,11 +382,11 @@ def hb(shape: Shape) -> EMatrix:
     """HB (Qardaji, Yang & Li, PVLDB 2013): the tree with `hb_branching(shape)`.
 
     1-D: a b-ary tree; 2-D: a b×b-ary tree (each node cut into b parts per
-    axis). The root (total count) is *not* measured — the published method
-    spends the budget on the h levels below the root, and εktelo's HB and
-    DPBench's HB2D drop it likewise — so the sensitivity is h = ⌈log_b n⌉
-    (the longest axis in 2-D). On small 1-D domains (n ≤ 128) the rule picks
-    b = n and the strategy is the Identity.
+    axis). The root (total count) is *not* measured: the variance estimate
+    behind b counts the h = ⌈log_b n⌉ levels below it, and εktelo's HB (1-D
+    and 2-D) and DPBench's HB2D leave it out (DPBench's 1-D HB alone measures
+    it, at ε/(h + 1) per level). Sensitivity h (the longest axis in 2-D). On
+    small 1-D domains (n ≤ 128) the rule picks b = n and HB is the Identity.
     """
     dims = _dims(shape)
     b = hb_branching(dims)
@@ -591,10 +591,27 @@ def _level1_cells(dims: tuple[int, int], level1: Any) -> tuple[np.ndarray, np.nd
         )
     if level1.domain_shape != dims:
         raise ValueError(f"level-1 grid is over {level1.domain_shape}, expected the domain {dims}")
-    sizes = np.prod(level1.upper - level1.lower + 1, axis=1)
-    if int(sizes.sum()) != dims[0] * dims[1] or not np.all(level1.column_norms() == 1):
-        raise ValueError("level-1 queries must partition the domain (a grid of disjoint cells)")
-    return level1.lower, level1.upper
+    lower, upper = level1.lower, level1.upper
+    # A grid: its row intervals tile the rows, its column intervals tile the
+    # columns, and the cells are each (row, column) pair once — O(m log m),
+    # without touching the N cells of the domain.
+    axes = []
+    for a in range(2):
+        spans, which = np.unique(
+            np.column_stack([lower[:, a], upper[:, a]]), axis=0, return_inverse=True
+        )
+        tiled = spans[0, 0] == 0 and spans[-1, 1] == dims[a] - 1
+        if not (tiled and np.array_equal(spans[1:, 0], spans[:-1, 1] + 1)):
+            axes = []
+            break
+        axes.append((spans.shape[0], which.reshape(-1)))
+    if (
+        not axes
+        or lower.shape[0] != axes[0][0] * axes[1][0]
+        or (np.unique(axes[0][1] * axes[1][0] + axes[1][1]).size != lower.shape[0])
+    ):
+        raise ValueError("level-1 queries must be a grid of disjoint cells covering the domain")
+    return lower, upper
 
 
 def ag_second_level(
