@@ -13,6 +13,7 @@ hold throughout:
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -207,8 +208,9 @@ class KernelMachine(RuleBasedStateMachine):
         assert budget.spent <= budget.total * (1 + 1e-9)
 
 
+# Under `python -O` (test_optimize.py) the machines run a shorter search.
 _settings = settings(
-    max_examples=60,
+    max_examples=15 if sys.flags.optimize else 60,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
