@@ -1,0 +1,311 @@
+"""Property-based tests (hypothesis) of the algebra of implicit matrices.
+
+Random small matrices and random nested compositions are compared with their
+dense forms (`dense()` of the leaves is pinned by the catalog test). The most
+important property is privacy-critical: the kernel charges ε with
+`sensitivity()`, so it must never be below the true maximum column norm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ektelo.matrix import (
+    Dense,
+    Diagonal,
+    EMatrix,
+    HStack,
+    Identity,
+    Kronecker,
+    Ones,
+    Prefix,
+    Product,
+    RangeQueries,
+    Sparse,
+    Suffix,
+    Sum,
+    Total,
+    VStack,
+    Wavelet,
+    Weighted,
+    from_json,
+    rebuild,
+    to_json,
+)
+
+SETTINGS = settings(max_examples=60, deadline=None)
+MANY = settings(max_examples=300, deadline=None)
+SIZES = st.integers(1, 5)
+# Small integers and a few halves: exact in floating point, signed, with zeros.
+ENTRIES = st.sampled_from([-2.0, -1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 1.0, 3.0])
+
+
+@st.composite
+def arrays(draw: st.DrawFn, m: int, n: int) -> np.ndarray:
+    return np.array(draw(st.lists(ENTRIES, min_size=m * n, max_size=m * n))).reshape(m, n)
+
+
+@st.composite
+def ranges_1d(draw: st.DrawFn, n: int, transposed: bool = False) -> RangeQueries:
+    count = draw(st.integers(1, 5))
+    pairs = [
+        sorted(draw(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)))) for _ in range(count)
+    ]
+    lower = np.array([p[0] for p in pairs])
+    upper = np.array([p[1] for p in pairs])
+    return RangeQueries(n, lower, upper, transposed=transposed)
+
+
+@st.composite
+def leaf(draw: st.DrawFn, n: int | None = None) -> EMatrix:
+    """A core matrix with `n` columns (any number of columns if None)."""
+    if n is None:
+        n = draw(SIZES)
+    m = draw(SIZES)
+    kinds = [
+        "identity",
+        "ones",
+        "total",
+        "prefix",
+        "suffix",
+        "diagonal",
+        "dense",
+        "sparse",
+        "ranges",
+        "ranges_t",
+    ]
+    if n & (n - 1) == 0:
+        kinds += ["wavelet", "wavelet_t"]
+    kind = draw(st.sampled_from(kinds))
+    if kind == "identity":
+        return Identity(n)
+    if kind == "ones":
+        return Ones(m, n)
+    if kind == "total":
+        return Total(n)
+    if kind == "prefix":
+        return Prefix(n)
+    if kind == "suffix":
+        return Suffix(n)
+    if kind == "wavelet":
+        return Wavelet(n)
+    if kind == "wavelet_t":
+        return Wavelet(n).T
+    if kind == "diagonal":
+        return Diagonal(draw(arrays(1, n)).ravel())
+    if kind == "dense":
+        return Dense(draw(arrays(m, n)))
+    if kind == "sparse":
+        return Sparse(sp.csr_matrix(draw(arrays(m, n))))
+    if kind == "ranges":
+        return draw(ranges_1d(n))
+    # the transpose of m' ranges over a domain of size d has n = m' columns
+    d = draw(SIZES)
+    lower = np.array(draw(st.lists(st.integers(0, d - 1), min_size=n, max_size=n)))
+    upper = np.array([draw(st.integers(int(lo), d - 1)) for lo in lower])
+    return RangeQueries(d, lower, upper, transposed=True)
+
+
+CAP = 400  # entries of any generated matrix: keeps the dense checks cheap
+
+
+@st.composite
+def matrices(draw: st.DrawFn, n: int | None = None, depth: int = 2) -> EMatrix:
+    """A random composition of depth ≤ `depth` with `n` columns (any if None);
+    anything larger than CAP entries is replaced by a core matrix."""
+    if depth == 0:
+        return draw(leaf(n))
+    M = draw(_composite(n, depth))
+    return M if M.shape[0] * M.shape[1] <= CAP else draw(leaf(n))
+
+
+def _small_dense(draw: st.DrawFn, shape: tuple[int, int]) -> EMatrix:
+    if shape[0] * shape[1] <= 40:
+        return Dense(draw(arrays(*shape)))
+    return Ones(*shape) * draw(ENTRIES)
+
+
+@st.composite
+def _composite(draw: st.DrawFn, n: int | None, depth: int) -> EMatrix:
+    ops = ["leaf", "vstack", "hstack", "product", "weighted", "sum", "transpose_leaf"]
+    if n is None:
+        ops += ["kronecker", "kronecker"]
+    op = draw(st.sampled_from(ops))
+    if op == "leaf":
+        return draw(leaf(n))
+    if op == "kronecker":
+        return Kronecker(draw(st.lists(matrices(None, depth - 1), min_size=2, max_size=3)))
+    if op == "vstack":
+        first = draw(matrices(n, depth - 1))
+        rest = draw(st.lists(matrices(first.shape[1], depth - 1), min_size=1, max_size=2))
+        return VStack([first, *rest])
+    if op == "hstack":
+        if n is None:  # transposes of matrices with m columns all have m rows
+            m = draw(SIZES)
+            return HStack([draw(matrices(m, depth - 1)).T for _ in range(draw(st.integers(2, 3)))])
+        width = draw(st.integers(1, n))
+        first = draw(matrices(width, depth - 1))
+        if width == n:
+            return HStack([first])
+        return HStack([first, _small_dense(draw, (first.shape[0], n - width))])
+    if op == "product":
+        B = draw(matrices(n, depth - 1))
+        A = draw(matrices(B.shape[0], depth - 1))
+        return Product(A, B)
+    if op == "weighted":
+        return Weighted(draw(matrices(n, depth - 1)), draw(ENTRIES))
+    if op == "sum":
+        A = draw(matrices(n, depth - 1))
+        return Sum([A, _small_dense(draw, A.shape)])
+    # the transpose of a core matrix with n rows
+    if n is None:
+        return draw(leaf(None)).T
+    lower = np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+    upper = np.array([draw(st.integers(int(lo), 3)) for lo in lower])
+    return draw(st.sampled_from([Ones(n, draw(SIZES)), RangeQueries(4, lower, upper)])).T
+
+
+def true_norms(D: np.ndarray, p: int) -> np.ndarray:
+    return np.abs(D).sum(axis=0) if p == 1 else (D**2).sum(axis=0)
+
+
+def true_sensitivity(D: np.ndarray, p: int) -> float:
+    top = float(true_norms(D, p).max())
+    return top if p == 1 else float(np.sqrt(top))
+
+
+# -- identities of the Kronecker product ---------------------------------------------
+
+
+@SETTINGS
+@given(st.lists(matrices(None, 1), min_size=2, max_size=3))
+def test_kronecker_transpose_is_kronecker_of_transposes(factors):
+    K = Kronecker(factors)
+    expected = Kronecker([f.T for f in factors]).dense()
+    np.testing.assert_allclose(K.T.dense(), expected)
+    np.testing.assert_allclose(K.dense().T, expected)
+
+
+@SETTINGS
+@given(st.lists(matrices(None, 1), min_size=2, max_size=3))
+def test_abs_and_sqr_distribute_over_kronecker(factors):
+    K = Kronecker(factors)
+    abs_kron = Kronecker([f.abs() for f in factors]).dense()
+    np.testing.assert_allclose(K.abs().dense(), abs_kron)
+    np.testing.assert_allclose(abs_kron, np.abs(K.dense()))
+    np.testing.assert_allclose(K.sqr().dense(), K.dense() ** 2)
+
+
+@SETTINGS
+@given(st.lists(matrices(None, 1), min_size=2, max_size=3), st.sampled_from([1, 2]))
+def test_kronecker_sensitivity_is_product(factors, p):
+    K = Kronecker(factors)
+    product = float(np.prod([f.sensitivity(p) for f in factors]))
+    assert np.isclose(K.sensitivity(p), product, rtol=1e-12)
+    assert np.isclose(K.sensitivity(p), true_sensitivity(K.dense(), p), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(K.column_norms(p), true_norms(K.dense(), p))
+
+
+@SETTINGS
+@given(st.data())
+def test_kronecker_matvec_matches_kron(data):
+    factors = data.draw(st.lists(matrices(None, 1), min_size=1, max_size=3))
+    K = Kronecker(factors)
+    D = np.ones((1, 1))
+    for f in factors:
+        D = np.kron(D, f.dense())
+    x = np.arange(K.shape[1], dtype=float) - 2.0
+    X = np.column_stack([x, x**2])
+    np.testing.assert_allclose(K.matvec(x), D @ x)
+    np.testing.assert_allclose(K.matmat(X), D @ X)
+    y = np.arange(K.shape[0], dtype=float)
+    np.testing.assert_allclose(K.rmatvec(y), D.T @ y)
+
+
+# -- stacks and products ---------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([1, 2]))
+def test_column_norms_of_a_stack_add(data, p):
+    first = data.draw(matrices(None, 1))
+    rest = data.draw(st.lists(matrices(first.shape[1], 1), min_size=1, max_size=3))
+    S = VStack([first, *rest])
+    parts = sum(b.column_norms(p) for b in S.blocks)
+    np.testing.assert_allclose(S.column_norms(p), parts)
+    np.testing.assert_allclose(S.column_norms(p), true_norms(S.dense(), p))
+
+
+@SETTINGS
+@given(st.data())
+def test_product_transpose_reverses(data):
+    B = data.draw(matrices(None, 1))
+    A = data.draw(matrices(B.shape[0], 1))
+    AB = Product(A, B)
+    expected = (A.dense() @ B.dense()).T
+    np.testing.assert_allclose(AB.T.dense(), expected)
+    np.testing.assert_allclose(Product(B.T, A.T).dense(), expected)
+    np.testing.assert_allclose((A @ B).dense(), expected.T)
+
+
+@SETTINGS
+@given(matrices(None, 2))
+def test_gram_is_transpose_times_self(M):
+    D = M.dense()
+    np.testing.assert_allclose(M.gram().dense(), D.T @ D, atol=1e-9)
+
+
+@SETTINGS
+@given(matrices(None, 2))
+def test_adjoint_identity(M):
+    """⟨Mx, y⟩ = ⟨x, Mᵀy⟩ and both agree with the dense form."""
+    rng = np.random.default_rng(M.shape[0] * 31 + M.shape[1])
+    x = rng.normal(size=M.shape[1])
+    y = rng.normal(size=M.shape[0])
+    D = M.dense()
+    np.testing.assert_allclose(M.matvec(x), D @ x, atol=1e-9)
+    np.testing.assert_allclose(M.rmatvec(y), D.T @ y, atol=1e-9)
+    assert np.isclose(M.matvec(x) @ y, x @ M.rmatvec(y))
+
+
+# -- privacy-critical: sensitivity never below the truth ----------------------------------
+
+
+@MANY
+@given(matrices(None, 3))
+def test_sensitivity_never_below_dense_truth(M):
+    D = M.dense()
+    for p in (1, 2):
+        truth = true_sensitivity(D, p)
+        got = M.sensitivity(p)
+        # Equal up to floating-point rounding; never below it.
+        assert got >= truth * (1 - 1e-12) - 1e-12, (p, got, truth)
+        assert np.isclose(got, truth, rtol=1e-9, atol=1e-12)
+        assert np.all(M.column_norms(p) >= true_norms(D, p) * (1 - 1e-12) - 1e-12)
+    assert M.max_column_nnz() >= int((D != 0).sum(axis=0).max())
+
+
+@MANY
+@given(matrices(None, 3))
+def test_structure_flags_never_wrongly_true(M):
+    D = M.dense()
+    if M.is_nonnegative:
+        assert np.all(D >= 0)
+    if M.is_binary:
+        assert np.all((D == 0) | (D == 1))
+    if M.is_integral():
+        assert np.all(np.round(D) == D)
+    np.testing.assert_allclose(M.abs().dense(), np.abs(D), atol=1e-12)
+    np.testing.assert_allclose(M.sqr().dense(), D**2, atol=1e-12)
+
+
+@SETTINGS
+@given(matrices(None, 3))
+def test_spec_round_trip_of_compositions(M):
+    for copy in (rebuild(M), from_json(to_json(M))):
+        assert copy == M
+        np.testing.assert_array_equal(copy.dense(), M.dense())
+        assert copy.sensitivity(1) == M.sensitivity(1)
