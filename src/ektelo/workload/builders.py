@@ -31,7 +31,10 @@ Shape = int | Sequence[int]
 
 
 def _shape(shape: Shape) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    try:
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:  # a float or other non-iterable
+        dims = ()
     if not dims or any(
         isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in dims
     ):
