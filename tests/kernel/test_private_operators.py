@@ -95,3 +95,19 @@ def test_privbayes_select_wrapper():
     cliques = t.group_by(["a", "b", "c"]).privbayes_select(eps=0.25)
     assert all(isinstance(c, tuple) and all(0 <= i < 3 for i in c) for c in cliques)
     assert spent(t) == 2 * F(0.25)
+
+
+def test_partition_operators_refuse_non_integral_lineage():
+    import numpy as np
+    import pytest
+
+    import ektelo
+    from ektelo.matrix import Dense
+
+    x = ektelo.protect(np.arange(8.0), epsilon=1.0, seed=0)
+    halved = x.transform(Dense(np.eye(8) * 0.5))
+    before = x.budget.spent
+    for operator in (halved.ahp_partition, halved.dawa_partition):
+        with pytest.raises(ValueError, match="needs a vector of counts"):
+            operator(eps=0.1)
+    assert x.budget.spent == before

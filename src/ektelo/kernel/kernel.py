@@ -409,6 +409,7 @@ class Kernel:
         with self._lock:
             node, v = self._vector(handle)
             eps, opts = check_epsilon(eps), _plain_options(options)
+            _require_counts(v, "AHP")
             x = np.array(v.values, copy=True).reshape(v.shape)
             P = self._run_private(node, eps, "ahp_partition", x, eps, self._random, **opts)
             return Partition(np.array(P.groups, copy=True), v.shape)
@@ -418,6 +419,7 @@ class Kernel:
         with self._lock:
             node, v = self._vector(handle)
             eps, opts = check_epsilon(eps), _plain_options(options)
+            _require_counts(v, "DAWA")
             x = np.array(v.values, copy=True).reshape(v.shape)
             P = self._run_private(node, eps, "dawa_partition", x, eps, self._random, **opts)
             return Partition(np.array(P.groups, copy=True), v.shape)
@@ -474,6 +476,19 @@ def _private_function(name: str) -> Any:
     else:
         raise ValueError(f"unknown private operator {name!r}")
     return f
+
+
+def _require_counts(v: _Vector, operator: str) -> None:
+    """Refuse a partition operator whose privacy proof needs integer neighbours.
+
+    The flag is public: set when the root was protected (counts) and kept only
+    through reductions, splits and integer transforms.
+    """
+    if not v.integral:
+        raise ValueError(
+            f"{operator} partition selection needs a vector of counts; this vector is "
+            "derived through a non-integer transform (or its root is not integral)"
+        )
 
 
 def _checked_matrix(M: Any, v: _Vector, name: str = "M") -> EMatrix:
