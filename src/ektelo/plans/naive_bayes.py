@@ -40,7 +40,8 @@ def nb_workload(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     returns="answers",
 )
 def nb_workload_ls(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
-    """WorkloadLS: Workload followed by LS; returns W·x̂ (consistent totals)."""
+    """WorkloadLS: all of ε on the workload matrix, then LS; returns W·x̂
+    (histograms with consistent totals)."""
     return workload @ estimate([x.laplace(workload, eps=check_eps(eps))])
 
 
