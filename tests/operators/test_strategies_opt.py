@@ -1,0 +1,355 @@
+"""GreedyH and HDMM (operators.strategies_opt) against brute-force dense
+evaluations of the objective they minimise: the matrix-mechanism error
+‖A‖₁²·tr(W (AᵀA)⁺ Wᵀ) computed with a dense pseudo-inverse."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.sparse.linalg import lsmr
+
+from ektelo.matrix import (
+    Dense,
+    Diagonal,
+    EMatrix,
+    Identity,
+    Kronecker,
+    Prefix,
+    Product,
+    RangeQueries,
+    Total,
+    VStack,
+    Wavelet,
+    Weighted,
+)
+from ektelo.operators import _greedy_h as gh
+from ektelo.operators import _hdmm as hd
+from ektelo.operators.strategies_opt import greedy_h, hdmm
+from ektelo.workload import all_range, marginals, prefix, random_range
+
+
+def dense_error(A: EMatrix | np.ndarray, W: EMatrix) -> float:
+    """‖A‖₁²·tr(W (AᵀA)⁺ Wᵀ): total squared error at ε = √2 (brute force)."""
+    a = A if isinstance(A, np.ndarray) else A.dense()
+    w = W.dense()
+    sens = np.abs(a).sum(axis=0).max()
+    pinv = np.linalg.pinv(a.T @ a, rcond=1e-12, hermitian=True)
+    return float(sens**2 * np.trace(w @ pinv @ w.T))
+
+
+def dense_h2(n: int, b: int = 2) -> np.ndarray:
+    """The unweighted b-ary hierarchy, built independently of the operator."""
+    rows: list[np.ndarray] = []
+
+    def node(lo: int, hi: int) -> None:
+        row = np.zeros(n)
+        row[lo : hi + 1] = 1
+        rows.append(row)
+        size = hi - lo + 1
+        if size == 1:
+            return
+        cuts = np.linspace(lo, hi + 1, min(size, b) + 1).round().astype(int)
+        for c0, c1 in itertools.pairwise(cuts):
+            node(c0, c1 - 1)
+
+    node(0, n - 1)
+    return np.array(rows)
+
+
+def tree_ranges(A: EMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    assert isinstance(A, Product) and isinstance(A.B, RangeQueries)
+    return A.B.lower[:, 0], A.B.upper[:, 0], A.A.d
+
+
+WORKLOADS_1D = {
+    "prefix": lambda n: prefix(n),
+    "random_range": lambda n: random_range(n, 30, seed=7),
+    "all_range": lambda n: all_range(n),
+}
+
+
+# -- GreedyH ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [16, 37, 64])
+@pytest.mark.parametrize("name", sorted(WORKLOADS_1D))
+@pytest.mark.parametrize("branching", [2, 3])
+def test_greedy_h_objective_is_the_dense_error(n: int, name: str, branching: int) -> None:
+    W = WORKLOADS_1D[name](n)
+    A = greedy_h(n, W, branching=branching)
+    implicit = gh._objective(n, W, branching=branching)
+    assert implicit == pytest.approx(dense_error(A, W), rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [16, 64])
+@pytest.mark.parametrize("name", sorted(WORKLOADS_1D))
+def test_greedy_h_beats_the_unweighted_hierarchy(n: int, name: str) -> None:
+    W = WORKLOADS_1D[name](n)
+    greedy = dense_error(greedy_h(n, W), W)
+    h2 = dense_error(dense_h2(n), W)
+    assert greedy <= h2
+    assert gh._hierarchy_error(n, W) == pytest.approx(h2, rel=1e-9)
+
+
+def test_greedy_h_is_a_weighted_hierarchy_of_sensitivity_one() -> None:
+    n = 64
+    A = greedy_h(n, random_range(n, 40, seed=3))
+    lower, upper, weights = tree_ranges(A)
+    assert A.shape == (weights.size, n)
+    assert np.all(weights > 0) and np.all(weights <= 1)
+    # Laminar: any two intervals are nested or disjoint, as in a tree.
+    for i in range(lower.size):
+        overlap = (lower <= upper[i]) & (upper >= lower[i])
+        nested = ((lower <= lower[i]) & (upper >= upper[i])) | (
+            (lower >= lower[i]) & (upper <= upper[i])
+        )
+        assert np.all(nested[overlap])
+    # Every row is a node of the binary tree over the 64 cells.
+    h2 = dense_h2(n)
+    nodes = {(int(r.argmax()), int(n - 1 - r[::-1].argmax())) for r in h2}
+    assert {(int(lo), int(hi)) for lo, hi in zip(lower, upper, strict=True)} <= nodes
+    # Every root-to-leaf path sums to 1: each column has L1 norm exactly 1.
+    np.testing.assert_allclose(np.abs(A.dense()).sum(axis=0), 1.0, rtol=1e-12)
+    assert A.sensitivity(1) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_greedy_h_is_deterministic() -> None:
+    W = random_range(100, 25, seed=2)
+    A, B = greedy_h(100, W), greedy_h((100,), W)
+    np.testing.assert_array_equal(A.dense(), B.dense())
+
+
+@pytest.mark.parametrize("local", ["exact", "damped"])
+def test_greedy_h_general_workload_matches_range_path(local: str) -> None:
+    n = 48
+    W = random_range(n, 20, seed=5)
+    as_dense = Dense(W.dense())  # no range structure: the dense-Gram oracle
+    assert gh._range_form(as_dense, n) is None
+    tree = gh._Tree.build(n, 2)
+    fits = [gh._greedy_pass(tree, gh._oracle_for(M, n), local=local) for M in (W, as_dense)]
+    for a, b in zip(fits[0].split, fits[1].split, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
+    A = greedy_h(n, as_dense)
+    assert gh._objective(n, as_dense) == pytest.approx(dense_error(A, W), rel=1e-9)
+
+
+def test_greedy_h_local_objectives_are_exactly_evaluated() -> None:
+    n = 64
+    W = random_range(n, 40, seed=8)
+    tree = gh._Tree.build(n, 2)
+    oracle = gh._oracle_for(W, n)
+    for local in ("canonical", "damped", "exact"):
+        fit = gh._greedy_pass(tree, oracle, local=local)
+        lower, upper, weights = gh._node_weights(tree, fit)
+        A = Product(Diagonal(weights), RangeQueries(n, lower, upper))
+        assert fit.root_error == pytest.approx(dense_error(A, W), rel=1e-9)
+        assert gh._objective(n, W) <= fit.root_error * (1 + 1e-12)  # the best is returned
+
+
+def test_greedy_h_weighted_stacked_ranges_are_recognised() -> None:
+    n = 32
+    W = VStack([Weighted(prefix(n), 2.0), random_range(n, 10, seed=1), Total(n)])
+    assert gh._range_form(W, n) is not None
+    A = greedy_h(n, W)
+    assert gh._objective(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
+
+
+def test_greedy_h_collapses_what_the_workload_cannot_see() -> None:
+    # One query over [8, 23] of 32 cells: in the binary tree it is the union of
+    # the nodes [8, 15] and [16, 23], which the workload never looks inside.
+    n = 32
+    W = RangeQueries(n, np.array([[8]]), np.array([[23]]))
+    A = greedy_h(n, W)
+    assert dense_error(A, W) == pytest.approx(2.0)  # two queries of weight 1
+    lower, upper, weights = tree_ranges(A)
+    for lo, hi in ((8, 15), (16, 23)):
+        assert weights[(lower == lo) & (upper == hi)] == pytest.approx([1.0])
+        assert not np.any((lower >= lo) & (upper <= hi) & (upper - lower < hi - lo))
+    assert gh._objective(n, Total(n)) == pytest.approx(1.0)  # the root alone
+    # Identity workload: the leaves alone (the Identity strategy).
+    np.testing.assert_allclose(greedy_h(16, Identity(16)).dense(), np.eye(16))
+
+
+def test_greedy_h_strategy_answers_the_workload(rng: np.random.Generator) -> None:
+    n = 64
+    W = random_range(n, 30, seed=11)
+    A = greedy_h(n, W)
+    x = rng.poisson(20, size=n).astype(float)
+    x_hat = lsmr(A.as_linear_operator(), A.matvec(x), atol=1e-12, btol=1e-12, maxiter=1000)[0]
+    np.testing.assert_allclose(W.matvec(x_hat), W.matvec(x), rtol=1e-6)
+
+
+def test_greedy_h_large_domain_stays_implicit() -> None:
+    n = 4096
+    for W in (prefix(n), random_range(n, 1000, seed=0)):
+        A = greedy_h(n, W)
+        assert A.sensitivity(1) == pytest.approx(1.0, rel=1e-9)
+        assert gh._objective(n, W) < gh._hierarchy_error(n, W)
+        assert gh._objective(n, W) < float(W.column_norms(2).sum())  # beats Identity
+
+
+def test_greedy_h_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="Hilbert"):
+        greedy_h((8, 8), prefix(64))
+    with pytest.raises(ValueError, match="columns"):
+        greedy_h(10, prefix(12))
+    with pytest.raises(ValueError, match="branching"):
+        greedy_h(8, prefix(8), branching=1)
+    with pytest.raises(TypeError):
+        greedy_h(8, np.eye(8))  # type: ignore[arg-type]
+
+
+# -- HDMM: OPT_0 -------------------------------------------------------------------
+
+
+def p_identity_dense(theta: np.ndarray) -> np.ndarray:
+    n = theta.shape[1]
+    return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
+
+
+@pytest.mark.parametrize("W", [prefix(12), random_range(12, 9, seed=4)], ids=["prefix", "rr"])
+def test_p_identity_gradient_matches_finite_differences(
+    W: EMatrix, rng: np.random.Generator
+) -> None:
+    gram = hd._Gram.of(W)
+    theta = rng.uniform(0, 1, size=(3, 12))
+    value, grad = hd._p_identity_objective(theta, gram)
+    assert value == pytest.approx(dense_error(p_identity_dense(theta), W), rel=1e-9)
+    h = 1e-6
+    numeric = np.zeros_like(theta)
+    for idx in np.ndindex(theta.shape):
+        e = np.zeros_like(theta)
+        e[idx] = h
+        up = hd._p_identity_objective(theta + e, gram)[0]
+        down = hd._p_identity_objective(theta - e, gram)[0]
+        numeric[idx] = (up - down) / (2 * h)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7 * np.abs(grad).max())
+
+
+def test_hdmm_prefix_beats_identity_and_hierarchies() -> None:
+    n = 64
+    W = prefix(n)
+    A = hdmm(W, restarts=1)
+    err = dense_error(A, W)
+    assert err < 0.5 * dense_error(Identity(n), W)
+    assert err < min(dense_error(dense_h2(n), W), dense_error(Wavelet(n), W))
+    assert A.sensitivity(1) == pytest.approx(1.0, rel=1e-9)
+    assert hd._optimise(W, restarts=1).error == pytest.approx(err, rel=1e-9)
+
+
+def test_hdmm_all_range_beats_identity_and_hierarchies() -> None:
+    n = 32
+    W = all_range(n)
+    err = dense_error(hdmm(W, restarts=1), W)
+    assert err < dense_error(Identity(n), W)
+    assert err < min(dense_error(dense_h2(n), W), dense_error(Wavelet(n), W))
+
+
+def test_hdmm_is_deterministic_given_seed() -> None:
+    W = prefix(32)
+    np.testing.assert_array_equal(hdmm(W, seed=3).dense(), hdmm(W, seed=3).dense())
+
+
+def test_hdmm_strategy_recovers_the_data(rng: np.random.Generator) -> None:
+    W = random_range(40, 25, seed=9)
+    A = hdmm(W, restarts=1)
+    x = rng.poisson(10, size=40).astype(float)
+    x_hat = lsmr(A.as_linear_operator(), A.matvec(x), atol=1e-12, btol=1e-12, maxiter=1000)[0]
+    np.testing.assert_allclose(x_hat, x, rtol=1e-6, atol=1e-6)
+
+
+def test_hdmm_identity_workload_keeps_identity() -> None:
+    A = hdmm(Identity(16), restarts=1)
+    assert dense_error(A, Identity(16)) == pytest.approx(16.0)
+
+
+# -- HDMM: OPT_⊗ ---------------------------------------------------------------------
+
+
+def test_hdmm_kronecker_prefix_prefix() -> None:
+    # 8×8: the Identity is already optimal per attribute (so is GreedyH's
+    # choice); 16×16: the optimised factors beat it.
+    W8 = Kronecker([Prefix(8), Prefix(8)])
+    A8 = hdmm(W8, restarts=1)
+    assert dense_error(A8, W8) <= dense_error(Identity(64), W8) * (1 + 1e-9)
+    W16 = Kronecker([Prefix(16), Prefix(16)])
+    result = hd._optimise(W16, restarts=1)
+    assert isinstance(result.strategy, Kronecker) and result.method == "OPT_kron"
+    err = dense_error(result.strategy, W16)
+    assert result.error == pytest.approx(err, rel=1e-9)
+    assert err < 0.7 * dense_error(Identity(256), W16)
+
+
+def test_hdmm_union_of_products_block_descent() -> None:
+    W = VStack([Kronecker([Prefix(16), Total(8)]), Kronecker([Total(16), Prefix(8)])])
+    result = hd._optimise(W, restarts=1, rounds=3)
+    err = dense_error(result.strategy, W)
+    assert result.error == pytest.approx(err, rel=1e-9)
+    assert err < 0.5 * dense_error(Identity(128), W)
+    one_round = hd._optimise(W, restarts=1, rounds=1).error
+    assert result.error <= one_round * (1 + 1e-9)
+
+
+def test_hdmm_two_dimensional_ranges_as_union_of_products(rng: np.random.Generator) -> None:
+    W = random_range((8, 8), 20, seed=1)
+    result = hd._optimise(W, restarts=1)
+    err = dense_error(result.strategy, W)
+    assert result.error == pytest.approx(err, rel=1e-9)
+    assert err <= dense_error(Identity(64), W)
+    x = rng.poisson(5, size=64).astype(float)
+    A = result.strategy
+    x_hat = lsmr(A.as_linear_operator(), A.matvec(x), atol=1e-12, btol=1e-12, maxiter=1000)[0]
+    np.testing.assert_allclose(x_hat, x, rtol=1e-6, atol=1e-6)
+
+
+# -- HDMM: OPT_M ---------------------------------------------------------------------
+
+
+def test_marginal_objective_closed_form_and_gradient(rng: np.random.Generator) -> None:
+    dims = (3, 4, 2)
+    W = marginals(dims, 2)
+    w = hd._marginal_coefficients(W, dims)
+    alg = hd._MarginalAlgebra.of(dims)
+    weight = alg.multiplicity * alg.eigenvalues(w)
+    theta = rng.uniform(0.2, 1, size=8)
+    value, grad = hd._marginal_objective(theta, weight, alg)
+    assert value == pytest.approx(dense_error(hd._marginals_matrix(theta, dims), W), rel=1e-9)
+    h = 1e-6
+    numeric = np.array(
+        [
+            (
+                hd._marginal_objective(theta + h * e, weight, alg)[0]
+                - hd._marginal_objective(theta - h * e, weight, alg)[0]
+            )
+            / (2 * h)
+            for e in np.eye(8)
+        ]
+    )
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5)
+
+
+def test_hdmm_two_way_marginals(rng: np.random.Generator) -> None:
+    dims = (5, 5, 5, 5)
+    W = marginals(dims, 2)
+    result = hd._optimise(W, restarts=1)
+    assert result.method == "OPT_M"
+    err = dense_error(result.strategy, W)
+    assert result.error == pytest.approx(err, rel=1e-6)
+    assert err < 0.9 * float((W.dense() ** 2).sum())  # the Identity's error, ‖W‖_F²
+    assert result.strategy.sensitivity(1) == pytest.approx(1.0, rel=1e-9)
+    x = rng.poisson(3, size=625).astype(float)
+    A = result.strategy
+    x_hat = lsmr(A.as_linear_operator(), A.matvec(x), atol=1e-12, btol=1e-12, maxiter=1000)[0]
+    np.testing.assert_allclose(W.matvec(x_hat), W.matvec(x), rtol=1e-6)
+
+
+def test_hdmm_rejects_bad_input() -> None:
+    with pytest.raises(TypeError):
+        hdmm(np.eye(4))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="restarts"):
+        hdmm(prefix(8), restarts=0)
+    with pytest.raises(ValueError, match="attributes"):
+        hdmm(Kronecker([Prefix(4), Prefix(4)]), p=(1, 2, 3))
