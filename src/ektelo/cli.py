@@ -4,6 +4,7 @@
                --epsilon E [--where EXPR] [--out FILE] [--seed N] [--param K=V]
     ektelo plans            list the plan library
     ektelo datasets         list the known demo and benchmark data
+    ektelo generate         write the synthetic census-like table (CSV + domain)
     ektelo experiment NAME  re-run one of the paper's experiments (§10)
 
 Errors are one line on stderr with a non-zero exit code; `--debug` shows the
@@ -266,6 +267,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     _write_answers(args.out, rows, meta)
     print(f"budget: total ε={budget.total:g}, spent ε={budget.spent:g}, "
           f"remaining ε={budget.remaining:g}; plan ran in {elapsed:.2f} s")
+    for request in table.history():
+        print(f"  {request.operation:<22} ε={float(request.eps):<10g} "
+              f"charged at the table: ε={float(request.charged_at_root):g}")
     if args.seed is not None:
         print("note: research mode (seeded noise) — not for releasing real data")
     return 0
@@ -312,6 +316,20 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .datasets import census_like
+
+    frame, domain = census_like(args.rows, seed=args.seed)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out, index=False)
+    domain_path = out.with_suffix(".domain.json")
+    entries = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in domain.to_dict().items()]
+    domain_path.write_text("{\n" + ",\n".join(entries) + "\n}\n")
+    print(f"wrote {len(frame):,} rows to {out} and the domain to {domain_path}")
+    return 0
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     from . import experiments
 
@@ -338,6 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("plans", help="list the plans").set_defaults(func=cmd_plans)
     sub.add_parser("datasets", help="list known datasets").set_defaults(func=cmd_datasets)
+
+    gen = sub.add_parser("generate", help="write the synthetic census-like table as CSV")
+    gen.add_argument("--out", default="census-like.csv", help="CSV path (domain JSON beside it)")
+    gen.add_argument("--rows", type=int, default=50_000)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.set_defaults(func=cmd_generate)
 
     exp = sub.add_parser("experiment", help="re-run an experiment of the paper (§10)")
     exp.add_argument("name")

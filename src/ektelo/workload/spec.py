@@ -52,6 +52,12 @@ def _value_label(attr: Attribute, code: int) -> str:
     return str(code)
 
 
+def _prefix_label(attr: Attribute, code: int) -> str:
+    if attr.bins is not None:
+        return f"{attr.name}<{attr.bins[code + 1]:g}"
+    return f"{attr.name}<={_value_label(attr, code)}"
+
+
 def _attrs(domain: Domain, text: str) -> tuple[str, ...]:
     names = tuple(a.strip() for a in text.split(",") if a.strip())
     if not names:
@@ -139,7 +145,7 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
             raise ValueError("prefix takes one attribute (prefix:a or prefix:a|b,c)")
         name = targets[0]
         attr = domain[name]
-        labels = [f"{name}<={_value_label(attr, c)}" for c in range(attr.size)]
+        labels = [_prefix_label(attr, c) for c in range(attr.size)]
         if not by.strip():
             return ParsedWorkload((name,), Prefix(attr.size), labels, kind)
         others = _attrs(domain, by)
@@ -187,7 +193,7 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
             if not sub:
                 labels.append("total")
                 continue
-            labels += [f"marginal[{'x'.join(sub)}] {c}" for c in _cell_labels(domain, sub)]
+            labels += [f"marginal[{'×'.join(sub)}] {c}" for c in _cell_labels(domain, sub)]
         return ParsedWorkload(names, W, labels, kind)
     raise ValueError(
         f"unknown workload kind {kind!r}; use identity, prefix, ranges, random-ranges, "

@@ -1,0 +1,191 @@
+"""The `ektelo` command end to end: generated table and the shared adult data;
+every bad input gives one clear line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ektelo.cli import main, parse_where
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+ADULT = DATA / "adult"
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ektelo.cli", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=300,
+    )
+
+
+def call(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def census(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("census")
+    csv = folder / "census.csv"
+    assert main(["generate", "--out", str(csv), "--rows", "5000"]) == 0
+    return csv, csv.with_suffix(".domain.json")
+
+
+def test_run_writes_csv_with_exact_error_bars(census, tmp_path, capsys):
+    data, domain = census
+    out = tmp_path / "answers.csv"
+    code = main(["run", "--data", str(data), "--domain", str(domain), "--workload",
+                 "prefix:salary|sex", "--plan", "hb_striped_kron", "--epsilon", "0.5",
+                 "--out", str(out)])
+    assert code == 0
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["query", "answer", "std_error", "error_kind"]
+    assert len(frame) == 500 * 3
+    assert frame["std_error"].gt(0).all()
+    assert frame["error_kind"].str.startswith("exact").all()
+    # the last prefix over "any" sex counts every row, up to noise
+    assert abs(frame["answer"].iloc[-1] - 5000) < 10 * frame["std_error"].iloc[-1]
+    printed = capsys.readouterr().out
+    assert "spent ε=0.5" in printed and "remaining ε=0" in printed
+
+
+def test_run_json_with_where_and_auto_plan(census, tmp_path, capsys):
+    data, domain = census
+    out = tmp_path / "answers.json"
+    code = main(["run", "--data", str(data), "--domain", str(domain), "--workload",
+                 "prefix:salary", "--epsilon", "1", "--where",
+                 "sex == 'M' and age >= 30 and age < 40", "--out", str(out)])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["plan"] == "dawa"
+    budget = doc["meta"]["budget"]
+    assert budget["spent"] + budget["remaining"] == pytest.approx(budget["total"])
+    assert budget["spent"] == pytest.approx(1.0)
+    assert len(doc["answers"]) == 500
+    assert all(a["std_error"] is None for a in doc["answers"])  # data-dependent: said so
+    assert "data-dependent" in doc["meta"]["error_kind"]
+    assert "auto" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "spec, plan",
+    [("identity:sex,race", "identity"), ("marginals:1:sex,race,marital", "identity"),
+     ("random-ranges:age,salary:20:3", "hb"), ("ranges:race", "h2")],
+)
+def test_workload_specs(census, tmp_path, spec, plan):
+    data, domain = census
+    out = tmp_path / "a.csv"
+    assert main(["run", "--data", str(data), "--domain", str(domain), "--workload", spec,
+                 "--plan", plan, "--epsilon", "1", "--seed", "3", "--out", str(out)]) == 0
+    assert len(pd.read_csv(out)) > 0
+
+
+def test_range_file_workload(census, tmp_path):
+    data, domain = census
+    ranges = tmp_path / "ranges.csv"
+    ranges.write_text("salary_lo,salary_hi,age_lo,age_hi\n0,49999,18,29\n50000,99999,30,64\n")
+    out = tmp_path / "a.csv"
+    assert main(["run", "--data", str(data), "--domain", str(domain), "--workload",
+                 f"file:{ranges}", "--plan", "hb", "--epsilon", "1", "--out", str(out)]) == 0
+    assert len(pd.read_csv(out)) == 2
+
+
+@pytest.mark.skipif(not ADULT.exists(), reason="shared adult data not available")
+def test_adult_end_to_end_through_the_console(tmp_path):
+    out = tmp_path / "adult.csv"
+    result = run_cli("run", "--data", str(ADULT / "adult.csv"), "--domain",
+                     str(ADULT / "adult-domain.json"), "--workload", "identity:race,sex",
+                     "--plan", "identity", "--epsilon", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    frame = pd.read_csv(out)
+    assert len(frame) == 10
+    assert abs(frame["answer"].sum() - 48842) < 200
+    assert "spent ε=1" in result.stdout
+
+
+BAD = [
+    (["--data", "missing.csv"], "data file not found"),
+    (["--domain", "missing.json"], "domain file not found"),
+    (["--workload", "identity:nosuch"], "unknown attribute"),
+    (["--workload", "cube:sex"], "unknown workload kind"),
+    (["--plan", "nosuch"], "unknown plan"),
+    (["--where", "nosuch == 1"], "nosuch"),
+    (["--where", "sex = 'M'"], "cannot parse"),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD)
+def test_bad_input_gives_one_line_and_nonzero_exit(census, capsys, override, message):
+    data, domain = census
+    args = {"--data": str(data), "--domain": str(domain), "--workload": "identity:sex",
+            "--plan": "identity", "--epsilon": "1"}
+    args.update(dict(zip(override[::2], override[1::2], strict=True)))
+    flat = [item for pair in args.items() for item in pair]
+    code, _, err = call(capsys, "run", *flat)
+    assert code != 0
+    assert message in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("eps", ["0", "-1", "nan", "inf", "abc"])
+def test_bad_epsilon(census, capsys, eps):
+    data, domain = census
+    code, _, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
+                        "--workload", "identity:sex", "--epsilon", eps)
+    assert code != 0
+    assert "epsilon" in err
+    assert "Traceback" not in err
+
+
+def test_out_of_domain_value_and_malformed_files(census, tmp_path, capsys):
+    _, domain = census
+    common = ("--workload", "identity:sex", "--epsilon", "1")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("age,sex,race,marital,salary\n30,X,white,married,1000\n")
+    code, _, err = call(capsys, "run", "--data", str(bad), "--domain", str(domain), *common)
+    assert code != 0 and "'X'" in err and "sex" in err
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    code, _, err = call(capsys, "run", "--data", str(empty), "--domain", str(domain), *common)
+    assert code != 0 and "empty" in err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    code, _, err = call(capsys, "run", "--data", str(bad), "--domain", str(broken), *common)
+    assert code != 0 and "JSON" in err
+
+
+def test_debug_shows_the_traceback(census):
+    data, domain = census
+    result = run_cli("--debug", "run", "--data", str(data), "--domain", str(domain),
+                     "--workload", "identity:nosuch", "--epsilon", "1")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_plans_and_datasets_listings(capsys):
+    assert main(["plans"]) == 0
+    listing = capsys.readouterr().out
+    for name in ("identity", "dawa", "mwem_d", "cdf_estimator", "nb_select_ls"):
+        assert name in listing
+    assert "Li, Hay & Miklau" in listing
+    assert main(["datasets"]) == 0
+    assert "census-like" in capsys.readouterr().out
+
+
+def test_where_parser_builds_kernel_predicates():
+    pred = parse_where("sex == 'M' and (30 <= age < 40 or race in ('a', 'b')) and not x != 2")
+    assert "sex" in repr(pred) and "age" in repr(pred) and "race" in repr(pred)
+    with pytest.raises(Exception, match="literal"):
+        parse_where("age == other_fn()")
