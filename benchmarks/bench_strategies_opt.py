@@ -1,0 +1,194 @@
+"""Benchmark of the workload-adaptive strategies (operators.strategies_opt).
+
+Prints three tables:
+
+1. GreedyH: selection time and peak traced memory at n = 1024, 4096, 16384
+   for Prefix and RandomRange(1000), with the expected error per query at
+   ε = 1 of GreedyH, the unweighted binary hierarchy H2 and Identity.
+2. GreedyH's local objectives (canonical / damped / reference / exact local
+   error / uniform H2), each evaluated exactly, to back `_greedy_h`'s choice.
+3. HDMM: optimisation time for Prefix(1024), Prefix(4096) and two 2-D
+   256×256 range workloads, with the same error comparison.
+
+Expected error per query at ε = 1 is the Laplace matrix-mechanism formula
+2·‖A‖₁²·tr(W (AᵀA)⁺ Wᵀ) / m (m workload queries), computed exactly from the
+operators' own structure (no dense n×n inverse at these sizes).
+
+Run: .venv/bin/python benchmarks/bench_strategies_opt.py [--quick]
+(--quick skips HDMM on Prefix(4096), which takes minutes.)
+
+OpenBLAS threads are pinned to 1 (unless set): L-BFGS-B and the small dense
+products in HDMM are 10-40x slower with multi-threaded BLAS on a busy machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# The imports below come after pinning the BLAS threads (ruff allows os.environ first).
+import argparse
+import math
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+
+from ektelo.matrix import EMatrix, Kronecker
+from ektelo.operators import _greedy_h as gh
+from ektelo.operators import _hdmm as hd
+from ektelo.operators.strategies_opt import greedy_h
+from ektelo.workload import all_range, prefix, random_range
+
+TARGET_SECONDS = 0.5  # GreedyH at n = 4096
+
+
+def per_query(trace: float, m: int, eps: float = 1.0) -> float:
+    """2·tr/ε² per query (the strategies here have ‖A‖₁ = 1)."""
+    return 2.0 * trace / (eps**2 * m)
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def peak_mib(fn: Callable[[], object]) -> float:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def identity_trace(W: EMatrix) -> float:
+    return float(W.column_norms(2).sum())
+
+
+def greedy_table() -> None:
+    print("GreedyH (1-D, branching 2): selection time, peak traced memory, error per query")
+    print(f"target: n = 4096 in < {TARGET_SECONDS} s")
+    head = (
+        f"{'workload':<17}{'n':>7}{'time s':>9}{'MiB':>7}{'rows':>7}"
+        f"{'GreedyH':>12}{'H2':>12}{'Identity':>12}{'vs H2':>7}{'vs I':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    for n in (1024, 4096, 16384):
+        for name, W in (("Prefix", prefix(n)), ("RandomRange(1000)", random_range(n, 1000))):
+            greedy_h(n, W)  # warm-up
+            A, secs = timed(lambda W=W, n=n: greedy_h(n, W))
+            mib = peak_mib(lambda W=W, n=n: greedy_h(n, W))
+            m = W.shape[0]
+            g = per_query(gh._objective(n, W), m)
+            h2 = per_query(gh._hierarchy_error(n, W), m)
+            ident = per_query(identity_trace(W), m)
+            rows = A.shape[0]  # type: ignore[attr-defined]
+            flag = " <- target" if n == 4096 else ""
+            print(
+                f"{name:<17}{n:>7}{secs:>9.3f}{mib:>7.1f}{rows:>7}"
+                f"{g:>12.4g}{h2:>12.4g}{ident:>12.4g}{g / h2:>7.2f}{g / ident:>7.2f}{flag}"
+            )
+    print()
+
+
+def local_objective_table() -> None:
+    print("GreedyH local objectives, exact error per query (ε = 1)")
+    locals_ = ("canonical", "damped", "reference", "exact")
+    head = f"{'workload':<17}{'n':>7}" + "".join(f"{x:>11}" for x in (*locals_, "uniform H2"))
+    print(head)
+    print("-" * len(head))
+    for n in (64, 1024, 16384):
+        for name, W in (
+            ("Prefix", prefix(n)),
+            ("RandomRange(1000)", random_range(n, 1000)),
+            ("RandomRange(50)", random_range(n, 50)),
+        ):
+            m = W.shape[0]
+            tree = gh._Tree.build(n, 2)
+            oracle = gh._oracle_for(W, n)
+            vals = [gh._greedy_pass(tree, oracle, local=local).root_error for local in locals_]
+            vals.append(gh._uniform_fit(tree, oracle).root_error)
+            print(f"{name:<17}{n:>7}" + "".join(f"{per_query(v, m):>11.4g}" for v in vals))
+    print()
+
+
+def hierarchy_kron_trace(W: EMatrix) -> float:
+    """H2 ⊗ … ⊗ H2 on a Kronecker workload: Π_i of the 1-D H2 traces."""
+    assert isinstance(W, Kronecker)
+    return math.prod(gh._hierarchy_error(f.shape[1], f) for f in W.factors)
+
+
+def hierarchy_ranges_trace(W: EMatrix) -> float:
+    """H2 ⊗ H2 on 2-D ranges: Σ_q Π_i 1_qᵢᵀ X_i⁺ 1_qᵢ, X_i = the normalised H2's Gram."""
+    total = np.ones(W.shape[0])
+    for axis, n in enumerate(W.domain_shape):  # type: ignore[attr-defined]
+        tree = gh._Tree.build(n, 2)
+        rows = []
+        for lv in tree.levels:
+            for lo, hi in zip(lv.lower, lv.upper, strict=True):
+                r = np.zeros(n)
+                r[lo : hi + 1] = 1
+                rows.append(r)
+        H = np.array(rows) / (len(tree.levels))
+        Xinv = np.linalg.inv(H.T @ H)
+        C = np.zeros((n + 1, n + 1))
+        C[1:, 1:] = Xinv.cumsum(0).cumsum(1)
+        a = W.lower[:, axis]  # type: ignore[attr-defined]
+        b = W.upper[:, axis] + 1  # type: ignore[attr-defined]
+        total *= C[b, b] - C[a, b] - C[b, a] + C[a, a]
+    return float(total.sum())
+
+
+def hdmm_table(quick: bool) -> None:
+    print("HDMM (restarts = 1, seed 0): optimisation time and error per query (ε = 1)")
+    head = (
+        f"{'workload':<28}{'method':>9}{'time s':>9}{'HDMM':>12}{'H2':>12}"
+        f"{'Identity':>12}{'vs H2':>7}{'vs I':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    cases: list[tuple[str, EMatrix, Callable[[EMatrix], float]]] = [
+        ("Prefix(1024)", prefix(1024), lambda W: gh._hierarchy_error(1024, W)),
+    ]
+    if not quick:
+        cases.append(("Prefix(4096)", prefix(4096), lambda W: gh._hierarchy_error(4096, W)))
+    cases += [
+        (
+            "AllRange⊗AllRange 256×256",
+            Kronecker([all_range(256), all_range(256)]),
+            hierarchy_kron_trace,
+        ),
+        ("RandomRange 256×256 (1000)", random_range((256, 256), 1000), hierarchy_ranges_trace),
+    ]
+    for name, W, h2_trace in cases:
+        result, secs = timed(lambda W=W: hd._optimise(W, restarts=1, seed=0))
+        m = W.shape[0]
+        err = per_query(result.error, m)  # type: ignore[attr-defined]
+        h2 = per_query(h2_trace(W), m)
+        ident = per_query(identity_trace(W), m)
+        method = result.method  # type: ignore[attr-defined]
+        print(
+            f"{name:<28}{method:>9}{secs:>9.2f}{err:>12.4g}{h2:>12.4g}"
+            f"{ident:>12.4g}{err / h2:>7.2f}{err / ident:>7.2f}",
+            flush=True,
+        )
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip HDMM on Prefix(4096)")
+    args = parser.parse_args()
+    greedy_table()
+    local_objective_table()
+    hdmm_table(args.quick)
+
+
+if __name__ == "__main__":
+    main()
