@@ -24,8 +24,9 @@ treatment applies to measurements with noise scale 0.
 
 * `least_squares` — min ‖D(Qx − y)‖₂ by LSMR (Fong & Saunders 2011) on the
   implicit stacked matrix; minimum-norm solution when under-determined.
-* `nnls` — the same with x ≥ 0: a projected-Newton active-set method whose
-  Newton steps are LSMR solves on the free variables (default), or L-BFGS-B.
+* `nnls` — the same with x ≥ 0: an active-set / projected-Newton method
+  whose Newton steps are LSMR solves on the free variables (default), or
+  L-BFGS-B.
 * `multiplicative_weights` — MWEM's update (Hardt, Ligett & McSherry 2012).
 """
 
@@ -66,7 +67,8 @@ class SolveInfo:
         iterations: outer iterations (LSMR steps, Newton steps, L-BFGS-B
             iterations or MW passes).
         products: matrix–vector products with the stacked query matrix or
-            its transpose (the cost measure of implicit inference).
+            its transpose (the cost measure of implicit inference; 0 for
+            multiplicative weights, which works row by row).
         message: the solver's reason for stopping.
         residual: the weighted residual norm ‖D(Qx̂ − y)‖₂ at the estimate.
         optimality: the scale-free optimality measure the stopping rule used
@@ -197,12 +199,17 @@ def _system(
     exact = unit * float(exact_scale)  # the scale given to noiseless facts
     parts: list[tuple[EMatrix, np.ndarray, float]] = []
     for m, b in zip(items, scales, strict=True):
-        parts.append((m.query_on_root, np.array(m.answers, copy=True), unit / max(b, exact)))
+        # The answers are read-only arrays owned by the measurement: used
+        # as they are, never written to (the solvers only read b).
+        parts.append((m.query_on_root, m.answers, unit / max(b, exact)))
     for M, y in _public_rows(prior, known_total, size):
         parts.append((M, y, unit / exact))
     blocks = [Q if w == 1.0 else Weighted(Q, w) for Q, _, w in parts]
     A = blocks[0] if len(blocks) == 1 else VStack(blocks)
-    b = np.concatenate([w * y for _, y, w in parts])
+    if len(parts) == 1 and parts[0][2] == 1.0:
+        b = parts[0][1]  # no copy of a possibly huge answer vector
+    else:
+        b = np.concatenate([y if w == 1.0 else w * y for _, y, w in parts])
     return _System(A, b, size, parts), root_shape
 
 
@@ -266,14 +273,13 @@ def _lsmr(
     b: np.ndarray,
     tol: float,
     maxiter: int,
-    x0: np.ndarray | None = None,
     mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int, int, float, float]:
     """LSMR on A (optionally restricted to the columns in mask).
 
     Returns x, istop, iterations, ‖r‖, relative optimality ‖Aᵀr‖/(‖A‖‖r‖).
     """
-    out = lsmr(counter.operator(mask), b, atol=tol, btol=tol, conlim=0.0, maxiter=maxiter, x0=x0)
+    out = lsmr(counter.operator(mask), b, atol=tol, btol=tol, conlim=0.0, maxiter=maxiter)
     x, istop, itn, normr, normar, normA = out[:6]
     rel = float(normar / (normA * normr)) if normA > 0 and normr > 0 else 0.0
     return np.asarray(x, dtype=np.float64), int(istop), int(itn), float(normr), rel
@@ -368,19 +374,27 @@ def nnls(
     small problems.
 
     Methods:
-        "projected_newton" (default): Bertsekas' projected Newton method for
-            bound constraints. Each step fixes the ε-binding variables (at or
-            near 0 with a positive gradient), takes a Newton step on the
-            others by an LSMR solve restricted to them (warm from the current
-            point), and backtracks along the projected path max(x + t·d, 0)
-            to an Armijo decrease. Its work is a few LSMR solves, so it
-            inherits LSMR's fast convergence on implicit strategies.
+        "projected_newton" (default): an active-set Newton method whose
+            steps are LSMR solves restricted to the free variables, so it
+            keeps LSMR's fast convergence on implicit strategies. Phase 1:
+            primal–dual active-set steps (Hintermüller, Ito & Kunisch 2002)
+            from the start — fix A = {x − 0.1·g/diag(AᵀA) ≤ 0} at 0, solve
+            for the rest — while the projected objective keeps improving
+            (they move many bounds per step). Phase 2, to convergence:
+            Bertsekas' (1982) projected Newton — fix the ε-binding variables
+            (near 0, gradient pushing down), Newton step on the others by
+            LSMR, Armijo backtracking along the projected path max(x + t·d, 0),
+            with a scaled projected-gradient step as fallback.
         "lbfgsb": scipy.optimize L-BFGS-B on f with bounds x ≥ 0 (the
-            original εktelo choice); gtol as above, ftol = 1e-15.
+            original εktelo choice); gtol as above, ftol = 1e-15. Much slower
+            here when many bounds are active at the optimum (hundreds of
+            iterations, each costly inside scipy's L-BFGS-B at large n).
     Args:
-        start: "ls" (the LS estimate clipped at 0: one extra LS solve),
-            "zeros", or an initial vector (clipped at 0).
-        maxiter: outer iteration limit (Newton steps: 200; L-BFGS-B: 15000).
+        start: "ls" (the LS estimate: one extra LS solve; phase 1 uses its
+            signs, L-BFGS-B and phase 2 its clipped values), "zeros", or an
+            initial vector (never modified).
+        maxiter: outer iteration limit (active-set + Newton steps: 200;
+            L-BFGS-B: 15000).
         known_total, prior, exact_scale, return_info: as in `least_squares`.
 
     Raises:
@@ -394,7 +408,7 @@ def nnls(
     counter = _Counter(system.A)
     x0 = _nnls_start(start, system, counter)
     scale = float(np.abs(counter.rmatvec(system.b)).max())
-    if scale == 0.0:  # b ⟂ range(A) on the non-negative side: x = 0 is optimal
+    if scale == 0.0:  # the gradient vanishes at x = 0: it is optimal (convex f)
         x = np.zeros(system.size)
         r = counter.matvec(x) - system.b
         info = SolveInfo(method, True, 0, counter.count, "x = 0 is optimal", _norm(r), 0.0)
@@ -451,10 +465,8 @@ def _projected_newton(
     b = system.b
     # Diagonal of AᵀA, to put x and g on one scale in the active-set tests.
     hdiag = np.maximum(system.A.column_norms(2), np.finfo(np.float64).tiny)
-    x, used = _active_set_phase(counter, b, x0, hdiag, tol, scale, maxiter)
-    x = np.maximum(x, 0.0)
-    r, f = _objective(counter, b, x)
-    g = -counter.rmatvec(r)
+    x, r, g, used = _active_set_phase(counter, b, x0, hdiag, tol, scale, maxiter)
+    f = 0.5 * float(np.dot(r, r))
     message, converged, it = "iteration limit reached", False, used
     opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
     while True:
@@ -517,12 +529,19 @@ def _active_set_phase(
     optimum in a few solves; they carry no global convergence guarantee, so
     the phase stops as soon as the projected objective fails to improve and
     the safeguarded projected Newton phase finishes from the best point.
-    Returns the best projected point and the iterations used.
+    Returns the best projected point, its residual b − Ax and gradient, and
+    the iterations used.
     """
     x = np.array(x0, copy=True)
     r, _ = _objective(counter, b, x)
     g = -counter.rmatvec(r)
-    best_x, best_f = np.maximum(x, 0.0), math.inf
+    best_x = np.maximum(x, 0.0)
+    if np.array_equal(best_x, x):  # already feasible: r and g belong to it
+        best_r, best_g = r, g
+    else:
+        best_r, _ = _objective(counter, b, best_x)
+        best_g = -counter.rmatvec(best_r)
+    best_f = 0.5 * float(np.dot(best_r, best_r))
     previous: np.ndarray | None = None
     stalls, it = 0, 0
     while it < min(maxiter, _ACTIVE_SET_MAXITER):
@@ -539,8 +558,8 @@ def _active_set_phase(
         xp = np.maximum(x, 0.0)
         rp, fp = _objective(counter, b, xp)
         if fp < best_f * (1 - 1e-12):
-            best_x, best_f, stalls = xp, fp, 0
             gp = -counter.rmatvec(rp)
+            best_x, best_r, best_g, best_f, stalls = xp, rp, gp, fp, 0
             if float(np.abs(_projected_gradient(xp, gp)).max()) / scale <= tol:
                 break
         else:
@@ -549,7 +568,7 @@ def _active_set_phase(
                 break
         r, _ = _objective(counter, b, x)
         g = -counter.rmatvec(r)
-    return best_x, it
+    return best_x, best_r, best_g, it
 
 
 _PDAS_C = 0.1
