@@ -16,6 +16,7 @@ from ektelo.matrix import (
     EMatrix,
     Identity,
     Kronecker,
+    Partition,
     Prefix,
     Product,
     RangeQueries,
@@ -147,6 +148,29 @@ def test_greedy_h_local_objectives_are_exactly_evaluated() -> None:
         A = Product(Diagonal(weights), RangeQueries(n, lower, upper))
         assert fit.root_error == pytest.approx(dense_error(A, W), rel=1e-9)
         assert gh._objective(n, W) <= fit.root_error * (1 + 1e-12)  # the best is returned
+
+
+@pytest.mark.parametrize("n", [40, 97])
+def test_greedy_h_on_workload_reduced_by_interval_partition(n: int) -> None:
+    # DAWA's selection input: W·P⁺ for an interval partition P of the cells.
+    rng = np.random.default_rng(n)
+    cuts = np.sort(rng.choice(np.arange(1, n), size=n // 4, replace=False))
+    P = Partition(np.searchsorted(cuts, np.arange(n), side="right"))
+    k = P.num_groups
+    for W in (prefix(n), random_range(n, 30, seed=3)):
+        reduced = P.reduce_workload(W)
+        oracle = gh._oracle_for(reduced, k)
+        assert isinstance(oracle, gh._RangeOracle)  # no dense Gram needed
+        gram = gh._GramOracle(gh._dense_gram(reduced, k))
+        np.testing.assert_allclose(oracle.coverage, np.diag(gram.G), atol=1e-12)
+        tree = gh._Tree.build(k, 2)
+        for local in ("exact", "damped"):
+            fits = [gh._greedy_pass(tree, o, local=local) for o in (oracle, gram)]
+            for x, y in zip(fits[0].split, fits[1].split, strict=True):
+                np.testing.assert_array_equal(x, y)
+            assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
+        A = greedy_h(k, reduced)
+        assert gh._objective(k, reduced) == pytest.approx(dense_error(A, reduced), rel=1e-9)
 
 
 def test_greedy_h_weighted_stacked_ranges_are_recognised() -> None:

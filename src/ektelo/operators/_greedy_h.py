@@ -41,9 +41,10 @@ estimate, yet E_v charges it to v in full (ω·k_v). The local objectives tried:
   m₁ = Σ_c u_cᵀ G_cc u_c, damping the cross-children part of m deeper in the
   tree; the damped values are also what it carries up as errors;
 * "damped": the same damping, but exact errors carried up;
+* "exact": E_v itself;
 * "uniform": no search, every node of a complete tree weighted equally (H_b).
 
-`greedy_h` runs all four, evaluates each weighting exactly, and returns the
+`greedy_h` runs all five, evaluates each weighting exactly, and returns the
 one of least error: never worse than the plain hierarchy nor than the
 reference heuristic on the same tree and grid. In our measurements
 "canonical" usually wins, e.g. 0.07 vs 0.17 (reference) and 0.12 (H2) of the
@@ -52,9 +53,11 @@ Identity's error on Prefix(4096) (benchmarks/bench_strategies_opt.py).
 Two implementations of the workload's part ("oracles") are used:
 
 * range workloads (Prefix, Suffix, Identity, Total, 1-D `RangeQueries`,
-  weighted and stacked): m comes from prefix sums of u per tree level, so the
-  whole selection costs O((n + q)·log n) time and O(n + q) memory for q
-  queries — no n×n matrix is ever formed;
+  weighted and stacked), and such a workload reduced by a partition into
+  intervals (`Partition.reduce_workload`, as DAWA does: its rows are ranges of
+  buckets with fractional end buckets): m comes from prefix sums of u per
+  tree level, so the whole selection costs O((n + q)·log n) time and
+  O(n + q) memory for q queries — no n×n matrix is ever formed;
 * any other workload: the dense Gram matrix WᵀW (n×n), built in column blocks
   from `workload.gram()`. G does not say which queries contain a node, so
   there C_v = 0 and "canonical" is the exact local error E_v.
@@ -79,6 +82,7 @@ from ..matrix import (
     Prefix,
     Product,
     RangeQueries,
+    Sparse,
     Suffix,
     VStack,
     Weighted,
@@ -231,19 +235,49 @@ class _Oracle(Protocol):
 
 
 class _RangeOracle:
-    """G = Σ_q ω_q 1_q 1_qᵀ for q intervals [a_q, b_q] with squared weights ω_q."""
+    """G = Σ_q ω_q r_q r_qᵀ for rows r_q that are 1 on [A_q, B_q] except the end
+    values r_q[A_q] = fa_q and r_q[B_q] = fb_q (fa_q alone when A_q = B_q).
 
-    def __init__(self, n: int, a: np.ndarray, b: np.ndarray, w2: np.ndarray):
+    Plain ranges have fa = fb = 1; a range workload reduced by a partition into
+    intervals (DAWA: W·P⁺) has the covered fractions of its end buckets there.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        a: np.ndarray,
+        b: np.ndarray,
+        w2: np.ndarray,
+        fa: np.ndarray | None = None,
+        fb: np.ndarray | None = None,
+    ):
         keep = w2 != 0
         self.n, self.a, self.b, self.w2 = n, a[keep], b[keep], w2[keep]
-        diff = np.bincount(self.a, self.w2, n + 1) - np.bincount(self.b + 1, self.w2, n + 1)
-        self.coverage = np.cumsum(diff[:n])
-        # cut[j] = 1 when some query separates cell j-1 from cell j.
-        cut = np.zeros(n + 1, dtype=np.int64)
+        one = np.ones(self.a.size)
+        fa = one if fa is None else np.asarray(fa, dtype=np.float64)[keep]
+        fb = one if fb is None else np.asarray(fb, dtype=np.float64)[keep]
+        single = self.a == self.b
+        # r = 1_[A,B] + da·e_A + db·e_B.
+        self.da = fa - 1.0
+        self.db = np.where(single, 0.0, fb - 1.0)
+        # The longest interval on which the row is 1 (empty when A' > B').
+        self.inner_a = self.a + (self.da != 0)
+        self.inner_b = np.where(single, self.a - (self.da != 0), self.b - (self.db != 0))
+        w, k = self.w2, n + 1
+        diff = np.bincount(self.a, w, k) - np.bincount(self.b + 1, w, k)
+        diff += np.bincount(self.a, w * ((1 + self.da) ** 2 - 1), k)
+        diff -= np.bincount(self.a + 1, w * ((1 + self.da) ** 2 - 1), k)
+        diff += np.bincount(self.b, w * ((1 + self.db) ** 2 - 1), k)
+        diff -= np.bincount(self.b + 1, w * ((1 + self.db) ** 2 - 1), k)
+        self.coverage = np.maximum(np.cumsum(diff[:n]), 0.0)  # G_ii ≥ 0 despite rounding
+        # cut[j] = 1 when some row may differ between cells j-1 and j.
+        cut = np.zeros(n + 2, dtype=np.int64)
         cut[self.a] = 1
         cut[self.b + 1] = 1
-        cut[0] = cut[n] = 0
-        self.cuts = np.cumsum(cut)
+        cut[(self.a + 1)[self.da != 0]] = 1
+        cut[self.b[self.db != 0]] = 1
+        cut[0] = 0
+        self.cuts = np.cumsum(cut[: n + 1])
 
     def diagonal(self, cells: np.ndarray) -> np.ndarray:
         return self.coverage[cells]
@@ -252,18 +286,19 @@ class _RangeOracle:
         return self.cuts[upper] == self.cuts[lower]
 
     def covering(self, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-        # A query contains the consecutive ranges first..last: a difference array.
-        first = np.searchsorted(lower, self.a, side="left")
-        last = np.searchsorted(upper, self.b, side="right") - 1
+        # Rows equal to 1 on the consecutive ranges first..last: a difference array.
+        first = np.searchsorted(lower, self.inner_a, side="left")
+        last = np.searchsorted(upper, self.inner_b, side="right") - 1
         ok = first <= last
         k = lower.size + 1
         diff = np.bincount(first[ok], self.w2[ok], k) - np.bincount(last[ok] + 1, self.w2[ok], k)
         return np.cumsum(diff[:-1])
 
     def quadratic(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
-        # Per range S: Σ_q ω_q (Σ_{i ∈ q∩S} u_i)². A query containing S adds
-        # ω_q·(1ᵀu_S)²; any other query meeting S has an endpoint inside S, so
-        # it meets at most two ranges of the level partially: done one by one.
+        # Per range S: Σ_q ω_q (r_q·u_S)². A row equal to 1 on all of S adds
+        # ω_q·(1ᵀu_S)². Any other row meeting S has A_q or B_q inside S (it is 1
+        # strictly between them), so it meets at most two ranges of the level
+        # otherwise: those are summed one by one.
         csum = np.concatenate(([0.0], np.cumsum(u)))
         total = csum[upper + 1] - csum[lower]
         out = self.covering(lower, upper) * total**2
@@ -274,8 +309,13 @@ class _RangeOracle:
             ok = node >= 0
             node_c = np.where(ok, node, 0)
             lo, hi = lower[node_c], upper[node_c]
-            ok &= (hi >= end) & (node != seen) & ((a > lo) | (b < hi))
-            part = csum[np.minimum(b, hi)[ok] + 1] - csum[np.maximum(a, lo)[ok]]
+            inside = (self.inner_a <= lo) & (hi <= self.inner_b)
+            ok &= (hi >= end) & (node != seen) & ~inside
+            lo, hi = lo[ok], hi[ok]
+            qa, qb = a[ok], b[ok]
+            part = csum[np.minimum(qb, hi) + 1] - csum[np.maximum(qa, lo)]
+            part += np.where((lo <= qa) & (qa <= hi), self.da[ok] * u[qa], 0.0)
+            part += np.where((lo <= qb) & (qb <= hi), self.db[ok] * u[qb], 0.0)
             out += np.bincount(node_c[ok], weights=w2[ok] * part**2, minlength=lower.size)
             seen = np.where(ok, node, seen)
         return out
@@ -377,10 +417,57 @@ def _dense_gram(W: EMatrix, n: int) -> np.ndarray:
     return (G + G.T) / 2
 
 
+def _interval_expansion(E: EMatrix, k: int) -> np.ndarray | None:
+    """For a partition's expand matrix P⁺ (n × k, entry 1/|g| at (cell, group g))
+    whose groups are consecutive intervals in order: the first cell of every
+    group plus n (length k + 1); otherwise None."""
+    if not isinstance(E, Sparse) or E.shape[1] != k:
+        return None
+    S = E.matrix
+    if np.any(np.diff(S.indptr) != 1):
+        return None
+    group = S.indices
+    if group[0] != 0 or np.any(np.diff(group) < 0) or np.any(np.diff(group) > 1):
+        return None
+    if group[-1] != k - 1:
+        return None
+    starts = np.concatenate((np.searchsorted(group, np.arange(k)), [group.size]))
+    if not np.allclose(S.data, 1.0 / np.diff(starts)[group], rtol=1e-12, atol=0.0):
+        return None
+    return starts
+
+
+def _reduced_range_form(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | None:
+    """W = R·P⁺ for a range workload R and an interval partition (DAWA's reduced
+    workload): per row (A, B, ω, fa, fb) in `_RangeOracle`'s terms."""
+    if not isinstance(W, Product):
+        return None
+    starts = _interval_expansion(W.B, n)
+    if starts is None:
+        return None
+    form = _range_form(W.A, W.A.shape[1])
+    if form is None:
+        return None
+    a, b, w2 = form
+    group_a = np.searchsorted(starts, a, side="right") - 1
+    group_b = np.searchsorted(starts, b, side="right") - 1
+    size = np.diff(starts).astype(np.float64)
+    fa = np.where(
+        group_a == group_b,
+        (b - a + 1) / size[group_a],
+        (starts[group_a + 1] - a) / size[group_a],
+    )
+    fb = (b - starts[group_b] + 1) / size[group_b]
+    return group_a, group_b, w2, fa, fb
+
+
 def _oracle_for(W: EMatrix, n: int) -> _Oracle:
     form = _range_form(W, n)
     if form is not None:
         return _RangeOracle(n, *form)
+    reduced = _reduced_range_form(W, n)
+    if reduced is not None:
+        return _RangeOracle(n, *reduced)
     return _GramOracle(_dense_gram(W, n))
 
 
@@ -402,7 +489,7 @@ def _cells(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     return np.repeat(lower - offset, size) + np.arange(int(size.sum()))
 
 
-_LOCAL_OBJECTIVES = ("canonical", "damped", "reference")
+_LOCAL_OBJECTIVES = ("canonical", "damped", "reference", "exact")
 
 
 def _greedy_pass(
@@ -506,6 +593,8 @@ def _best_fit(tree: _Tree, oracle: _Oracle, *, granularity: int = 100) -> _Fit:
     """The weighting of least exact error among the local objectives and H_b."""
     best = _uniform_fit(tree, oracle)
     for local in _LOCAL_OBJECTIVES:
+        if local == "canonical" and isinstance(oracle, _GramOracle):
+            continue  # C_v = 0 there: the same as "exact"
         fit = _greedy_pass(tree, oracle, granularity=granularity, local=local)
         if fit.root_error < best.root_error:
             best = fit
