@@ -38,26 +38,39 @@ def _cumsum_axis1(T: np.ndarray) -> np.ndarray:
 
     `np.cumsum` walks the summed axis innermost, which is cache-hostile when
     that axis is not the contiguous one (a Kronecker factor in front of
-    others). Here the array is swept in slabs of whole rows that fit in cache,
-    so the cost stays one pass over input and output whatever the layout.
+    others). Here the array is swept in cache-sized pieces, or row by row with
+    vector additions, so the cost stays about one pass over input and output
+    whatever the layout (benchmarks/bench_matrix.py).
     """
     pre, n, post = T.shape
     if post == 1 or n == 1:
         return np.cumsum(T, axis=1)
     out = np.empty(T.shape)
-    rows = max(1, _BLOCK // (pre * post))
-    if rows == 1:
+    if n <= 8:  # a few vector additions over (pre, post) slices
         out[:, 0] = T[:, 0]
         for i in range(1, n):
             np.add(out[:, i - 1], T[:, i], out=out[:, i])
         return out
-    carry = None
-    for start in range(0, n, rows):
-        slab = out[:, start : start + rows]
-        np.cumsum(T[:, start : start + rows], axis=1, out=slab)
-        if carry is not None:
-            slab += carry
-        carry = slab[:, -1:]
+    if n * post <= _BLOCK:  # whole (n, post) slabs, several per call
+        step = _BLOCK // (n * post)
+        for p in range(0, pre, step):
+            np.cumsum(T[p : p + step], axis=1, out=out[p : p + step])
+        return out
+    for p in range(pre):
+        src, dst = T[p], out[p]
+        if post >= 512:  # long rows: one vector addition per row
+            dst[0] = src[0]
+            for i in range(1, n):
+                np.add(dst[i - 1], src[i], out=dst[i])
+            continue
+        rows = _BLOCK // post  # cache-sized blocks of rows, carrying the running total
+        carry = None
+        for start in range(0, n, rows):
+            block = dst[start : start + rows]
+            np.cumsum(src[start : start + rows], axis=0, out=block)
+            if carry is not None:
+                block += carry
+            carry = block[-1]
     return out
 
 
