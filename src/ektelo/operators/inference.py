@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -638,7 +638,29 @@ def multiplicative_weights(
     (w = min b / b_q weights noisier measurements less; w = 1 when all
     measurements have one noise scale, which is the paper's update exactly).
     The list of measurements is cycled `iterations` times (MWEM's "use all
-    measurements repeatedly" improvement). Cells at 0 stay at 0.
+    measurements repeatedly" improvement; 100 passes as in DPBench's MWEM).
+    Cells at 0 stay at 0.
+
+    Evaluation ("cyclic"). The result is that of the literal loop above (one
+    query at a time, normalised after each), computed faster:
+
+    * queries are kept implicit where their structure allows: a range (or
+      any row constant on a contiguous run of cells) is a slice of x, an n-D
+      range a box of x reshaped; only other rows are materialised, once per
+      call, as sparse rows;
+    * consecutive queries with pairwise disjoint supports form a block. Their
+      multiplicative factors commute, but the normalisation between them
+      does not quite: query r's estimate q_r·x = T·p_r / S_{r−1} depends on
+      the running mass S_{r−1} = S_0 + Σ_{j<r} p_j (f_j − 1), where p_r is
+      x's mass on the support of q_r (unchanged by the other, disjoint
+      updates) and f_r its factor. A block's factors are therefore the
+      solution of that scalar recurrence, which is found for all rows at
+      once by fixed-point iteration (exact after at most |block| steps, as
+      S_r depends only on earlier rows; in practice 1–3 steps, as the
+      coupling is Σ_r (p_r / S)²/2), stopped when no exponent moves by more
+      than 1e-13, else finished by the literal loop. Then one vectorised
+      multiplication applies the block. Updates are thus identical to the
+      literal loop's up to floating-point rounding.
 
     Args:
         total: the mass T. If None: the (inverse-variance weighted) answer of
@@ -647,10 +669,10 @@ def multiplicative_weights(
         x0: the starting estimate (non-negative, positive sum; rescaled to T);
             default uniform T/n.
         iterations: passes over all measured queries.
-        mode: "cyclic" (the update above, one query at a time; rows are
-            materialised sparsely) or "simultaneous" (all queries of a pass
-            at once: x ← x ∘ exp(Qᵀ W (y − Qx) / (2T)), εktelo's vectorised
-            variant: one Q·x and Qᵀ·u per pass, for many queries).
+        mode: "cyclic" (the update above, one query at a time) or
+            "simultaneous" (all queries of a pass at once:
+            x ← x ∘ exp(Qᵀ W (y − Qx) / (2T)), εktelo's vectorised variant:
+            one Q·x and Qᵀ·u per pass, a different algorithm).
         return_info: also return a `SolveInfo`.
     """
     items = _as_list(measurements)
@@ -674,7 +696,8 @@ def multiplicative_weights(
     unit = float(positive.min()) if positive.size else 1.0
     weights = [unit / b if b > 0 else 1.0 for b in scales]
     if mode == "cyclic":
-        x = _mw_cyclic(items, weights, x, T, int(iterations))
+        steps = _mw_steps(items, weights, size, T)
+        x = _mw_cyclic(steps, x, T, int(iterations))
     else:
         x = _mw_simultaneous(items, weights, x, T, int(iterations))
     if return_info:
@@ -688,32 +711,362 @@ def multiplicative_weights(
 # Exponents are clipped here so that absurd noise (far beyond the total)
 # cannot overflow; within it the update is exact.
 _MAX_EXPONENT = 700.0
+# The running mass is brought back to T when it leaves [T·1e-150, T·1e150].
+_MASS_RANGE = 1e150
+# Disjoint blocks with more rows than this use the vectorised recurrence.
+_BLOCK_VECTOR_ROWS = 8
+# Fixed-point iteration of a block's running mass: accept when no exponent
+# moves by more than this; give up (literal loop) after this many steps.
+_BLOCK_EXPONENT_TOL = 1e-13
+_BLOCK_MAX_STEPS = 30
 
 
-def _mw_cyclic(
-    items: list[Measurement], weights: list[float], x: np.ndarray, T: float, passes: int
-) -> np.ndarray:
-    rows = []
+def _empty() -> np.ndarray:
+    return np.zeros(0)
+
+
+@dataclass
+class _SegBlock:
+    """Pairwise disjoint rows, each the constant `value` on cells lo..hi of
+    the flat vector, in update order (with their answers and weights)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    value: np.ndarray
+    answer: np.ndarray
+    weight: np.ndarray
+    # Vectorised evaluation (blocks of many rows, sorted by position): the
+    # span x[start:stop] they cover, its cut points interleaving rows and the
+    # gaps between them, the lengths of [row, gap, row, ..., gap, row], and
+    # exponent_r = alpha_r − beta_r·p_r/S (p_r: x's mass on row r, S: the
+    # running mass before row r).
+    vectorised: bool = False
+    start: int = 0
+    stop: int = 0
+    cuts: np.ndarray = field(default_factory=_empty)
+    lengths: np.ndarray = field(default_factory=_empty)
+    alpha: np.ndarray = field(default_factory=_empty)
+    beta: np.ndarray = field(default_factory=_empty)
+    alpha_range: tuple[float, float] = (0.0, 0.0)
+    increments: np.ndarray | None = None  # last pass's mass increments (warm start)
+
+
+@dataclass
+class _BoxRow:
+    """One row: the constant `value` on an n-D box of x reshaped to `shape`."""
+
+    shape: tuple[int, ...]
+    box: tuple[slice, ...]
+    value: float
+    answer: float
+    weight: float
+
+
+@dataclass
+class _GeneralRow:
+    """One row with arbitrary entries `q` on the cells `idx`."""
+
+    idx: np.ndarray
+    q: np.ndarray
+    answer: float
+    weight: float
+
+
+_Step = _SegBlock | _BoxRow | _GeneralRow
+
+
+def _segments_of(Q: EMatrix, scale: float) -> list[tuple[str, Any]]:
+    """Q's rows, in order, as pieces: ("seg", (lo, hi, value)) for rows that
+    are a constant on a contiguous run of flat cells, ("box", (shape, lo,
+    hi, value)) for n-D ranges, ("rows", csr) for anything else. Queries are
+    read from their structure; only unknown kinds are materialised."""
+    from ..matrix import Identity, Ones, RangeQueries
+
+    n = Q.shape[1]
+    t = type(Q)
+    if t is RangeQueries and not Q.transposed:
+        m = Q.shape[0]
+        value = np.full(m, scale)
+        if len(Q.domain_shape) == 1:
+            return [("seg", (Q.lower[:, 0], Q.upper[:, 0], value))]
+        return [("box", (Q.domain_shape, Q.lower, Q.upper, value))]
+    if t in (Ones, Total):
+        m = Q.shape[0]
+        return [("seg", (np.zeros(m, np.int64), np.full(m, n - 1, np.int64), np.full(m, scale)))]
+    if t is Identity:
+        cells = np.arange(n, dtype=np.int64)
+        return [("seg", (cells, cells, np.full(n, scale)))]
+    if t is Weighted:
+        return _segments_of(Q.base, scale * Q.weight)
+    if t is VStack:
+        return [piece for block in Q.blocks for piece in _segments_of(block, scale)]
+    csr = Q.sparse().tocsr(copy=True)
+    csr.sum_duplicates()
+    csr.sort_indices()
+    if scale != 1.0:
+        csr.data *= scale
+    return [("rows", csr)]
+
+
+def _csr_pieces(csr: Any) -> list[tuple[str, Any]]:
+    """Split materialised rows (canonical CSR) into runs of rows that are a
+    constant on a contiguous run of cells ("seg": rows, lo, hi, value) and
+    single other rows ("general": row, cells, entries); empty rows are
+    dropped (their update changes nothing)."""
+    indptr, indices, data = csr.indptr, csr.indices.astype(np.int64), csr.data
+    lengths = np.diff(indptr)
+    rows = np.flatnonzero(lengths > 0)
+    if rows.size == 0:
+        return []
+    head, tail = indptr[rows], indptr[rows + 1] - 1
+    lo, hi, lead = indices[head], indices[tail], data[head]
+    constant = np.ones(rows.size, dtype=bool)
+    differs = np.flatnonzero(data != np.repeat(lead, lengths[rows]))
+    constant[np.searchsorted(head, differs, side="right") - 1] = False
+    seg = constant & (hi - lo + 1 == lengths[rows])
+    pieces: list[tuple[str, Any]] = []
+    cuts = np.flatnonzero(np.diff(seg.astype(np.int8))) + 1
+    for part in np.split(np.arange(rows.size), cuts):
+        if seg[part[0]]:
+            pieces.append(("seg", (rows[part], lo[part], hi[part], lead[part].astype(float))))
+        else:
+            for i in part:
+                cells = slice(indptr[rows[i]], indptr[rows[i] + 1])
+                pieces.append(("general", (rows[i], indices[cells], data[cells].copy())))
+    return pieces
+
+
+def _mw_steps(items: list[Measurement], weights: list[float], n: int, T: float) -> list[_Step]:
+    """Every measured row in update order, grouped into disjoint blocks."""
+    steps: list[_Step] = []
+    run: list[tuple[np.ndarray, ...]] = []  # seg pieces of the open block
+    covered = np.zeros(n + 1, dtype=np.int64)  # prefix counts of the block's cells
+
+    def close() -> None:
+        if run:
+            parts = [np.concatenate(c) for c in zip(*run, strict=True)]
+            # a block may be cut anywhere (each piece is still exact): cut it
+            # where positions decrease, so that every piece is sorted
+            cuts = np.flatnonzero(np.diff(parts[0]) < 0) + 1
+            for piece in zip(*(np.split(c, cuts) for c in parts), strict=True):
+                steps.append(_seg_block(list(piece), n, T))
+            run.clear()
+            covered[:] = 0
+
+    def add_segs(lo: np.ndarray, hi: np.ndarray, value: np.ndarray, a: np.ndarray, w: float):
+        keep = value != 0  # a zero row leaves x unchanged
+        lo, hi, value, a = lo[keep], hi[keep], value[keep], a[keep]
+        if lo.size == 0:
+            return
+        order = np.argsort(lo, kind="stable")
+        disjoint = bool(np.all(hi[order][:-1] < lo[order][1:]))
+        if disjoint:
+            if np.any(covered[hi + 1] - covered[lo] > 0):
+                close()
+            _mark(covered, lo, hi)
+            run.append((lo, hi, value, a, np.full(lo.size, w)))
+            return
+        for i in range(lo.size):  # overlapping rows: grow blocks row by row
+            if covered[hi[i] + 1] - covered[lo[i]] > 0:
+                close()
+            _mark(covered, lo[i : i + 1], hi[i : i + 1])
+            run.append(
+                (lo[i : i + 1], hi[i : i + 1], value[i : i + 1], a[i : i + 1], np.array([w]))
+            )
+
     for m, w in zip(items, weights, strict=True):
-        S = m.query_on_root.sparse().tocsr()
-        rows.append((S.indptr, S.indices, S.data, np.asarray(m.answers), w))
-    total = float(x.sum())  # x is kept unnormalised; the estimate is T·x/total
+        answers = np.asarray(m.answers, dtype=np.float64)
+        row = 0
+        for kind, piece in _segments_of(m.query_on_root, 1.0):
+            if kind == "seg":
+                lo, hi, value = piece
+                add_segs(lo, hi, value, answers[row : row + lo.size], w)
+                row += lo.size
+            elif kind == "box":
+                shape, lo, hi, value = piece
+                close()
+                for i in range(lo.shape[0]):
+                    if value[i] != 0:
+                        box = tuple(
+                            slice(int(a), int(b) + 1) for a, b in zip(lo[i], hi[i], strict=True)
+                        )
+                        steps.append(
+                            _BoxRow(shape, box, float(value[i]), float(answers[row + i]), w)
+                        )
+                row += lo.shape[0]
+            else:
+                csr = piece
+                for sub_kind, sub in _csr_pieces(csr):
+                    if sub_kind == "seg":
+                        rows, lo, hi, value = sub
+                        add_segs(lo, hi, value, answers[row + rows], w)
+                    else:
+                        close()
+                        r, idx, q = sub
+                        steps.append(_GeneralRow(idx, q, float(answers[row + r]), w))
+                row += csr.shape[0]
+    close()
+    return steps
+
+
+def _mark(covered: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Add the cells lo..hi (disjoint runs) to the prefix counts `covered`."""
+    mask = np.diff(covered) > 0
+    diff = np.zeros(mask.size + 1, dtype=np.int64)
+    np.add.at(diff, lo, 1)
+    np.add.at(diff, hi + 1, -1)
+    mask |= np.cumsum(diff[:-1]) > 0
+    covered[1:] = np.cumsum(mask)
+
+
+def _seg_block(parts: list[np.ndarray], n: int, T: float) -> _SegBlock:
+    """A block of disjoint rows sorted by position."""
+    lo, hi, value, answer, weight = parts
+    block = _SegBlock(lo, hi, value, answer, weight)
+    if lo.size > _BLOCK_VECTOR_ROWS:
+        block.vectorised = True
+        block.start, block.stop = int(lo[0]), int(hi[-1]) + 1
+        cuts = np.empty(2 * lo.size, dtype=np.int64)
+        cuts[0::2], cuts[1::2] = lo - block.start, hi + 1 - block.start
+        block.cuts = cuts[:-1]  # on x[start:stop]
+        block.lengths = np.diff(cuts)  # row, gap, row, ..., row
+        # exponent_r = w v (a − T v p / S) / (2T) = alpha_r − beta_r · p_r / S
+        block.alpha = weight * value * answer / (2.0 * T)
+        block.beta = weight * value * value / 2.0
+        block.alpha_range = (float(block.alpha.min()), float(block.alpha.max()))
+    return block
+
+
+def _mw_cyclic(steps: list[_Step], x: np.ndarray, T: float, passes: int) -> np.ndarray:
+    """`passes` cycles of the sequential MW update over `steps` (see
+    `multiplicative_weights`). x is kept unnormalised with running mass S:
+    the estimate is T·x/S, and it is renormalised after every pass."""
+    S = _renormalise(x, T)
     for _ in range(passes):
-        for indptr, indices, data, answers, w in rows:
-            for i in range(answers.size):
-                idx = indices[indptr[i] : indptr[i + 1]]
-                q = data[indptr[i] : indptr[i + 1]]
-                old = x[idx]
-                qx = T * float(np.dot(q, old)) / total
-                expo = w * q * ((answers[i] - qx) / (2.0 * T))
-                np.clip(expo, -_MAX_EXPONENT, _MAX_EXPONENT, out=expo)
-                new = old * np.exp(expo)
-                x[idx] = new
-                total += float(new.sum() - old.sum())
-                if not (1e-200 < total < 1e200):
-                    total = _renormalise(x, T)
-        total = _renormalise(x, T)
+        for step in steps:
+            if type(step) is _SegBlock:
+                if step.vectorised:
+                    S = _segs_vectorised(step, x, T, S)
+                else:
+                    S = _segs_literal(step, x, T, S)
+            elif type(step) is _BoxRow:
+                view = x.reshape(step.shape)[step.box]
+                S = _constant_update(view, step.value, step.answer, step.weight, x, T, S)
+            else:
+                S = _general_update(step, x, T, S)
+        S = _renormalise(x, T)
     return x
+
+
+def _constant_update(
+    view: np.ndarray,
+    value: float,
+    answer: float,
+    weight: float,
+    x: np.ndarray,
+    T: float,
+    S: float,
+) -> float:
+    """The literal update for one row equal to `value` on the cells of
+    `view` (a view into x); returns the new running mass."""
+    p = float(view.sum())
+    z = weight * value * (answer - T * value * p / S) / (2.0 * T)
+    z = min(max(z, -_MAX_EXPONENT), _MAX_EXPONENT)
+    view *= math.exp(z)
+    S += p * math.expm1(z)
+    if not (T / _MASS_RANGE < S < T * _MASS_RANGE):
+        S = _renormalise(x, T)
+    return S
+
+
+def _segs_literal(block: _SegBlock, x: np.ndarray, T: float, S: float) -> float:
+    """The literal loop over the rows of a block."""
+    lo, hi, value, answer, weight = block.lo, block.hi, block.value, block.answer, block.weight
+    for r in range(lo.size):
+        view = x[int(lo[r]) : int(hi[r]) + 1]
+        S = _constant_update(view, float(value[r]), float(answer[r]), float(weight[r]), x, T, S)
+    return S
+
+
+def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> float:
+    """All rows of a disjoint block at once. The running masses before each
+    row solve S_r = S_0 + Σ_{j<r} p_j·expm1(z_j), z_j = alpha_j − beta_j·p_j/S_j;
+    they are found by fixed-point iteration started from the previous pass's
+    increments, accepted when no exponent moves by more than the tolerance;
+    then x is multiplied chunk by chunk. Falls back to the literal loop if
+    the iteration does not settle or the mass leaves the safe range."""
+    # rows' masses: every other chunk of x's span (a zero-length gap gives a
+    # junk entry there, unused)
+    span = x[block.start : block.stop]
+    p = np.add.reduceat(span, block.cuts)[0::2].copy()
+    m = p.size
+    beta = block.beta * p
+    mass = np.empty(m)  # S before each row
+    if block.increments is None:
+        mass.fill(S0)
+    else:
+        mass[0] = 0.0
+        np.cumsum(block.increments[:-1], out=mass[1:])
+        mass += S0
+    beta_max = float(beta.max())
+    low, high = block.alpha_range
+    pull = np.empty(m)  # beta/S of the masses behind the current factors e
+    fresh = np.empty(m)
+    z, e, d = np.empty(m), np.empty(m), np.empty(m)
+    S, settled, last_move = math.nan, False, math.inf
+    for step in range(_BLOCK_MAX_STEPS):
+        smallest = float(mass.min())
+        if not smallest > 0:
+            break
+        np.divide(beta, mass, out=fresh)
+        final = False
+        if step > 0:
+            np.subtract(fresh, pull, out=z)
+            np.abs(z, out=z)
+            move = float(z.max())
+            if move <= _BLOCK_EXPONENT_TOL:
+                settled = True  # e and d (from the previous masses) stand
+                break
+            # the iteration contracts by q per step: the new masses are within
+            # move·q/(1 − q) of the fixed point's, in exponent terms
+            q = move / last_move if math.isfinite(last_move) else 1.0
+            final = q < 0.5 and move * q / (1.0 - q) <= _BLOCK_EXPONENT_TOL
+            last_move = move
+        pull, fresh = fresh, pull
+        np.subtract(block.alpha, pull, out=z)
+        if high > _MAX_EXPONENT or low - beta_max / smallest < -_MAX_EXPONENT:
+            np.clip(z, -_MAX_EXPONENT, _MAX_EXPONENT, out=z)
+        np.exp(z, out=e)  # the factors; exp(z) − 1 is exact enough for the mass:
+        np.multiply(p, e, out=d)  # its error p·2⁻⁵² is the literal loop's own
+        np.subtract(d, p, out=d)
+        S = S0 + float(d.sum())
+        if final:
+            settled = True
+            break
+        mass[0] = 0.0
+        np.cumsum(d[:-1], out=mass[1:])
+        mass += S0
+    if not (settled and T / _MASS_RANGE < S < T * _MASS_RANGE):
+        block.increments = None
+        return _segs_literal(block, x, T, S0)
+    block.increments = d.copy()
+    factors = np.ones(block.lengths.size)
+    factors[0::2] = e
+    span *= np.repeat(factors, block.lengths)
+    return S
+
+
+def _general_update(row: _GeneralRow, x: np.ndarray, T: float, S: float) -> float:
+    old = x[row.idx]
+    qx = T * float((row.q * old).sum()) / S
+    expo = row.weight * row.q * ((row.answer - qx) / (2.0 * T))
+    np.clip(expo, -_MAX_EXPONENT, _MAX_EXPONENT, out=expo)
+    new = old * np.exp(expo)
+    x[row.idx] = new
+    S += float(new.sum() - old.sum())
+    if not (T / _MASS_RANGE < S < T * _MASS_RANGE):
+        S = _renormalise(x, T)
+    return S
 
 
 def _renormalise(x: np.ndarray, T: float) -> float:
