@@ -106,19 +106,24 @@ def greedy_h(
 ) -> EMatrix:
     """GreedyH (Li, Hay & Miklau, PVLDB 2014, §4): a weighted hierarchy for `workload`.
 
+    The weights are chosen bottom-up, one split per node, by each of the local
+    objectives of the module docstring; every resulting weighting is then
+    evaluated exactly and the one of least expected error tr(W (AᵀA)⁺ Wᵀ) is
+    returned (never worse than the equally weighted hierarchy).
+
     Args:
         n_or_shape: the domain size n, or a 1-D shape ``(n,)``. Multi-dimensional
             domains must be flattened by the plan first (DAWA: Hilbert order).
         workload: an n-column query matrix (public).
         branching: the tree's branching factor b ≥ 2 (DAWA uses 2).
         granularity: the number g of grid values tried for each node's split
-            p ∈ {1, (g-1)/g, …, 1/g} (DAWA uses 100).
+            p ∈ {1, (g-1)/g, …, 1/g} (the reference code uses 100).
 
     Returns:
         ``Product(Diagonal(c), RangeQueries(n, lower, upper))``: the tree's
         interval queries (breadth-first, root first) with their weights c > 0.
         Every root-to-leaf path has weights summing to 1, so the L1
-        sensitivity is exactly 1. Nodes given weight 0 are left out, and so is
+        sensitivity is 1 (up to rounding). Nodes given weight 0 are left out, and so is
         every node below a node the workload cannot see inside; the strategy
         always answers the workload (W lies in its row space) but need not
         determine every cell.
@@ -543,14 +548,16 @@ def _greedy_pass(
                     c_parent = oracle.covering(par.lower, par.upper)[parent][internal]
                 p = grid[None, :]
                 denom = p**2 + (1.0 - p) ** 2 * sum_k[:, None]
-                exact = (sum_error[:, None] - (1.0 - p) ** 2 * m[:, None] / denom) / p**2
                 search = (
                     sum_error[:, None] - (1.0 - p) ** 2 * m_search[:, None] / denom
                 ) / p**2 - c_parent[:, None] * sum_k[:, None] / denom
                 best = np.argmin(search, axis=1)
                 p_v = grid[best]
-                carried = search if local == "reference" else exact
-                e_v = carried[np.arange(best.size), best]
+                q_v = (1.0 - p_v) ** 2
+                if local == "reference":
+                    e_v = search[np.arange(best.size), best]
+                else:
+                    e_v = (sum_error - q_v * m / (p_v**2 + q_v * sum_k)) / p_v**2
                 flat = oracle.uniform(lo, hi)
             else:
                 flat = np.asarray(fixed[1][depth], dtype=bool)[internal]
