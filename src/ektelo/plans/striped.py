@@ -5,11 +5,14 @@ jointly on the full domain."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import lsmr
 
-from ..matrix import EMatrix, Prefix
+from ..matrix import EMatrix, Identity, Kronecker, Partition, Product, Sparse, VStack, Weighted
 from ..operators import partition as partition_ops
 from ..operators import selection
 from ..operators.strategies_opt import greedy_h as greedy_h_strategy
@@ -18,6 +21,9 @@ from .budget import check_eps, split
 from .common import estimate
 
 __all__ = ["dawa_striped", "hb_striped", "hb_striped_kron"]
+
+# Stripes up to this many cells are solved by a dense least-squares solve.
+_DENSE_STRIPE_MAX = 2048
 
 
 def _axis(x: Any, axis: int) -> int:
@@ -36,9 +42,10 @@ def hb_striped(x: Any, workload: EMatrix, eps: float, *, axis: int = -1) -> np.n
     """HB-Striped: split x into stripes along `axis`, measure HB on each with
     all of ε (the stripes are disjoint), LS over all stripes. Returns x̂."""
     eps, axis = check_eps(eps), _axis(x, axis)
-    stripes = x.split_by_partition(partition_ops.stripe(x.shape, axis))
+    R = partition_ops.stripe(x.shape, axis)
     strategy = selection.hb((x.shape[axis],))
-    return estimate([s.laplace(strategy, eps=eps) for s in stripes])
+    measurements = [s.laplace(strategy, eps=eps) for s in x.split_by_partition(R)]
+    return _estimate_by_stripe(R, measurements, [None] * len(measurements))
 
 
 @register(
@@ -66,15 +73,110 @@ def dawa_striped(
 ) -> np.ndarray:
     """DAWA-Striped: on each stripe (in parallel, so ε is charged once):
     ratio·ε to DAWA's private partition, the rest to GreedyH's strategy for
-    the stripe's prefix workload on the groups; LS over all stripes."""
+    the workload restricted to the stripe, on the groups; LS over all stripes."""
     eps, axis = check_eps(eps), _axis(x, axis)
     eps_part, eps_meas = split(eps, ratio, 1 - ratio)
-    stripes = x.split_by_partition(partition_ops.stripe(x.shape, axis))
-    stripe_workload = Prefix(x.shape[axis])
-    measurements = []
-    for s in stripes:
+    R = partition_ops.stripe(x.shape, axis)
+    stripe_workloads = _stripe_workloads(workload, x.shape, axis)
+    strategies: dict[tuple[int, bytes], EMatrix] = {}  # GreedyH is deterministic
+    measurements, groupings = [], []
+    for s, W_s in zip(x.split_by_partition(R), stripe_workloads, strict=True):
         P = s.dawa_partition(eps=eps_part, ratio=ratio)  # Private→Public
         groups = s.reduce_by_partition(P)  # Private, 1-stable
-        M = greedy_h_strategy(P.num_groups, P.reduce_workload(stripe_workload))
-        measurements.append(groups.laplace(M, eps=eps_meas))
-    return estimate(measurements)
+        key = (id(W_s), P.groups.tobytes())
+        if key not in strategies:  # Public
+            strategies[key] = greedy_h_strategy(P.num_groups, P.reduce_workload(W_s))
+        measurements.append(groups.laplace(strategies[key], eps=eps_meas))  # Private→Public
+        groupings.append(P)
+    return _estimate_by_stripe(R, measurements, groupings)
+
+
+def _stripe_workloads(W: EMatrix, shape: tuple[int, ...], axis: int) -> list[EMatrix]:
+    """For every stripe (in the order of `partition.stripe`), a matrix with
+    the same Gram matrix as W restricted to the stripe's cells (W·Sᵍ, Sᵍ the
+    stripe's column selection). GreedyH depends on its workload only through
+    the Gram matrix (its objective is the matrix-mechanism error
+    tr(Wᵀ W (MᵀM)⁺)), so this is the per-stripe workload of the original
+    εktelo DAWA-Striped (`W * P_i.T`) in compact form: for W = ⊗ⱼ Wⱼ it is
+    W_axis scaled by Πⱼ≠axis ‖Wⱼ[:, vⱼ]‖₂, vⱼ the stripe's coordinates; a
+    union of products gives a union of scaled axis factors. Stripes with
+    equal weights share one matrix object."""
+    if not isinstance(W, EMatrix):
+        raise TypeError(f"dawa_striped needs the workload as an EMatrix, got {type(W).__name__}")
+    n = math.prod(shape)
+    if W.shape[1] != n:
+        raise ValueError(f"workload has {W.shape[1]} columns; the data vector has {n} cells")
+    others = [d for i, d in enumerate(shape) if i != axis]
+    count = math.prod(others)
+    terms = _gram_terms(W, shape, axis)
+    if terms is None:  # any other matrix: restrict it column by column (slower)
+        R = partition_ops.stripe(shape, axis)
+        return [Product(W, _selection(R.cells(g), n)) for g in range(count)]
+    weights = np.column_stack([w for _, w in terms])
+    shared: dict[bytes, EMatrix] = {}
+    out = []
+    for g in range(count):
+        key = weights[g].tobytes()
+        if key not in shared:
+            pairs = zip((A for A, _ in terms), weights[g], strict=True)
+            blocks = [Weighted(A, math.sqrt(w)) for A, w in pairs if w > 0]
+            if not blocks:  # the workload never looks at this stripe
+                blocks = [A for A, _ in terms]
+            shared[key] = blocks[0] if len(blocks) == 1 else VStack(blocks)
+        out.append(shared[key])
+    return out
+
+
+def _gram_terms(
+    W: EMatrix, shape: tuple[int, ...], axis: int
+) -> list[tuple[EMatrix, np.ndarray]] | None:
+    """W's Gram restricted to stripe g as Σₖ w_k[g]·A_kᵀA_k, as pairs (A_k, w_k)
+    for Kronecker products with one factor per attribute, identities, and
+    weighted unions of those; None for anything else."""
+    others = [d for i, d in enumerate(shape) if i != axis]
+    if isinstance(W, Identity):
+        return [(Identity(shape[axis]), np.ones(math.prod(others)))]
+    if isinstance(W, Weighted):
+        inner = _gram_terms(W.base, shape, axis)
+        return None if inner is None else [(A, w * W.weight**2) for A, w in inner]
+    if isinstance(W, VStack):
+        parts = [_gram_terms(B, shape, axis) for B in W.blocks]
+        return None if any(p is None for p in parts) else [t for p in parts for t in p]  # type: ignore[union-attr]
+    if isinstance(W, Kronecker) and tuple(f.shape[1] for f in W.factors) == tuple(shape):
+        w = np.ones(1)
+        for i, f in enumerate(W.factors):
+            if i != axis:
+                w = np.multiply.outer(w, f.column_norms(2)).reshape(-1)
+        return [(W.factors[axis], w)]
+    return None
+
+
+def _selection(cells: np.ndarray, n: int) -> Sparse:
+    """The n × |cells| matrix whose column j is the unit vector of cells[j]."""
+    k = cells.size
+    return Sparse(sp.csr_matrix((np.ones(k), (cells, np.arange(k))), shape=(n, k)))
+
+
+def _estimate_by_stripe(
+    R: Partition, measurements: list[Any], groupings: list[Partition | None]
+) -> np.ndarray:
+    """LS(M, y) over all stripes' measurements, on x's domain.
+
+    The stripes share no cell and every measurement reads one stripe, so the
+    joint least-squares problem is block diagonal (its row weights are
+    constant within a measurement and do not couple blocks): its
+    minimum-norm solution is, stripe by stripe, the minimum-norm solution of
+    that stripe's measurement M·P (P the stripe's grouping, if any) — the
+    estimate `estimate(measurements)` computes, without iterating over a
+    stack of thousands of small implicit products.
+    """
+    x_hat = np.zeros(R.size)
+    cells_of = np.split(np.argsort(R.groups, kind="stable"), np.cumsum(R.sizes)[:-1])
+    for cells, m, P in zip(cells_of, measurements, groupings, strict=True):
+        A = m.query if P is None else Product(m.query, P.reduce_matrix())
+        if cells.size <= _DENSE_STRIPE_MAX:
+            z = np.linalg.lstsq(A.dense(), m.answers, rcond=None)[0]
+        else:
+            z = lsmr(A.sparse(), m.answers, atol=1e-12, btol=1e-12, maxiter=10 * cells.size)[0]
+        x_hat[cells] = z
+    return x_hat
