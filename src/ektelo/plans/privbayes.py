@@ -25,32 +25,48 @@ from .common import estimate
 __all__ = ["privbayes", "privbayes_ls"]
 
 
-def _network_queries(table: Any, eps: float, degree: int) -> tuple[list[tuple[int, ...]], EMatrix]:
-    """Cliques chosen privately, and their marginals as one stacked matrix."""
+def _network_queries(
+    table: Any, eps: float, degree: int
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], EMatrix]:
+    """Cliques chosen privately, the ones to measure, and their marginals as one
+    stacked matrix. As in PrivBayes (TODS 2017, §3: NoisyConditionals), only
+    the maximal cliques are measured — the first k+1 cliques are nested, and
+    the smaller ones' conditionals are read off the largest — so the
+    measurement's sensitivity is the number of maximal cliques (d − k), not d."""
     cliques = [tuple(c) for c in table.privbayes_select(eps=eps, degree=degree)]
+    measured = [c for c in cliques if not any(set(c) < set(d) for d in cliques)]
     shape = tuple(table.domain.shape)
-    return cliques, VStack([marginal(shape, c) for c in cliques])
+    return cliques, measured, VStack([marginal(shape, c) for c in measured])
 
 
 def _joint_from_marginals(
-    shape: tuple[int, ...], cliques: Sequence[tuple[int, ...]], answers: np.ndarray
+    shape: tuple[int, ...],
+    cliques: Sequence[tuple[int, ...]],
+    measured: Sequence[tuple[int, ...]],
+    answers: np.ndarray,
 ) -> np.ndarray:
     """The network's joint distribution: Π P(child | parents), each conditional
-    read off its noisy marginal (negatives clipped, rows renormalised)."""
+    read off the noisy marginal of a measured clique containing it
+    (negatives clipped, summed down to the clique, rows renormalised)."""
+    blocks: dict[tuple[int, ...], np.ndarray] = {}
+    start = 0
+    for clique in measured:
+        axes = tuple(sorted(clique))
+        sizes = [shape[a] for a in axes]
+        blocks[axes] = np.clip(answers[start : start + math.prod(sizes)], 0, None).reshape(sizes)
+        start += math.prod(sizes)
     log_joint = np.zeros(shape)
     covered: set[int] = set()
-    start = 0
     for clique in cliques:
         axes = sorted(clique)
-        sizes = [shape[a] for a in axes]
-        block = answers[start : start + math.prod(sizes)].reshape(sizes)
-        start += math.prod(sizes)
+        source = next(m for m in blocks if set(axes) <= set(m))
+        drop = tuple(i for i, a in enumerate(source) if a not in axes)
+        counts = blocks[source].sum(axis=drop) + 1e-12
         child = axes.index(clique[0])
-        counts = np.clip(block, 0, None) + 1e-12
         cond = counts / counts.sum(axis=child, keepdims=True)
         view = [1] * len(shape)
-        for a, s in zip(axes, sizes, strict=True):
-            view[a] = s
+        for a in axes:
+            view[a] = shape[a]
         log_joint = log_joint + np.log(cond).reshape(view)
         covered.add(clique[0])
     for a in set(range(len(shape))) - covered:  # attributes the network left out
@@ -80,12 +96,12 @@ def privbayes(
     table of N rows sampled from the network, N the noisy total. `seed` only
     drives the public synthetic sampling."""
     eps_net, eps_meas = split(check_eps(eps), beta, 1 - beta)
-    cliques, M = _network_queries(table, eps_net, degree)
+    cliques, measured, M = _network_queries(table, eps_net, degree)
     y = table.vectorize().laplace(M, eps=eps_meas)
     shape = tuple(table.domain.shape)
-    joint = _joint_from_marginals(shape, cliques, y.answers)
-    first = sorted(cliques[0])
-    rows = max(round(float(y.answers[: math.prod(shape[a] for a in first)].sum())), 0)
+    joint = _joint_from_marginals(shape, cliques, measured, y.answers)
+    first = math.prod(shape[a] for a in measured[0])  # its noisy total is N's estimate
+    rows = max(round(float(y.answers[:first].sum())), 0)
     return np.random.default_rng(seed).multinomial(rows, joint).astype(np.float64)
 
 
@@ -102,5 +118,5 @@ def privbayes_ls(
     """PrivBayesLS: PrivBayes's selection and measurement (β·ε, (1−β)·ε), then
     LS on the noisy marginals. Returns x̂ on the table's vectorized domain."""
     eps_net, eps_meas = split(check_eps(eps), beta, 1 - beta)
-    _, M = _network_queries(table, eps_net, degree)
+    _, _, M = _network_queries(table, eps_net, degree)
     return estimate([table.vectorize().laplace(M, eps=eps_meas)])
