@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..matrix import EMatrix, Identity, Prefix
+from ..matrix import EMatrix, Identity, Sparse
 from ..operators import partition as partition_ops
 from ..operators.strategies_opt import greedy_h as greedy_h_strategy
 from ._registry import register
@@ -57,9 +58,11 @@ def nb_select_ls(
 ) -> np.ndarray:
     """SelectLS. Budget: ε/k to each predictor's histogram (Xᵢ, Y), k the
     number of predictors (sequential composition). A histogram with more than
-    `threshold` cells gets DAWA's partition (ratio of its share) and GreedyH
-    on the groups; a smaller one gets Identity. LS on all measurements;
-    returns W·x̂."""
+    `threshold` cells is laid out label-major (Y = 0's counts over Xᵢ, then
+    Y = 1's, … — so DAWA's intervals never merge different classes) and gets
+    DAWA's partition (ratio of its share) and GreedyH for the histogram's own
+    queries (Identity) on the groups; a smaller one gets Identity. LS on all
+    measurements; returns W·x̂."""
     eps = check_eps(eps)
     label = len(x.shape) - 1
     k = label
@@ -70,11 +73,19 @@ def nb_select_ls(
     for i, eps_i in zip(range(k), shares, strict=True):
         hist = x.reduce_by_partition(partition_ops.marginal(x.shape, (i, label)))
         if hist.size > threshold:
+            hist = hist.transform(_label_major(x.shape[i], x.shape[label]))  # 1-stable
             eps_part, eps_meas = split(eps_i, ratio, 1 - ratio)
             P = hist.dawa_partition(eps=eps_part, ratio=ratio)
             groups = hist.reduce_by_partition(P)
-            M = greedy_h_strategy(P.num_groups, P.reduce_workload(Prefix(hist.size)))
+            M = greedy_h_strategy(P.num_groups, P.reduce_workload(Identity(hist.size)))
             measurements.append(groups.laplace(M, eps=eps_meas))
         else:
             measurements.append(hist.laplace(Identity(hist.size), eps=eps_i))
     return workload @ estimate(measurements)
+
+
+def _label_major(n_x: int, n_y: int) -> Sparse:
+    """The permutation taking a (X, Y) histogram in C order (X major) to Y major."""
+    n = n_x * n_y
+    source = np.arange(n).reshape(n_x, n_y).T.reshape(-1)  # new position j reads old source[j]
+    return Sparse(sp.csr_matrix((np.ones(n), (np.arange(n), source)), shape=(n, n)))
