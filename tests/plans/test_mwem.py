@@ -269,3 +269,63 @@ def test_mw_survives_absurd_noise_like_the_literal_loop() -> None:
     est = inference.multiplicative_weights([m], total=T, iterations=3)
     np.testing.assert_allclose(est, _literal_mw([m], T, np.ones(n), 3), rtol=1e-9, atol=1e-9 * T)
     assert est.sum() == pytest.approx(T)
+
+
+# ---------------------------------------------------------------------------
+# NNLS inference of mwem_c / mwem_d (on the groups of cells the queries fix)
+# ---------------------------------------------------------------------------
+def _mwem_module():
+    return importlib.import_module("ektelo.plans.mwem")
+
+
+def test_cell_groups_are_exactly_the_equal_columns() -> None:
+    module = _mwem_module()
+    shape = (7, 9)
+    queries = [
+        RangeQueries(shape, [[1, 2]], [[5, 6]]),
+        RangeQueries(shape, [[0, 0]], [[3, 8]]),
+        VStack([RangeQueries(63, [0], [9]), RangeQueries(63, [20, 40], [30, 62])]),
+        Weighted(RangeQueries(shape, [[4, 4]], [[6, 8]]), 2.5),
+    ]
+    groups = np.zeros(63, dtype=np.int64)
+    for Q in queries:
+        groups = module._refine(groups, Q.sparse().tocsc())
+    dense = np.vstack([Q.dense() for Q in queries])
+    _, expected = np.unique(dense.T, axis=0, return_inverse=True)
+    same = groups[:, None] == groups[None, :]
+    np.testing.assert_array_equal(same, expected[:, None] == expected[None, :])
+    # overlapping rows in one measurement: no grouping (full-domain fit)
+    assert module._refine(groups, wl.prefix(63).sparse().tocsc()) is None
+
+
+def test_nnls_on_groups_reaches_the_optimum() -> None:
+    """The grouped fit attains the full-domain NNLS optimum (scipy's active set
+    on the dense system), honours the total, and spreads groups evenly."""
+    from scipy.optimize import nnls as scipy_nnls
+
+    module = _mwem_module()
+    rng = np.random.default_rng(5)
+    shape = (16, 12)
+    x = rng.poisson(3.0, shape).astype(float)
+    x[3:6, 2:9] += 30
+    T = float(x.sum())
+    W = wl.random_range(shape, 12, seed=8)
+    ms = [_measure(RangeQueries(shape, W.lower[i : i + 1], W.upper[i : i + 1]), x, 5.0, rng)
+          for i in range(12)]  # fmt: skip
+    est = module._NNLS(x.size)(ms, T)
+    Q = np.vstack([m.query_on_root.dense() for m in ms])
+    y = np.concatenate([m.answers for m in ms])
+    ref, _ = scipy_nnls(np.vstack([Q, 1e3 * np.ones((1, x.size))]), np.append(y, 1e3 * T),
+                        maxiter=10_000)  # fmt: skip
+
+    def objective(v: np.ndarray) -> float:
+        return float(np.sum((Q @ v - y) ** 2))
+
+    assert np.all(est >= 0)
+    assert est.sum() == pytest.approx(T, rel=1e-9)
+    assert objective(est) <= objective(ref) * (1 + 1e-7) + 1e-9
+    np.testing.assert_allclose(Q @ est, Q @ ref, rtol=1e-5, atol=1e-5 * T)
+    # cells no measured query tells apart get equal estimates
+    cols = np.unique(Q.T, axis=0, return_inverse=True)[1]
+    for g in np.unique(cols):
+        assert np.ptp(est[cols == g]) <= 1e-9 * T

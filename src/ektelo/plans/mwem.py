@@ -29,9 +29,10 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..kernel.measurement import Measurement
-from ..matrix import Dense, EMatrix, Identity, Ones, RangeQueries, Sparse, Total, VStack
+from ..matrix import Dense, EMatrix, RangeQueries, Sparse, Total
 from ..operators import inference
 from ._registry import register
 from .budget import check_eps, split
@@ -61,7 +62,7 @@ def _mwem(
         total = max(float(measurements[0].answers[0]), 1.0)
     total = _check_total(total)
     x_hat = np.full(x.size, total / x.size)
-    compact: list[Measurement] = []  # the same measurements with CSR queries, for NNLS
+    fit = _NNLS(x.size)  # NNLS inference over all measurements so far
     for k, eps_round in enumerate(split(eps, *[1 / rounds] * rounds), start=1):
         eps_select, eps_measure = split(eps_round, ratio, 1 - ratio)
         if augmented:
@@ -72,8 +73,7 @@ def _mwem(
         if how == "mw":
             x_hat = inference.multiplicative_weights(measurements, total=total, x0=x_hat)
         else:
-            compact.extend(_compact(m) for m in measurements[len(compact) :])
-            x_hat = inference.nnls(compact, known_total=total)
+            x_hat = fit(measurements, total)
     return x_hat
 
 
@@ -94,31 +94,106 @@ def _row(workload: EMatrix, i: int) -> EMatrix:
     return Dense(workload.row(i).reshape(1, -1))
 
 
-# Materialise a measured query for NNLS only up to this many nonzeros.
-_COMPACT_NNZ = 1 << 24
+class _NNLS:
+    """`inference.nnls` over a growing list of measurements, on the coarsest
+    domain they determine.
 
+    Cells whose columns are equal in every measured query are
+    indistinguishable to the fit: Q = Q_r·R with R summing each group of
+    cells, so each measurement is exactly a measurement of R·x with query
+    Q_r (paper §8, Prop. 1, applied to the measurements). NNLS then runs on
+    the groups, scaled so that the reduced problem is the full one restricted
+    to vectors uniform on each group (an isometry): the same optimal
+    objective and fitted answers Q·x̂, with each group's total spread evenly
+    over its cells (the measurements cannot tell them apart). MWEM's
+    one-query rounds leave few groups (a 2-D domain of 65 536 cells falls to
+    dozens), so this is much cheaper and can be solved to the optimum; when
+    the groups are not much fewer than the cells (the augmented selection's
+    unit ranges) the fit runs on the full domain with NNLS's defaults.
 
-def _compact(m: Measurement) -> Measurement:
-    """The same measurement with its root query held as one CSR matrix.
-
-    NNLS multiplies by the stacked queries hundreds of times per round; a
-    stack of one-row range queries costs a prefix sum per row and product,
-    the CSR copy one pass over its nonzeros. The entries are identical (a
-    public re-expression of public values; answers and noise untouched).
+    Measured queries are materialised once, as CSR (the same entries), since
+    NNLS multiplies by them hundreds of times per round. Holds state for one
+    plan run only.
     """
-    Q = m.query_on_root
-    if type(Q) in (Sparse, Total, Ones, Identity) or _nnz(Q) > _COMPACT_NNZ:
-        return m
-    return dataclasses.replace(m, query_on_root=Sparse(Q.sparse()))
+
+    def __init__(self, n: int):
+        self.n = n
+        self.queries: list[Any] = []  # CSC copy of each measured query on the root
+        self.full: list[Measurement] = []  # the measurements with CSR queries
+        self.groups: np.ndarray | None = np.zeros(n, dtype=np.int64)
+
+    def __call__(self, measurements: list[Measurement], total: float) -> np.ndarray:
+        for m in measurements[len(self.queries) :]:
+            Q = m.query_on_root.sparse().tocsc()
+            Q.sum_duplicates()
+            self.queries.append(Q)
+            self.groups = _refine(self.groups, Q)
+        groups = self.groups
+        if groups is None or 2 * (int(groups.max()) + 1) > self.n:
+            for m, Q in zip(measurements[len(self.full) :], self.queries[len(self.full) :],
+                            strict=True):  # fmt: skip
+                self.full.append(_with_query(m, Sparse(Q)))
+            return inference.nnls(self.full, known_total=total)
+        k = int(groups.max()) + 1
+        first = np.full(k, self.n, dtype=np.int64)
+        np.minimum.at(first, groups, np.arange(self.n))
+        # u_g = (group total)/√size: x ↦ u is an isometry on group-uniform x,
+        # so the reduced problem is the full one restricted to them (same
+        # least-squares start, same geometry), and x ≥ 0 ⟺ u ≥ 0.
+        scale = np.sqrt(np.bincount(groups, minlength=k).astype(float))
+        reduced = [
+            _with_query(m, Sparse(Q[:, first] @ sp.diags(scale)), root=(f"{m.root_id}/g", (k,)))
+            for m, Q in zip(measurements, self.queries, strict=True)
+        ]
+        total_row = (Dense(scale.reshape(1, -1)), np.array([total]))
+        try:
+            u = inference.nnls(
+                reduced, prior=total_row, tol=_REDUCED_TOL, exact_scale=1e-2, maxiter=2000
+            )
+        except inference.ConvergenceError as stalled:  # stalled at the last digits
+            if not stalled.info.optimality <= _REDUCED_ACCEPT:
+                raise
+            u = stalled.estimate
+        return (u / scale)[groups]
 
 
-def _nnz(Q: EMatrix) -> int:
-    """Nonzeros of a (stack of) range queries; anything else counts as dense."""
-    if type(Q) is RangeQueries and not Q.transposed:
-        return int(np.prod(Q.upper - Q.lower + 1, axis=1).sum())
-    if type(Q) is VStack:
-        return sum(_nnz(b) for b in Q.blocks)
-    return math.prod(Q.shape)
+# NNLS's stopping rule is relative to its gradient at 0, which the heavily
+# weighted total dominates, so its default tolerance can stop far from the
+# optimum (on 2-D MWEM rounds, at 10³× the optimal objective). The reduced
+# problems are small: a tight tolerance is cheap there and reaches the
+# optimum (checked against scipy.optimize.nnls); the total's weight 100
+# (noise scale 1% of the measurements') keeps the system well conditioned
+# and is still honoured to ~1e-9 at the optimum.
+_REDUCED_TOL = 1e-10
+_REDUCED_ACCEPT = 1e-7
+
+
+def _with_query(m: Measurement, Q: EMatrix, root: tuple[str, tuple[int, ...]] | None = None):
+    """m with the same answers and noise, its queries re-expressed as Q (on
+    the root, or on the reduced root `root`)."""
+    if root is None:
+        return dataclasses.replace(m, query_on_root=Q)
+    return dataclasses.replace(m, query=Q, query_on_root=Q, root_id=root[0], root_shape=root[1])
+
+
+def _refine(groups: np.ndarray | None, Q: Any) -> np.ndarray | None:
+    """Split the cell groups by the columns of Q (CSC): cells stay together
+    only where Q's columns are equal. Exact for queries whose columns have
+    at most one nonzero (one query, or disjoint queries, as MWEM measures);
+    None (no grouping) otherwise, or when the domain is too large to key."""
+    n = Q.shape[1]
+    counts = np.diff(Q.indptr)
+    if groups is None or counts.max(initial=0) > 1 or n > 1 << 30:
+        return None
+    cols = np.flatnonzero(counts)
+    row = np.zeros(n, dtype=np.int64)
+    row[cols] = Q.indices[Q.indptr[cols]] + 1
+    value = np.zeros(n)
+    value[cols] = Q.data[Q.indptr[cols]]
+    _, rank = np.unique(value, return_inverse=True)
+    _, key = np.unique(groups * (Q.shape[0] + 1) + row, return_inverse=True)
+    _, out = np.unique(key * (int(rank.max()) + 1) + rank, return_inverse=True)
+    return out.astype(np.int64)
 
 
 @register(
