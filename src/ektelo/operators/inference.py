@@ -552,10 +552,13 @@ def _active_set_phase(
         previous = active
         free = ~active
         xf = np.where(free, x, 0.0)
+        del x, r, g  # (memory: only xf is needed from here on)
         rf, _ = _objective(counter, b, xf)
         steps = _INNER_MAXITER_PDAS if it > 1 else _INNER_MAXITER_PDAS // 2
         d, *_ = _lsmr(counter, rf, 1e-10, steps, mask=free)
+        del rf
         x = xf + np.where(free, d, 0.0)
+        del xf, d
         xp = np.maximum(x, 0.0)
         rp, fp = _objective(counter, b, xp)
         if fp < best_f * (1 - 1e-12):
