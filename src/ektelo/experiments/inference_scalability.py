@@ -227,6 +227,7 @@ def run_experiment(
     series.append(("LS", "iterative-implicit", "hb", hb_sizes))
     rows: list[dict[str, Any]] = []
     target = f"{__name__}:inference_job"
+    partial = out / f"{NAME}.partial.csv"
     with LimitedRunner(cpu_limit=cpu_limit, memory_gb=memory_gb) as runner:
         for method, impl, strategy, sizes in progress(series, NAME):
             name = impl if strategy == "h2" else f"{impl} (HB)"
@@ -234,6 +235,8 @@ def run_experiment(
             points = [Point({"n": n}, (method, impl, strategy, n)) for n in sizes]
             rows += sweep(runner, target, label, points, trials)
             sys.stderr.write(f"  {method}/{name}: {rows[-1]['status']} at n={rows[-1]['n']}\n")
+            pd.DataFrame(rows).to_csv(partial, index=False)  # survives an interrupted run
+    partial.unlink(missing_ok=True)
     table = pd.DataFrame(rows)
     columns = [
         "method",

@@ -679,6 +679,7 @@ def run_experiment(
     jobs = [(s, rep) for s in series for rep in s.representations]
     rows: list[dict[str, Any]] = []
     target = f"{__name__}:plan_job"
+    partial = out / f"{NAME}.partial.csv"
     with LimitedRunner(cpu_limit=cpu_limit, memory_gb=memory_gb) as runner:
         for s, rep in progress(jobs, NAME):
             points = [
@@ -691,6 +692,8 @@ def run_experiment(
             label = {"panel": s.panel, "plan": s.plan, "representation": rep}
             rows += sweep(runner, target, label, points, trials)
             sys.stderr.write(f"  {s.plan}/{rep}: {rows[-1]['status']} at n={rows[-1]['n']}\n")
+            pd.DataFrame(rows).to_csv(partial, index=False)  # survives an interrupted run
+    partial.unlink(missing_ok=True)
     table = pd.DataFrame(rows)
     for column in (
         "runtime_s",
