@@ -63,3 +63,21 @@ def test_workload_reduction_quick(tmp_path):
     assert summary.loc["Identity", "identity_exact_factor"] > 1
     per_dataset = table[table.dataset != "geometric mean"]
     assert len(per_dataset) == 4 and (per_dataset.trials == 1).all()
+
+
+@pytest.mark.parametrize("plan", ["identity", "hb", "ahp"])
+def test_reduced_domain_estimate_reuses_the_plan_measurements(plan, rng):
+    from ektelo import plans, protect
+
+    shape = (32, 32) if plan != "hb" else (1024,)
+    x = rng.poisson(20.0, size=shape).astype(np.float64)
+    W = wr.small_ranges(shape, 50, seed=1)
+    recorder = wr._Recorder(protect(x, epsilon=1.0, seed=5))
+    x_hat = plans.run(plan, recorder, W, 1.0, workload_reduction=True)
+    assert recorder.budget.spent == pytest.approx(1.0)
+    assert recorder.log and all(path for _, path in recorder.log)
+    x_alt = wr.reduced_domain_estimate(recorder.log)
+    assert x_alt.shape == (x.size,)
+    if plan in ("identity", "hb"):  # the measurements fix every group: same answers
+        np.testing.assert_allclose(W @ x_alt, W @ x_hat, rtol=1e-6, atol=1e-6)
+    assert x_alt.sum() == pytest.approx(x_hat.sum(), rel=1e-6)  # same measured totals
