@@ -146,10 +146,9 @@ class _NNLS:
             for m, Q in zip(measurements, self.queries, strict=True)
         ]
         total_row = (Dense(scale.reshape(1, -1)), np.array([total]))
+        options = {"tol": 1e-10, "exact_scale": 1e-2, "maxiter": 2000} if k <= _SMALL else {}
         try:
-            u = inference.nnls(
-                reduced, prior=total_row, tol=_REDUCED_TOL, exact_scale=1e-2, maxiter=2000
-            )
+            u = inference.nnls(reduced, prior=total_row, **options)
         except inference.ConvergenceError as stalled:  # stalled at the last digits
             if not stalled.info.optimality <= _REDUCED_ACCEPT:
                 raise
@@ -159,12 +158,14 @@ class _NNLS:
 
 # NNLS's stopping rule is relative to its gradient at 0, which the heavily
 # weighted total dominates, so its default tolerance can stop far from the
-# optimum (on 2-D MWEM rounds, at 10³× the optimal objective). The reduced
-# problems are small: a tight tolerance is cheap there and reaches the
-# optimum (checked against scipy.optimize.nnls); the total's weight 100
-# (noise scale 1% of the measurements') keeps the system well conditioned
-# and is still honoured to ~1e-9 at the optimum.
-_REDUCED_TOL = 1e-10
+# optimum (on 2-D MWEM rounds, at 10³× the optimal objective). Up to _SMALL
+# groups (mwem_c's case) a tight tolerance is cheap and reaches the optimum
+# (checked against scipy.optimize.nnls); the total's weight 100 (noise scale
+# 1% of the measurements') keeps the system well conditioned and is still
+# honoured to ~1e-9 there. Larger reduced problems (mwem_d's) use NNLS's
+# defaults, which are close to the optimum on them (~1e-3 of the objective)
+# and far cheaper than a tight tolerance.
+_SMALL = 512
 _REDUCED_ACCEPT = 1e-7
 
 
