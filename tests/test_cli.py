@@ -189,3 +189,24 @@ def test_where_parser_builds_kernel_predicates():
     assert "sex" in repr(pred) and "age" in repr(pred) and "race" in repr(pred)
     with pytest.raises(Exception, match="literal"):
         parse_where("age == other_fn()")
+
+
+def test_progress_indicator_on_a_terminal():
+    import io
+
+    from ektelo.cli import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    with Progress("running test", stream=stream, delay=0.0):
+        import time
+
+        time.sleep(0.6)
+    assert "running test" in stream.getvalue()
+    quiet = io.StringIO()  # not a terminal: nothing written
+    with Progress("running test", stream=quiet, delay=0.0):
+        pass
+    assert quiet.getvalue() == ""

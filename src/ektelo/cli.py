@@ -18,6 +18,7 @@ import ast
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,43 @@ __all__ = ["main"]
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
+
+
+class Progress:
+    """A spinner with elapsed time on stderr while a long step runs (TTY only).
+
+    Plans are single calls into the library, so the indicator shows that work
+    is going on and for how long; the experiments show per-item progress bars.
+    """
+
+    def __init__(self, label: str, stream: Any = None, delay: float = 1.0):
+        self.label, self.stream, self.delay = label, stream or sys.stderr, delay
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+
+    def _spin(self) -> None:
+        start = time.perf_counter()
+        if self._stop.wait(self.delay):
+            return
+        frames = "|/-\\"
+        i = 0
+        while not self._stop.wait(0.2):
+            elapsed = time.perf_counter() - start
+            self.stream.write(f"\r{frames[i % 4]} {self.label} {elapsed:6.1f} s")
+            self.stream.flush()
+            i += 1
+        self.stream.write("\r" + " " * (len(self.label) + 12) + "\r")
+        self.stream.flush()
+
+    def __enter__(self) -> Progress:
+        if getattr(self.stream, "isatty", lambda: False)():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 # -- --where expressions ---------------------------------------------------------
@@ -236,16 +274,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         table = table.where(parse_where(args.where))
     W = workload.matrix
     start = time.perf_counter()
-    if info.input_kind == "table":
-        sub = table.select(list(workload.attributes))
-        if plan_name == "cdf_estimator":
-            if workload.kind != "prefix" or len(workload.attributes) != 1:
-                raise CLIError("cdf_estimator answers a prefix:ATTR workload")
-            params.setdefault("attribute", workload.attributes[0])
-        result = plans.run(plan_name, sub, W, args.epsilon, **params)
-    else:
-        x = table.vectorize(list(workload.attributes))
-        result = plans.run(plan_name, x, W, args.epsilon, **params)
+    with Progress(f"running {plan_name} (ε={args.epsilon:g})"):
+        result = _run_plan(plan_name, info, table, workload, W, args.epsilon, params)
     elapsed = time.perf_counter() - start
     answers = np.asarray(result) if info.returns == "answers" else W @ np.asarray(result)
 
@@ -273,6 +303,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         print("note: research mode (seeded noise) — not for releasing real data")
     return 0
+
+
+def _run_plan(
+    plan_name: str, info: Any, table: Any, workload: Any, W: Any, eps: float,
+    params: dict[str, Any],
+) -> Any:
+    from . import plans
+
+    if info.input_kind == "table":
+        sub = table.select(list(workload.attributes))
+        if plan_name == "cdf_estimator":
+            if workload.kind != "prefix" or len(workload.attributes) != 1:
+                raise CLIError("cdf_estimator answers a prefix:ATTR workload")
+            params = {"attribute": workload.attributes[0], **params}
+        return plans.run(plan_name, sub, W, eps, **params)
+    x = table.vectorize(list(workload.attributes))
+    return plans.run(plan_name, x, W, eps, **params)
 
 
 def _error_bars(
