@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from ..matrix import Partition
+from ..matrix.partition import hilbert_order
 from .noise import laplace_scale_for
 
 __all__ = ["dawa_partition", "hilbert_order"]
@@ -148,37 +149,6 @@ def _counts(x: Any) -> np.ndarray:
     if float(np.abs(arr).sum(dtype=np.float64)) > _MAX_TOTAL:
         raise ValueError("x has ‖x‖₁ > 2^36: too large for exact fixed-point costs")
     return arr.astype(np.int64)
-
-
-# ---- Hilbert order ---------------------------------------------------------
-def hilbert_order(shape: tuple[int, ...]) -> np.ndarray:
-    """Flat C-order indices of a 2-D grid listed along a Hilbert curve (public).
-
-    The curve fills the smallest 2^k × 2^k square holding the grid; cells
-    outside the grid are skipped, so every grid cell appears exactly once.
-    """
-    if len(shape) != 2 or min(shape) < 1:
-        raise ValueError(f"hilbert_order needs a 2-D shape, got {shape!r}")
-    rows, cols = int(shape[0]), int(shape[1])
-    side = 1 << max(0, (max(rows, cols) - 1).bit_length())
-    t = np.arange(side * side, dtype=np.int64)
-    r = np.zeros_like(t)
-    c = np.zeros_like(t)
-    s = 1
-    while s < side:  # the classic d -> (x, y) conversion, vectorised over d
-        rx = (t >> 1) & 1
-        ry = (t ^ rx) & 1
-        flip = (ry == 0) & (rx == 1)
-        r = np.where(flip, s - 1 - r, r)
-        c = np.where(flip, s - 1 - c, c)
-        swap = ry == 0
-        r, c = np.where(swap, c, r), np.where(swap, r, c)
-        r += s * rx
-        c += s * ry
-        t >>= 2
-        s <<= 1
-    inside = (r < rows) & (c < cols)
-    return r[inside] * cols + c[inside]
 
 
 # ---- costs -----------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..matrix import EMatrix, Partition
+from ..matrix.partition import hilbert_order
 
 __all__ = [
     "Partition",
@@ -220,40 +221,6 @@ def grid(shape: Shape, cell_shape: Shape) -> Partition:
 # ---------------------------------------------------------------------------
 # Hilbert curve (DAWA on 2-D domains)
 # ---------------------------------------------------------------------------
-def hilbert_order(shape: Shape) -> np.ndarray:
-    """Flat (C-order) cell indices of a 2-D domain listed along a Hilbert curve.
-
-    DAWA (Li, Hay & Miklau, PVLDB 2014) linearises 2-D data with this order
-    before its 1-D interval partition. For non-square or non-power-of-two
-    shapes the curve fills the enclosing 2^k × 2^k square, starting at cell
-    (0, 0), and cells outside the domain are skipped: every cell appears
-    exactly once. Cost O(4^k) with 2^k ≥ max(shape).
-    """
-    dims = _shape(shape)
-    if len(dims) != 2:
-        raise ValueError(f"hilbert_order needs a 2-D shape, got {dims}")
-    rows, cols = dims
-    side = 1 << max(0, (max(rows, cols) - 1).bit_length())
-    t = np.arange(side * side, dtype=np.int64)
-    r = np.zeros_like(t)
-    c = np.zeros_like(t)
-    s = 1
-    while s < side:  # the classic d → (x, y) conversion, vectorised over d
-        rx = (t >> 1) & 1
-        ry = (t ^ rx) & 1
-        flip = (ry == 0) & (rx == 1)
-        r = np.where(flip, s - 1 - r, r)
-        c = np.where(flip, s - 1 - c, c)
-        swap = ry == 0
-        r, c = np.where(swap, c, r), np.where(swap, r, c)
-        r += s * rx
-        c += s * ry
-        t >>= 2
-        s <<= 1
-    inside = (r < rows) & (c < cols)
-    return r[inside] * cols + c[inside]
-
-
 def hilbert_partition(shape: Shape, intervals: Partition | Any) -> Partition:
     """A partition of the 2-D domain from a partition of its Hilbert sequence.
 
