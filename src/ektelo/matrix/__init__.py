@@ -37,6 +37,7 @@ __all__ = [
     "from_json",
     "from_spec",
     "hilbert_order",
+    "hilbert_order",
     "rebuild",
     "to_json",
     "to_spec",

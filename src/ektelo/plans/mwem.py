@@ -119,7 +119,6 @@ class _NNLS:
     def __init__(self, n: int):
         self.n = n
         self.queries: list[Any] = []  # CSC copy of each measured query on the root
-        self.full: list[Measurement] = []  # the measurements with CSR queries
         self.groups: np.ndarray | None = np.zeros(n, dtype=np.int64)
 
     def __call__(self, measurements: list[Measurement], total: float) -> np.ndarray:
@@ -130,10 +129,7 @@ class _NNLS:
             self.groups = _refine(self.groups, Q)
         groups = self.groups
         if groups is None or 2 * (int(groups.max()) + 1) > self.n:
-            for m, Q in zip(measurements[len(self.full) :], self.queries[len(self.full) :],
-                            strict=True):  # fmt: skip
-                self.full.append(_with_query(m, Sparse(Q)))
-            return inference.nnls(self.full, known_total=total)
+            return inference.nnls(_stacked(measurements, self.queries), known_total=total)
         k = int(groups.max()) + 1
         first = np.full(k, self.n, dtype=np.int64)
         np.minimum.at(first, groups, np.arange(self.n))
@@ -141,10 +137,8 @@ class _NNLS:
         # so the reduced problem is the full one restricted to them (same
         # least-squares start, same geometry), and x ≥ 0 ⟺ u ≥ 0.
         scale = np.sqrt(np.bincount(groups, minlength=k).astype(float))
-        reduced = [
-            _with_query(m, Sparse(Q[:, first] @ sp.diags(scale)), root=(f"{m.root_id}/g", (k,)))
-            for m, Q in zip(measurements, self.queries, strict=True)
-        ]
+        queries = [Q[:, first] @ sp.diags(scale) for Q in self.queries]
+        reduced = _stacked(measurements, queries, root=(f"{measurements[0].root_id}/g", (k,)))
         total_row = (Dense(scale.reshape(1, -1)), np.array([total]))
         options = {"tol": 1e-10, "exact_scale": 1e-2, "maxiter": 2000} if k <= _SMALL else {}
         try:
@@ -154,6 +148,41 @@ class _NNLS:
                 raise
             u = stalled.estimate
         return (u / scale)[groups]
+
+
+def _stacked(
+    measurements: list[Measurement],
+    queries: list[Any],
+    root: tuple[str, tuple[int, ...]] | None = None,
+) -> list[Measurement]:
+    """The measurements with their queries replaced by `queries` (same
+    entries, materialised; on the root, or on the reduced root `root`), and
+    consecutive ones of equal noise scale stacked into one record: the same
+    rows and weights for inference, one matrix product instead of many."""
+    out: list[Measurement] = []
+    start = 0
+    for end in range(1, len(measurements) + 1):
+        if end < len(measurements) and (
+            measurements[end].noise_scale == measurements[start].noise_scale
+        ):
+            continue
+        group = measurements[start:end]
+        Q = sp.vstack(queries[start:end], format="csr")
+        small = Q.shape[0] * Q.shape[1] <= _SMALL * _SMALL
+        M = Dense(Q.toarray()) if small else Sparse(Q)  # dense: no sparse dispatch per product
+        answers = np.concatenate([m.answers for m in group])
+        first = group[0]
+        if root is None:
+            out.append(dataclasses.replace(first, answers=answers, query=M, query_on_root=M))
+        else:
+            out.append(
+                dataclasses.replace(
+                    first, answers=answers, query=M, query_on_root=M, root_id=root[0],
+                    root_shape=root[1],
+                )
+            )  # fmt: skip
+        start = end
+    return out
 
 
 # NNLS's stopping rule is relative to its gradient at 0, which the heavily
@@ -167,14 +196,6 @@ class _NNLS:
 # and far cheaper than a tight tolerance.
 _SMALL = 512
 _REDUCED_ACCEPT = 1e-7
-
-
-def _with_query(m: Measurement, Q: EMatrix, root: tuple[str, tuple[int, ...]] | None = None):
-    """m with the same answers and noise, its queries re-expressed as Q (on
-    the root, or on the reduced root `root`)."""
-    if root is None:
-        return dataclasses.replace(m, query_on_root=Q)
-    return dataclasses.replace(m, query=Q, query_on_root=Q, root_id=root[0], root_shape=root[1])
 
 
 def _refine(groups: np.ndarray | None, Q: Any) -> np.ndarray | None:
