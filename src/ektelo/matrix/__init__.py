@@ -1,11 +1,9 @@
 """Implicit matrix algebra (paper §7): core matrices, combinators, range
-queries, hierarchies of ranges, partitions, and plain specs for rebuilding
-expressions safely."""
+queries, partitions, and plain specs for rebuilding expressions safely."""
 
 from .base import EMatrix, as_vector
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
 from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
-from .hierarchy import Hierarchy
 from .partition import Partition, hilbert_order
 from .ranges import RangeQueries
 from .spec import from_json, from_spec, rebuild, to_json, to_spec
@@ -17,7 +15,6 @@ __all__ = [
     "Diagonal",
     "EMatrix",
     "HStack",
-    "Hierarchy",
     "Identity",
     "Kronecker",
     "Ones",
@@ -36,7 +33,6 @@ __all__ = [
     "as_vector",
     "from_json",
     "from_spec",
-    "hilbert_order",
     "hilbert_order",
     "rebuild",
     "to_json",
