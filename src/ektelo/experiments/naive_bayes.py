@@ -186,7 +186,7 @@ def _summary(per_fold: pd.DataFrame) -> pd.DataFrame:
 
 def _plot(table: pd.DataFrame, epsilons: tuple[float, ...]) -> Any:
     def draw(ax: Any) -> None:
-        colours = {"Identity": "C0", "Workload": "C1", "WorkloadLS": "C2", "SelectLS": "C3"}
+        colours = {"Identity": "C0", "Workload": "C1", "WorkloadLS": "C2", "SelectLS": "C4"}
         for name, colour in colours.items():
             rows = table[table["method"] == name].sort_values("epsilon")
             ax.plot(rows["epsilon"], rows["auc_median"], "o-", color=colour, label=name)
