@@ -19,6 +19,7 @@ from ektelo.matrix import (
     Dense,
     Diagonal,
     EMatrix,
+    Hierarchy,
     HStack,
     Identity,
     Kronecker,
@@ -91,6 +92,9 @@ _HI2 = np.array([[1, 2], [2, 3], [2, 3], [2, 3], [1, 2]])
 _LO3 = np.array([[0, 0, 1], [1, 1, 0], [0, 2, 0]])
 _HI3 = np.array([[1, 2, 1], [1, 2, 1], [1, 2, 1]])
 _GROUPS = np.array([2, 0, 0, 1, 2, 2, 1])
+_HI5 = np.array([[4], [2], [4], [1]])
+_LO34 = np.array([[0, 0], [0, 2], [2, 0], [2, 2]])
+_HI34 = np.array([[1, 1], [1, 3], [2, 1], [2, 3]])
 
 
 def _partition_reduce() -> np.ndarray:
@@ -218,6 +222,39 @@ CATALOG: dict[str, Entry] = {
     "Partition.expand": lambda: (
         Partition(_GROUPS).expand_matrix(),
         np.linalg.pinv(_partition_reduce()),
+    ),
+    # Hierarchy rows: the cells, then the inner nodes breadth first (by hand).
+    "Hierarchy1D": lambda: (
+        Hierarchy(5, 2),  # 5 = 3 + 2, 3 = 2 + 1: inner nodes [0,4] [0,2] [3,4] [0,1]
+        np.vstack([np.eye(5), _ranges((5,), np.array([[0], [0], [3], [0]]), _HI5)]),
+    ),
+    "Hierarchy2D.noroot": lambda: (
+        Hierarchy((3, 4), 2, root=False),  # depth 1: rows {0,1} | {2}, columns {0,1} | {2,3}
+        np.vstack([np.eye(12), _ranges((3, 4), _LO34, _HI34)]),
+    ),
+    "Hierarchy2D.T": lambda: (
+        Hierarchy((3, 4), 2, root=False).T,
+        np.vstack([np.eye(12), _ranges((3, 4), _LO34, _HI34)]).T,
+    ),
+    "Hierarchy.weighted": lambda: (
+        Hierarchy(6, 3, level_weights=[0.5, -1.25, 2.0]),  # depth 1: {0,1} {2,3} {4,5}
+        np.vstack(
+            [
+                2.0 * np.eye(6),
+                0.5 * np.ones((1, 6)),
+                -1.25 * _ranges((6,), np.array([[0], [2], [4]]), np.array([[1], [3], [5]])),
+            ]
+        ),
+    ),
+    "Hierarchy.leaf_depths": lambda: (
+        # cells 0, 1 are leaves at depth 3, cells 2, 3, 4 at depth 2
+        Hierarchy(5, 2, level_weights=[1, 2, 3, 4]),
+        np.vstack(
+            [
+                np.diag([4.0, 4.0, 3.0, 3.0, 3.0]),
+                _ranges((5,), np.array([[0], [0], [3], [0]]), _HI5) * [[1], [2], [2], [3]],
+            ]
+        ),
     ),
     "HB-like": lambda: (
         VStack([Identity(8), RangeQueries(8, [0, 0, 4, 0, 2, 4, 6], [7, 3, 7, 1, 3, 5, 7])]),

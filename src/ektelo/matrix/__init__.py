@@ -1,9 +1,11 @@
 """Implicit matrix algebra (paper §7): core matrices, combinators, range
-queries, partitions, and plain specs for rebuilding expressions safely."""
+queries, hierarchies of ranges, partitions, and plain specs for rebuilding
+expressions safely."""
 
 from .base import EMatrix, as_vector
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
 from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
+from .hierarchy import Hierarchy
 from .partition import Partition, hilbert_order
 from .ranges import RangeQueries
 from .spec import from_json, from_spec, rebuild, to_json, to_spec
@@ -15,6 +17,7 @@ __all__ = [
     "Diagonal",
     "EMatrix",
     "HStack",
+    "Hierarchy",
     "Identity",
     "Kronecker",
     "Ones",

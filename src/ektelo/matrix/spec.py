@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from .base import EMatrix
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
 from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
+from .hierarchy import Hierarchy
 from .ranges import RangeQueries
 
 __all__ = ["from_json", "from_spec", "rebuild", "specs_equal", "to_json", "to_spec"]
@@ -70,6 +71,16 @@ def _int_array(args: Any, key: str) -> np.ndarray:
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"malformed matrix spec: {key!r} must hold integers")
     return arr.astype(np.int64)
+
+
+def _weights_or_none(args: Any, key: str) -> np.ndarray | None:
+    value = _arg(args, key)
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.dtype.kind not in "iuf":
+        raise ValueError(f"malformed matrix spec: {key!r} must be null or a 1-D array of numbers")
+    return arr.astype(np.float64)
 
 
 def _sparse_spec(mat: sp.csr_matrix) -> dict[str, Any]:
@@ -143,6 +154,25 @@ _REGISTRY: dict[str, tuple[type, _Reader, _Builder]] = {
             tuple(_int_array(a, "domain_shape").reshape(-1).tolist()),
             _int_array(a, "lower"),
             _int_array(a, "upper"),
+            _bool(a, "transposed"),
+        ),
+    ),
+    "Hierarchy": (
+        Hierarchy,
+        lambda M: {
+            "domain_shape": list(M.domain_shape),
+            "branching": M.branching,
+            "root": M.root,
+            "level_weights": (
+                None if M.level_weights is None else np.array(M.level_weights, dtype=np.float64)
+            ),
+            "transposed": M.transposed,
+        },
+        lambda a: Hierarchy(
+            tuple(_int_array(a, "domain_shape").reshape(-1).tolist()),
+            _int(a, "branching"),
+            _bool(a, "root"),
+            _weights_or_none(a, "level_weights"),
             _bool(a, "transposed"),
         ),
     ),
