@@ -353,6 +353,20 @@ def test_pickle_drops_caches(rng):
     np.testing.assert_array_equal(copy.rmatvec(y), before)
 
 
+def test_selection_strategies_are_hierarchies():
+    assert sel.h2(20) == Hierarchy(20, 2)
+    assert sel.hb(300) == Hierarchy(300, sel.hb_branching(300), root=False)
+    assert sel.hb((16, 16)) == Hierarchy((16, 16), 4, root=False)
+    assert sel.hierarchy((9, 7), 3, root=False) == Hierarchy((9, 7), 3, root=False)
+    assert sel.quadtree((5, 6), budget="uniform") == Hierarchy((5, 6), 2)
+    w = np.array(sel.quadtree((5, 6)).level_weights)
+    assert w.sum() == pytest.approx(1.0) and np.all(np.diff(w) > 0)
+    assert sel.hierarchy(5, 5, root=False) == Identity(5)  # no inner node measured
+    Q = sel.quadtree((4096, 4096))
+    assert isinstance(Q, Hierarchy) and Q.sensitivity() == pytest.approx(1.0)
+    assert Q.shape == (sum(4**t for t in range(13)), 4096**2)
+
+
 # -- bad input ------------------------------------------------------------------------------
 
 

@@ -20,12 +20,12 @@ from ektelo.kernel.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
+    Hierarchy,
     Identity,
     Kronecker,
     Prefix,
     RangeQueries,
     Total,
-    VStack,
     Wavelet,
 )
 from ektelo.operators import selection as sel
@@ -150,9 +150,10 @@ def test_h2_of_five_cells_by_hand():
     nodes = [(0, 4), (0, 2), (3, 4), (0, 1), (2, 2), (3, 3), (4, 4), (0, 0), (1, 1)]
     ref = np.array([indicator((5,), [node]) for node in nodes])
     M = sel.h2(5)
-    assert isinstance(M, VStack)
-    assert isinstance(M.blocks[0], Identity) and isinstance(M.blocks[1], RangeQueries)
+    assert isinstance(M, Hierarchy)
     assert_same_rows(M, ref)
+    # rows in order: the cells, then the inner nodes top-down
+    np.testing.assert_array_equal(M.dense(), np.vstack([np.eye(5), ref[[0, 1, 2, 3]]]))
     assert M.sensitivity() == 4 == dense_sensitivity(M)
 
 
@@ -712,10 +713,10 @@ def test_large_domains_stay_implicit():
     n = 2**24
     W = sel.wavelet(n)
     assert isinstance(W, Wavelet) and W.shape == (n, n) and W.sensitivity() == 25
-    H = sel.hb(n)  # b = 16: about n/15 inner nodes, stored as corners
-    assert isinstance(H, VStack) and isinstance(H.blocks[0], Identity)
-    assert isinstance(H.blocks[1], RangeQueries)
+    H = sel.hb(n)  # b = 16: about n/15 inner nodes, stored by the tree's parameters
+    assert isinstance(H, Hierarchy) and H.branching == 16 and not H.root
     assert H.shape == (n + sum(16**k for k in range(1, 6)), n)
+    assert H.sensitivity() == 6
     G = sel.stripe((4096, 4096), 0, sel.hb)
     assert isinstance(G, Kronecker) and G.shape[1] == n
     assert sel.identity((4096, 4096)).shape == (n, n)

@@ -7,9 +7,10 @@ data vector — that a plan then measures with the kernel's Vector Laplace
 operator. Nothing here sees private data or spends budget; an `eps` argument,
 where present, only sizes a grid and is never charged.
 
-Hierarchies and grids are sets of range queries, stored by their corners as
-`VStack([Identity, RangeQueries(...)])` (§7.5: "Union(Identity,
-Product(Sparse, Prefix))"); no strategy is materialised.
+Hierarchies are `Hierarchy` matrices (§7.5's "Union(Identity,
+Product(Sparse, Prefix))", stored by the tree's parameters and applied level
+by level); grids are `RangeQueries`, stored by their corners. No strategy is
+materialised.
 
 Operators and their sources:
 
@@ -34,6 +35,8 @@ again, so every cell is a leaf exactly once, the leaves form the Identity
 block, and the tree height is ⌈log_b n⌉ for the longest axis — the same as
 padding to bʰ would give, without queries over padding. Parts are balanced
 rather than aligned to a padded power of b (DPBench pads the data instead).
+Rows: the cells in C order, then the inner nodes breadth first (see
+`ektelo.matrix.Hierarchy`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import scipy.sparse as sp
 from .. import workload as _workload
 from ..matrix import (
     EMatrix,
+    Hierarchy,
     Identity,
     Kronecker,
     Prefix,
@@ -273,15 +277,11 @@ def _union(dims: tuple[int, ...], nodes: list[Boxes]) -> EMatrix:
     return RangeQueries(dims, lo, hi)
 
 
-def _hierarchy(dims: tuple[int, ...], branching: int, first_depth: int) -> EMatrix:
-    """The complete tree from `first_depth` down: Identity for the cells, then
-    the inner nodes top-down as range queries (§7.5)."""
-    tree = _grow(dims, branching)
-    inner = [lv for lv in tree.inner[first_depth:] if lv[0][0].size]
-    n = math.prod(dims)
-    if not inner:
-        return Identity(n)
-    return VStack([Identity(n), _union(dims, inner)])
+def _hierarchy(dims: tuple[int, ...], branching: int, root: bool) -> EMatrix:
+    """The complete tree (root optional): the implicit `Hierarchy`, or just
+    `Identity` when no node but the cells is measured."""
+    H = Hierarchy(dims, branching, root=root)
+    return Identity(H.num_cells) if H.num_rows == H.num_cells else H
 
 
 def _check_branching(branching: Any) -> int:
@@ -296,13 +296,14 @@ def hierarchy(shape: Shape, branching: int, *, root: bool = True) -> EMatrix:
     """Every node of a balanced tree over the domain, down to single cells.
 
     Each node is cut into `branching` parts along every axis (a b×…×b-ary tree
-    in d dimensions; see the module notes for uneven sizes). The result is
-    `VStack([Identity(N), RangeQueries(internal nodes, top-down)])`, or just
-    `Identity` when there are no internal nodes. With `root=False` the root
-    (the total) is left out. L1 sensitivity = the number of levels measured:
-    ⌈log_b max(shape)⌉ + 1 with the root, one less without.
+    in d dimensions; see the module notes for uneven sizes). The result is the
+    implicit `Hierarchy(shape, branching, root=root)` — the N cells, then the
+    internal nodes top-down — or just `Identity` when there are no internal
+    nodes. With `root=False` the root (the total) is left out. L1 sensitivity
+    = the number of levels measured: ⌈log_b max(shape)⌉ + 1 with the root,
+    one less without.
     """
-    return _hierarchy(_dims(shape), _check_branching(branching), 0 if root else 1)
+    return _hierarchy(_dims(shape), _check_branching(branching), root)
 
 
 def h2(shape: Shape) -> EMatrix:
@@ -392,7 +393,7 @@ def hb(shape: Shape) -> EMatrix:
     b = hb_branching(dims)
     if b is None:
         return Identity(math.prod(dims))
-    return _hierarchy(dims, b, 1)
+    return _hierarchy(dims, b, False)
 
 
 def quadtree(
@@ -414,6 +415,10 @@ def quadtree(
     Vector Laplace call with budget ε gives level t noise of scale 1/(wₜ·ε),
     exactly εₜ = wₜ·ε as in the paper; sensitivity 1. `budget="uniform"` is
     εktelo's original variant: unweighted rows, sensitivity h + 1.
+
+    The whole tree is the implicit `Hierarchy(shape, 2, level_weights=w)`
+    (a leaf's row weighted by the depth where its cell became a leaf); a tree
+    truncated by `max_height` is a VStack of per-level range queries.
     """
     dims = _dims_2d(shape, "quadtree")
     if max_height is not None and (
@@ -424,31 +429,37 @@ def quadtree(
         raise ValueError(f"max_height must be a non-negative integer or None, got {max_height!r}")
     if budget not in ("geometric", "uniform"):
         raise ValueError(f"budget must be 'geometric' or 'uniform', got {budget!r}")
-    n = math.prod(dims)
-    if n == 1:
+    if math.prod(dims) == 1:
         return Identity(1)
+    height = _int_height(max(dims), 2)
+    if max_height is None or max_height >= height:  # the whole tree, implicit
+        if budget == "uniform":
+            return _hierarchy(dims, 2, True)
+        return Hierarchy(dims, 2, level_weights=_geometric_weights(height))
+    # A truncated tree: its deepest nodes are blocks, each level listed with
+    # its (block or single-cell) leaves as range queries.
     tree = _grow(dims, 2, max_depth=max_height)
     if tree.height == 0:  # max_height=0: the root alone
         return _union(dims, tree.inner)
-    if budget == "uniform" and not tree.truncated:
-        return _hierarchy(dims, 2, 0)
-    leaves_at_bottom = not tree.truncated and tree.leaf_counts[-1] == n
-    if not leaves_at_bottom and any(tree.leaf_counts):
+    if any(tree.leaf_counts):
         tree = _grow(dims, 2, max_depth=max_height, keep_leaves=True)
     levels: list[EMatrix] = []
     for depth in range(tree.height + 1):
-        if depth == tree.height and leaves_at_bottom:
-            levels.append(Identity(n))
-            continue
         nodes = [tree.inner[depth]]
         leaves = tree.leaves[depth]
         if leaves is not None:
             nodes.append(leaves)
         levels.append(_union(dims, nodes))
-    if budget == "uniform":  # a truncated tree: its deepest nodes are blocks
+    if budget == "uniform":
         return VStack(levels)
-    scale = (2 ** (1 / 3) - 1) / (2 ** ((tree.height + 1) / 3) - 1)
-    return VStack([Weighted(M, 2 ** (t / 3) * scale) for t, M in enumerate(levels)])
+    weights = _geometric_weights(tree.height)
+    return VStack([Weighted(M, w) for w, M in zip(weights, levels, strict=True)])
+
+
+def _geometric_weights(height: int) -> list[float]:
+    """Cormode et al.'s geometric split over depths 0..height, summing to 1."""
+    scale = (2 ** (1 / 3) - 1) / (2 ** ((height + 1) / 3) - 1)
+    return [2 ** (t / 3) * scale for t in range(height + 1)]
 
 
 # -- wavelets --------------------------------------------------------------------
