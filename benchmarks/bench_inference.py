@@ -1,0 +1,155 @@
+"""Scalability of inference (paper §7.6, §10.2.2): LS and NNLS on HB-style
+measurements — Identity stacked with a branching-16 hierarchy of ranges
+(`selection.hierarchy(n, 16)`) measured once with Laplace noise at ε = 1 —
+at n = 2^16, 2^20, 2^24 and 10^8.
+
+Prints iterations, matrix–vector products, seconds and peak memory (traced
+NumPy allocations during the inference call, and the process's max RSS).
+Targets: LS at 2^24 under 6 s; 10^8 within 60 s and 8 GB; NNLS within 3× of
+LS. A method stops at the first size where a run took over 60 s, or where
+its predicted memory (bytes per cell of the previous size) exceeds 8 GB.
+
+Two data regimes: "dense" (Poisson(50) counts: few bounds active for NNLS)
+and "sparse" (70% empty cells, the rest uniform on 1..9, noise scale ≈ 7:
+most bounds active, the hard case for NNLS).
+
+Usage: python benchmarks/bench_inference.py [--sizes 16 20 24 1e8]
+       [--regimes dense sparse] [--methods LS NNLS L-BFGS-B]
+       [--lbfgsb-max 65536] [--time-limit 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import time
+import tracemalloc
+from typing import Any
+
+import numpy as np
+
+from ektelo.kernel.measurement import Measurement
+from ektelo.operators import inference, selection
+
+TIME_LIMIT = 60.0
+MEMORY_LIMIT = 8e9
+
+
+def parse_size(text: str) -> int:
+    value = float(text)
+    return int(2**value) if value < 64 else int(value)
+
+
+def make_measurement(n: int, regime: str, seed: int = 0) -> Measurement:
+    Q = selection.hierarchy(n, 16)
+    rng = np.random.default_rng(seed)
+    if regime == "dense":
+        x = rng.poisson(50, n).astype(np.float64)
+    else:
+        x = rng.integers(1, 10, n).astype(np.float64)
+        x[rng.random(n) < 0.7] = 0.0
+    eps = 1.0
+    scale = Q.sensitivity(1) / eps
+    y = Q.matvec(x)
+    del x
+    y += rng.laplace(0.0, scale, y.size)
+    m = Measurement(y, Q, Q, scale, eps, "bench", (n,))
+    del y
+    # Build the matrix's one-time caches (transpose, range corners) here, so
+    # that the first method timed does not pay for them.
+    Q.T.matvec(Q.matvec(np.zeros(n)))
+    return m
+
+
+def run(method: str, m: Measurement) -> tuple[float, Any, int]:
+    gc.collect()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    if method == "LS":
+        _, info = inference.least_squares([m], return_info=True)
+    elif method == "NNLS":
+        _, info = inference.nnls([m], return_info=True)
+    else:
+        _, info = inference.nnls([m], method="lbfgsb", return_info=True)
+    seconds = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return seconds, info, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", nargs="+", default=["16", "20", "24", "1e8"])
+    parser.add_argument("--regimes", nargs="+", default=["dense", "sparse"])
+    parser.add_argument("--lbfgsb-max", type=int, default=2**16)
+    parser.add_argument("--methods", nargs="+", default=["LS", "NNLS", "L-BFGS-B"])
+    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT)
+    args = parser.parse_args()
+    sizes = [parse_size(s) for s in args.sizes]
+    load = os.getloadavg()[0]
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs (timings are wall clock)")
+    header = (
+        f"{'regime':7s} {'n':>11s} {'method':7s} {'iters':>6s} {'products':>8s} "
+        f"{'seconds':>8s} {'xLS':>6s} {'peak GB':>8s} {'rss GB':>7s}  status"
+    )
+    for regime in args.regimes:
+        print()
+        print(header)
+        stopped: dict[str, str] = {}
+        per_cell: dict[str, float] = {}
+        for n in sizes:
+            setup = time.perf_counter()
+            m = make_measurement(n, regime)
+            setup = time.perf_counter() - setup
+            ls_time = None
+            for method in args.methods:
+                if method == "L-BFGS-B" and n > args.lbfgsb_max:
+                    continue
+                label = f"{regime:7s} {n:>11d} {method:7s}"
+                if method in stopped:
+                    print(
+                        f"{label} {'':>6s} {'':>8s} {'':>8s} {'':>6s} {'':>8s} {'':>7s}  "
+                        f"skipped: {stopped[method]}"
+                    )
+                    continue
+                predicted = per_cell.get(method, 0.0) * n
+                if predicted > MEMORY_LIMIT:
+                    stopped[method] = f"predicted {predicted / 1e9:.1f} GB > 8 GB"
+                    print(
+                        f"{label} {'':>6s} {'':>8s} {'':>8s} {'':>6s} {'':>8s} {'':>7s}  "
+                        f"skipped: {stopped[method]}"
+                    )
+                    continue
+                seconds, info, peak = run(method, m)
+                per_cell[method] = peak / n
+                if method == "LS":
+                    ls_time = seconds
+                ratio = seconds / ls_time if ls_time else float("nan")
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+                status = "converged" if info.converged else f"NOT converged ({info.message})"
+                print(
+                    f"{label} {info.iterations:6d} {info.products:8d} {seconds:8.2f} "
+                    f"{ratio:6.2f} {peak / 1e9:8.2f} {rss:7.2f}  {status}",
+                    flush=True,
+                )
+                if seconds > args.time_limit:
+                    limit = args.time_limit
+                    stopped[method] = f"previous size took {seconds:.0f} s > {limit:.0f} s"
+            probe = np.ones(n)
+            t0 = time.perf_counter()
+            probe.copy()
+            copy_ms = 1e3 * (time.perf_counter() - t0)
+            del probe
+            print(
+                f"{'':7s} {n:>11d} (setup: strategy + noisy answers {setup:.1f} s; "
+                f"machine probe: copying one n-vector takes {copy_ms:.0f} ms, "
+                f"load {os.getloadavg()[0]:.1f})"
+            )
+            del m
+            gc.collect()
+
+
+if __name__ == "__main__":
+    main()
