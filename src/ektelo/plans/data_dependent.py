@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..matrix import EMatrix, Identity, Total
+from ..matrix import EMatrix, Identity, Partition, Sparse, Total
+from ..operators import partition as partition_ops
 from ..operators import selection
 from ..operators.strategies_opt import greedy_h as greedy_h_strategy
 from ._registry import register
@@ -140,5 +142,26 @@ def dawa(
     x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
     P = x_red.dawa_partition(eps=eps_part, approximate=approximate, ratio=ratio)  # Private→Public
     groups = x_red.reduce_by_partition(P)  # Private, 1-stable
-    M = greedy_h_strategy(P.num_groups, P.reduce_workload(W_red))  # Public
+    M = _greedy_h_along_order(P, P.reduce_workload(W_red))  # Public
     return estimate([groups.laplace(M, eps=eps_meas)])
+
+
+def _greedy_h_along_order(P: Partition, W_groups: EMatrix) -> EMatrix:
+    """GreedyH's strategy for the workload on DAWA's buckets, its tree built
+    over neighbouring buckets of DAWA's 1-D order.
+
+    For 2-D data that order is the Hilbert curve, but `Partition` numbers
+    groups by their first cell in C order: the buckets are put in curve order
+    by a permutation C ((C·y)[r] = total of the r-th bucket along the curve),
+    GreedyH runs on W C^T and its strategy is applied as M C (same
+    sensitivity: C only permutes columns). For 1-D data the orders agree.
+    """
+    k = P.num_groups
+    if len(P.domain_shape) != 2:
+        return greedy_h_strategy(k, W_groups)
+    along = P.groups[partition_ops.hilbert_order(P.domain_shape)]
+    first = np.full(k, along.size)
+    np.minimum.at(first, along, np.arange(along.size))
+    rank = np.argsort(np.argsort(first))
+    C = Sparse(sp.csr_matrix((np.ones(k), (rank, np.arange(k))), shape=(k, k)))
+    return greedy_h_strategy(k, W_groups @ C.T) @ C
