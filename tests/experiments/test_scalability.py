@@ -55,6 +55,20 @@ def test_sweep_skips_larger_points_after_a_failure():
     assert all(r["label"] == "y" for r in rows)
 
 
+def test_worker_empties_library_memos_before_each_job(monkeypatch):
+    import functools
+    import sys
+    import types
+
+    probe = types.ModuleType("ektelo._memo_probe")
+    probe.square = functools.lru_cache(maxsize=4)(lambda v: v * v)
+    monkeypatch.setitem(sys.modules, "ektelo._memo_probe", probe)
+    probe.square(3)
+    assert probe.square.cache_info().currsize == 1
+    plan_exp._clear_library_caches()
+    assert probe.square.cache_info().currsize == 0
+
+
 # -- the representation switch ---------------------------------------------------------
 def test_represent_materialises_exactly():
     M = selection.hb((256,))

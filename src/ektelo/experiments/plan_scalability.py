@@ -122,6 +122,19 @@ def _reset_peak() -> None:
         pass
 
 
+def _clear_library_caches() -> None:
+    """Empty every memo (`functools.lru_cache`) in ektelo's loaded modules, so
+    each run pays for its own work (e.g. HDMM's memoised strategy), whatever
+    ran before it in the same worker."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "ektelo" or name.startswith("ektelo.")):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear):
+                clear()
+
+
 def _serve(conn: Any, memory_bytes: int) -> None:
     """Worker loop: build a job, say "ready", time it, send the outcome."""
     if memory_bytes > 0:
@@ -142,6 +155,7 @@ def _serve(conn: Any, memory_bytes: int) -> None:
         job: Callable[[], Any] | None = None
         try:
             module, _, name = target.partition(":")
+            _clear_library_caches()
             job = getattr(importlib.import_module(module), name)(*args)
             gc.collect()
             _reset_peak()
@@ -182,7 +196,8 @@ class LimitedRunner:
     is called after the clock stops) is sent back. A job past
     `cpu_limit` CPU seconds (or `wall_factor` times that in wall seconds, as a
     backstop), or whose set-up takes more than `setup_limit` wall seconds, is
-    killed and the worker restarted. Workers use one BLAS thread.
+    killed and the worker restarted. Workers use one BLAS thread, and empty
+    the library's memo caches before each job.
     """
 
     def __init__(
@@ -318,8 +333,8 @@ def sweep(
     Each point runs up to `trials` times (the trial index is the job's last
     argument), stopping early once its runs have used the CPU limit in total.
     Returns one table row per point: status, trials run, mean/std/min CPU
-    seconds, mean wall seconds, peak resident memory (GB), the last run's
-    info and the failure message.
+    seconds, mean wall seconds, peak resident memory (GB), the first run's
+    info (trial 0, comparable across series) and the failure message.
     """
     rows: list[dict[str, Any]] = []
     failed = False
@@ -350,7 +365,7 @@ def sweep(
                 peak_gb=float(np.nanmax([o.peak_gb for o in done]))
                 if not all(math.isnan(o.peak_gb) for o in done)
                 else math.nan,
-                **done[-1].info,
+                **done[0].info,
             )
         elif problem is not None:
             row.update(status=problem.status, trials=0)
