@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy.optimize import nnls
 from scipy.sparse.linalg import lsmr
 
 from ektelo.matrix import (
@@ -20,6 +21,7 @@ from ektelo.matrix import (
     Prefix,
     Product,
     RangeQueries,
+    Suffix,
     Total,
     VStack,
     Wavelet,
@@ -232,6 +234,76 @@ def test_greedy_h_rejects_bad_input() -> None:
 
 
 # -- HDMM: OPT_0 -------------------------------------------------------------------
+
+
+GRAM_WORKLOADS = {
+    "prefix": lambda n: Prefix(n),
+    "weighted_prefix": lambda n: Weighted(Prefix(n), 1.5),
+    "suffix": lambda n: Suffix(n),
+    "identity": lambda n: Identity(n),
+    "total": lambda n: Total(n),
+    "all_range": lambda n: all_range(n),
+    "weighted_all_range": lambda n: Weighted(all_range(n), 0.5),
+    "random_range": lambda n: random_range(n, 2 * n, seed=3),
+    "stacked_ranges": lambda n: VStack([Prefix(n), all_range(n), random_range(n, 4, seed=2)]),
+    "dense": lambda n: Dense(np.random.default_rng(n).normal(size=(3, n))),
+}
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 40])
+@pytest.mark.parametrize("name", sorted(GRAM_WORKLOADS))
+def test_gram_rows_match_the_dense_gram(name: str, n: int, rng: np.random.Generator) -> None:
+    W = GRAM_WORKLOADS[name](n)
+    gram = hd._Gram.of(W)
+    G = W.dense().T @ W.dense()
+    X = rng.normal(size=(5, n))
+    scale = max(1.0, float(np.abs(G).max()))
+    np.testing.assert_allclose(gram.rows(X), X @ G, atol=1e-10 * scale * n)
+    np.testing.assert_allclose(gram.diag, np.diag(G), atol=1e-10 * scale)
+    out = np.empty((5, n))
+    assert gram.rows(X, out) is out  # reused work arrays give the same answer
+    np.testing.assert_allclose(out, X @ G, atol=1e-10 * scale * n)
+
+
+def test_gram_closed_forms_are_chosen() -> None:
+    n = 64
+    assert isinstance(hd._Gram.of(Prefix(n)), hd._PrefixGram)
+    assert isinstance(hd._Gram.of(all_range(n)), hd._AllRangeGram)
+    W = all_range(n)
+    missing_one = RangeQueries(n, W.lower[1:], W.upper[1:])
+    assert not isinstance(hd._Gram.of(missing_one), hd._AllRangeGram)
+    assert isinstance(hd._Gram.of(random_range(4096, 1000, seed=0)), hd._RangeGram)
+
+
+def test_sparse_range_core_matches_dense(rng: np.random.Generator) -> None:
+    # What large attributes of d-D ranges use: weighted intervals, O(n + m) per row.
+    n, m = 50, 30
+    a = rng.integers(0, n, size=m)
+    b = np.minimum(a + rng.integers(0, n, size=m), n - 1)
+    w = rng.uniform(0, 2, size=m)
+    dense = hd._range_gram(n, a, b, w)
+    cover = np.bincount(a, w, n + 1) - np.bincount(b + 1, w, n + 1)
+    gram = hd._RangeGram(n, a, b, w, np.cumsum(cover[:n]))
+    X = rng.normal(size=(4, n))
+    np.testing.assert_allclose(gram.rows(X), X @ dense, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(gram.diag, np.diag(dense), rtol=1e-12)
+
+
+def test_minimise_nonnegative_recovers_nnls(rng: np.random.Generator) -> None:
+    # min ½‖Ax − b‖² over x ≥ 0 has a unique answer; SciPy's NNLS finds it exactly.
+    A = rng.normal(size=(60, 25))
+    b = rng.normal(size=60)
+    expected, _ = nnls(A, b)
+
+    def fun(x: np.ndarray, grad: np.ndarray) -> float:
+        r = A @ x - b
+        grad[:] = A.T @ r
+        return 0.5 * float(r @ r)
+
+    x, f = hd._minimise_nonnegative(fun, np.ones(25), maxiter=2000, rtol=0.0)
+    assert np.all(x >= 0) and np.count_nonzero(expected == 0) > 0  # some bounds bind
+    np.testing.assert_allclose(x, expected, atol=1e-6)
+    assert f == pytest.approx(0.5 * float(np.sum((A @ expected - b) ** 2)), rel=1e-9)
 
 
 def p_identity_dense(theta: np.ndarray) -> np.ndarray:
