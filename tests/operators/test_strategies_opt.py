@@ -353,8 +353,41 @@ def test_hdmm_all_range_beats_identity_and_hierarchies() -> None:
 
 def test_hdmm_is_deterministic_given_seed() -> None:
     W = prefix(24)
-    first, second = (hdmm(W, restarts=1, seed=3) for _ in range(2))
+    first, second = (hd._optimise(W, restarts=1, seed=3).strategy for _ in range(2))
     np.testing.assert_array_equal(first.dense(), second.dense())
+    hd._CACHE.clear()
+    np.testing.assert_array_equal(hdmm(W, restarts=1, seed=3).dense(), first.dense())
+
+
+def test_hdmm_memoises_the_strategy() -> None:
+    hd._CACHE.clear()
+    first = hdmm(prefix(24), seed=0)
+    assert (hd._CACHE.hits, hd._CACHE.misses) == (0, 1)
+    again = hdmm(prefix(24), seed=0)  # an equal workload built anew: same spec
+    assert (hd._CACHE.hits, hd._CACHE.misses) == (1, 1)
+    np.testing.assert_array_equal(again.dense(), first.dense())
+    assert again is not first and again == first  # a fresh copy, equal by value
+    for kwargs in ({"seed": 1}, {"p": 2}, {"restarts": 2}, {"maxiter": 50}):
+        hdmm(prefix(24), **kwargs)  # any other argument misses
+    hdmm(random_range(24, 5, seed=1))  # so does another workload
+    assert (hd._CACHE.hits, hd._CACHE.misses) == (1, 6)
+    hdmm(prefix(24), seed=1)
+    assert hd._CACHE.hits == 2
+
+
+def test_hdmm_memo_is_bounded_and_skips_foreign_workloads() -> None:
+    class Foreign(Identity):  # not one of ektelo.matrix's classes: it has no spec
+        pass
+
+    hd._CACHE.clear()
+    for n in range(2, hd._CACHE_SIZE + 7):
+        hdmm(Identity(n))
+    assert len(hd._CACHE) == hd._CACHE_SIZE
+    assert hd._cache_key(Foreign(4), (None, 1, 0, 1000, 4)) is None
+    assert dense_error(hdmm(Foreign(4)), Identity(4)) == pytest.approx(4.0)
+    assert len(hd._CACHE) == hd._CACHE_SIZE
+    hdmm.cache_clear()  # type: ignore[attr-defined]
+    assert len(hd._CACHE) == 0
 
 
 def test_hdmm_strategy_recovers_the_data(rng: np.random.Generator) -> None:

@@ -54,14 +54,18 @@ and every parametrisation below has ‖A‖₁ = 1, so only the trace is minimis
 `hdmm` runs OPT_0 on a workload without Kronecker structure, OPT_⊗ on one
 with it, and also OPT_M on marginal workloads, returning the candidate of
 least error. Randomness is a NumPy generator seeded by `seed` (public
-computation: the seed only makes the selection reproducible).
+computation: the seed only makes the selection reproducible). Being a
+deterministic function of public inputs, the result is memoised (`hdmm`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +88,7 @@ from ..matrix import (
     Weighted,
 )
 from ..matrix import Diagonal as _Diagonal
+from ..matrix.spec import rebuild, to_spec
 from ._greedy_h import _dense_gram, _range_form
 
 try:  # optional: keeps BLAS single-threaded while optimising (see _blas_single_thread)
@@ -112,6 +117,8 @@ _STALL_WINDOW = 10
 _STALL_RTOL = 3e-4
 _ARMIJO = 1e-4
 _MAX_BACKTRACKS = 40
+# Strategies kept by the memo of `hdmm` (least recently used dropped first).
+_CACHE_SIZE = 32
 
 
 def hdmm(
@@ -151,10 +158,27 @@ def hdmm(
         An implicit strategy with L1 sensitivity 1 (up to rounding) whose row
         space contains the workload's: a p-Identity matrix, a `Kronecker` of
         them, or a `VStack` of weighted marginals.
+
+    Memoised: the strategy is a public, deterministic function of the
+    workload's spec and the arguments, so the results of the last 32 distinct
+    calls are kept (keyed by a digest of `ektelo.matrix.to_spec(workload)` and
+    the arguments) and a repeated call returns at once. Every call returns a
+    fresh copy (`ektelo.matrix.rebuild`), so a caller cannot alter the memo.
+    Workloads with classes foreign to `ektelo.matrix` are not memoised.
+    `hdmm.cache_clear()` empties the memo.
     """
-    return _optimise(
-        workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds
-    ).strategy
+    key = _cache_key(
+        workload,
+        (p if p is None or isinstance(p, int) else tuple(p), restarts, seed, maxiter, rounds),
+    )
+    result = None if key is None else _CACHE.get(key)
+    if result is None:
+        result = _optimise(
+            workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds
+        )
+        if key is not None:
+            _CACHE.put(key, result)
+    return rebuild(result.strategy)
 
 
 @dataclass(frozen=True)
@@ -231,6 +255,84 @@ def _p_per_attribute(p: int | Sequence[int] | None, dims: tuple[int, ...]) -> tu
     if len(values) != len(dims):
         raise ValueError(f"p has {len(values)} entries; the workload has {len(dims)} attributes")
     return tuple(_int_at_least(v, "p", 1) for v in values)
+
+
+# -- Memo of strategies ------------------------------------------------------------
+
+
+class _StrategyCache:
+    """A bounded, thread-safe LRU map from a key to an optimisation result."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._items: OrderedDict[tuple[Any, ...], _Result] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> _Result | None:
+        with self._lock:
+            result = self._items.get(key)
+            if result is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self._items.move_to_end(key)
+            return result
+
+    def put(self, key: tuple[Any, ...], result: _Result) -> None:
+        with self._lock:
+            self._items[key] = result
+            self._items.move_to_end(key)
+            while len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_CACHE = _StrategyCache(_CACHE_SIZE)
+# Like functools.lru_cache's: empties the memo (e.g. to time a first optimisation).
+hdmm.cache_clear = _CACHE.clear  # type: ignore[attr-defined]
+
+
+def _cache_key(workload: EMatrix, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """(digest of the workload's spec, arguments), or None when the workload
+    has no spec (a class foreign to ektelo.matrix) or an argument is unhashable."""
+    try:
+        spec = to_spec(workload)
+        hash(params)
+    except TypeError:
+        return None
+    h = hashlib.blake2b(digest_size=32)
+    for chunk in _spec_chunks(spec):
+        h.update(chunk)
+    return (h.hexdigest(), *params)
+
+
+def _spec_chunks(obj: Any) -> Iterator[bytes]:
+    """An unambiguous byte serialisation of a spec (arrays by dtype, shape and bytes)."""
+    if isinstance(obj, dict):
+        yield b"{%d" % len(obj)
+        for k, v in obj.items():
+            yield from _spec_chunks(k)
+            yield from _spec_chunks(v)
+    elif isinstance(obj, (list, tuple)):
+        yield b"[%d" % len(obj)
+        for v in obj:
+            yield from _spec_chunks(v)
+    elif isinstance(obj, np.ndarray):
+        arr = np.ascontiguousarray(obj)
+        yield f"a{arr.dtype.str}{arr.shape}:".encode()
+        yield arr.tobytes()
+    else:
+        text = repr(obj).encode()
+        yield b"s%d:%s" % (len(text), text)
 
 
 # -- Gram matrices ---------------------------------------------------------------
