@@ -384,10 +384,21 @@ class Hierarchy(EMatrix):
         view_shape.append(G.shape[-1])
         acc_shape.append(G.shape[-1])
         target = _view(G, view_shape)
-        if base is None:
-            target += acc.reshape(acc_shape)
+        spread = acc.reshape(acc_shape)
+        source = None if base is None else base.reshape(view_shape)
+        if view_shape[-1] == 1 and 1 < view_shape[-2] <= 3:
+            # a few children on the contiguous axis: whole strided slices, since
+            # broadcasting over an innermost axis of 2 or 3 runs tiny loops
+            spread = spread[..., 0, :]
+            for i in range(view_shape[-2]):
+                if source is None:
+                    target[..., i, :] += spread
+                else:
+                    np.add(source[..., i, :], spread, out=target[..., i, :])
+        elif source is None:
+            target += spread
         else:
-            np.add(base.reshape(view_shape), acc.reshape(acc_shape), out=target)
+            np.add(source, spread, out=target)
 
     # -- breadth-first order of a depth ------------------------------------------------
     def _plan(self, t: int, pre: int, post: int) -> tuple[list[int], list[int]] | None:
@@ -429,7 +440,8 @@ class Hierarchy(EMatrix):
     def _order_keys(self, t: int) -> np.ndarray:
         """Flat C-order indices of the depth-t inner nodes in breadth-first order,
         by sorting mixed-radix keys: the digits of depth 1 (axis 0, …, d − 1),
-        then of depth 2, …; a digit is a part's index among its parent's."""
+        then of depth 2, …; a digit is a part's index among its parent's.
+        O(parts of the axes + M log M) for M inner nodes at depth t."""
         radix = [[ax.radix[u] for ax in self._axes] for u in range(t)]
         if math.prod(r for row in radix for r in row) >= 2**62:
             raise ValueError("the tree is too deep to order its nodes")
@@ -440,14 +452,12 @@ class Hierarchy(EMatrix):
 
             return place
 
-        keys = np.zeros(1, dtype=np.int64)
-        for a, ax in enumerate(self._axes):
-            keys = np.add.outer(keys, ax.segments(t, place=place_for(a))[2])
-        keys = keys.reshape(-1)
-        flat = np.arange(keys.size, dtype=np.int64)
+        grid = tuple(ax.count[t] for ax in self._axes)
         mask = self._singles(t)
-        if mask is not None:
-            keys, flat = keys[mask], flat[mask]
+        flat = np.arange(math.prod(grid), dtype=np.int64) if mask is None else np.flatnonzero(mask)
+        keys = np.zeros(flat.size, dtype=np.int64)
+        for a, i in enumerate(np.unravel_index(flat, grid)):
+            keys += self._axes[a].segments(t, place=place_for(a))[2][i]
         return flat[np.argsort(keys, kind="stable")]
 
     def _emit(self, S: np.ndarray, t: int, rows: np.ndarray) -> None:
