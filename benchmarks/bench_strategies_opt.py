@@ -1,24 +1,31 @@
 """Benchmark of the workload-adaptive strategies (operators.strategies_opt).
 
-Prints three tables:
+Prints three tables (four with --tradeoff):
 
 1. GreedyH: selection time and peak traced memory at n = 1024, 4096, 16384
    for Prefix and RandomRange(1000), with the expected error per query at
    ε = 1 of GreedyH, the unweighted binary hierarchy H2 and Identity.
 2. GreedyH's local objectives (canonical / damped / reference / exact local
    error / uniform H2), each evaluated exactly, to back `_greedy_h`'s choice.
-3. HDMM: optimisation time for Prefix(1024), Prefix(4096) and two 2-D
-   256×256 range workloads, with the same error comparison.
+3. HDMM with its default parameters on Prefix(1024), Prefix(4096),
+   RandomRange(1000) at n = 4096 and two 2-D 256×256 range workloads: wall
+   and CPU time of the first optimisation, CPU time of a memoised repeat, the
+   same error comparison, and the figures measured before the OPT_0 rework.
+4. (--tradeoff) OPT_0's error against time for p = 16 … 128 and 1 or 2
+   restarts, which backs `hdmm`'s defaults.
 
 Expected error per query at ε = 1 is the Laplace matrix-mechanism formula
 2·‖A‖₁²·tr(W (AᵀA)⁺ Wᵀ) / m (m workload queries), computed exactly from the
 operators' own structure (no dense n×n inverse at these sizes).
 
-Run: .venv/bin/python benchmarks/bench_strategies_opt.py [--quick]
-(--quick skips HDMM on Prefix(4096), which takes minutes.)
+Run: .venv/bin/python benchmarks/bench_strategies_opt.py [--quick] [--hdmm-only]
+[--tradeoff]   (--quick leaves out HDMM's two n = 4096 workloads.)
 
-OpenBLAS threads are pinned to 1 (unless set): L-BFGS-B and the small dense
-products in HDMM are 10-40x slower with multi-threaded BLAS on a busy machine.
+CPU time (time.process_time) is printed beside wall time: on a shared, busy
+machine the wall time also counts waiting for a core. OpenBLAS threads are
+pinned to 1 (unless set): with multi-threaded BLAS on a busy machine HDMM's
+small and mid-sized products were measured 10-300x slower. `hdmm` itself pins
+BLAS to one thread while optimising when threadpoolctl is installed.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import numpy as np
 from ektelo.matrix import EMatrix, Kronecker
 from ektelo.operators import _greedy_h as gh
 from ektelo.operators import _hdmm as hd
-from ektelo.operators.strategies_opt import greedy_h
+from ektelo.operators.strategies_opt import greedy_h, hdmm
 from ektelo.workload import all_range, prefix, random_range
 
 TARGET_SECONDS = 0.5  # GreedyH at n = 4096
@@ -158,19 +165,37 @@ def hierarchy_ranges_trace(W: EMatrix) -> float:
     return float(total.sum())
 
 
-def hdmm_table(quick: bool) -> None:
-    print("HDMM (restarts = 1, seed 0): optimisation time and error per query (ε = 1)")
-    head = (
-        f"{'workload':<28}{'method':>9}{'time s':>9}{'HDMM':>12}{'H2':>12}"
-        f"{'Identity':>12}{'vs H2':>7}{'vs I':>7}"
-    )
-    print(head)
-    print("-" * len(head))
+# HDMM before the OPT_0 rework (commit c32a1db: SciPy's L-BFGS-B to its own
+# tolerance, p = n/16, Grams applied through the workload's operators, no
+# memo), restarts = 1, seed 0, one BLAS thread, on the same busy 2-core
+# machine: (CPU s, wall s, error per query at ε = 1); None where not measured
+# (Prefix(4096): only the wall time of a run with restarts = 2 is known).
+BEFORE: dict[str, tuple[float | None, float | None, float | None]] = {
+    "Prefix(1024)": (8.2, 63.1, 91.47),
+    "Prefix(4096)": (None, 1229.0, None),
+    "RandomRange(1000) 4096": (None, None, None),
+    "AllRange⊗AllRange 256×256": (0.9, 5.8, 2107.5),
+    "RandomRange 256×256 (1000)": (0.5, 2.9, 2720.4),
+}
+
+
+def optional(value: float | None, width: int, spec: str) -> str:
+    return f"{'n/a':>{width}}" if value is None else f"{value:>{width}{spec}}"
+
+
+def hdmm_cases(quick: bool) -> list[tuple[str, EMatrix, Callable[[EMatrix], float]]]:
     cases: list[tuple[str, EMatrix, Callable[[EMatrix], float]]] = [
         ("Prefix(1024)", prefix(1024), lambda W: gh._hierarchy_error(1024, W)),
     ]
     if not quick:
-        cases.append(("Prefix(4096)", prefix(4096), lambda W: gh._hierarchy_error(4096, W)))
+        cases += [
+            ("Prefix(4096)", prefix(4096), lambda W: gh._hierarchy_error(4096, W)),
+            (
+                "RandomRange(1000) 4096",
+                random_range(4096, 1000),
+                lambda W: gh._hierarchy_error(4096, W),
+            ),
+        ]
     cases += [
         (
             "AllRange⊗AllRange 256×256",
@@ -179,28 +204,92 @@ def hdmm_table(quick: bool) -> None:
         ),
         ("RandomRange 256×256 (1000)", random_range((256, 256), 1000), hierarchy_ranges_trace),
     ]
-    for name, W, h2_trace in cases:
-        result, secs = timed(lambda W=W: hd._optimise(W, restarts=1, seed=0))
+    return cases
+
+
+def hdmm_table(quick: bool) -> None:
+    print("HDMM, default parameters (p = min(n/16, 64), restarts = 1, seed 0):")
+    print("first optimisation, then the memoised repeat; error per query at ε = 1")
+    print(f"threadpoolctl installed (BLAS pinned to 1 thread inside hdmm): {threadpoolctl_found()}")
+    head = (
+        f"{'workload':<28}{'method':>9}{'wall s':>9}{'cpu s':>8}{'memo ms':>9}{'HDMM':>11}"
+        f"{'H2':>11}{'Identity':>11}{'vs H2':>7}{'vs I':>7}   before: {'cpu s':>7}{'wall s':>8}"
+        f"{'HDMM':>11}"
+    )
+    print(head)
+    print("-" * len(head))
+    for name, W, h2_trace in hdmm_cases(quick):
+        hdmm.cache_clear()  # type: ignore[attr-defined]
+        c, w = time.process_time(), time.perf_counter()
+        hdmm(W)
+        wall, cpu = time.perf_counter() - w, time.process_time() - c
+        _, memo_cpu = cpu_timed(lambda W=W: hdmm(W), repeat=3)
+        (result,) = hd._CACHE._items.values()  # the one optimisation just memoised
         m = W.shape[0]
-        err = per_query(result.error, m)  # type: ignore[attr-defined]
+        err = per_query(result.error, m)
         h2 = per_query(h2_trace(W), m)
         ident = per_query(identity_trace(W), m)
-        method = result.method  # type: ignore[attr-defined]
+        b_cpu, b_wall, b_err = BEFORE[name]
         print(
-            f"{name:<28}{method:>9}{secs:>9.2f}{err:>12.4g}{h2:>12.4g}"
-            f"{ident:>12.4g}{err / h2:>7.2f}{err / ident:>7.2f}",
+            f"{name:<28}{result.method:>9}{wall:>9.2f}{cpu:>8.2f}{memo_cpu * 1e3:>9.1f}"
+            f"{err:>11.4g}{h2:>11.4g}{ident:>11.4g}{err / h2:>7.3f}{err / ident:>7.3f}"
+            f"           {optional(b_cpu, 7, '.1f')}{optional(b_wall, 8, '.1f')}"
+            f"{optional(b_err, 11, '.4g')}",
             flush=True,
         )
+    hdmm.cache_clear()  # type: ignore[attr-defined]
     print()
+
+
+def tradeoff_table() -> None:
+    """Error against time for OPT_0's p and restarts (backs `hdmm`'s defaults)."""
+    print("OPT_0 trade-off: p and restarts (seed 0), error per query at ε = 1")
+    head = (
+        f"{'workload':<24}{'p':>5}{'restarts':>9}{'wall s':>9}{'cpu s':>8}{'HDMM':>11}{'vs H2':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    for n, name, W in (
+        (1024, "Prefix(1024)", prefix(1024)),
+        (4096, "Prefix(4096)", prefix(4096)),
+        (4096, "RandomRange(1000) 4096", random_range(4096, 1000)),
+    ):
+        m = W.shape[0]
+        h2 = per_query(gh._hierarchy_error(n, W), m)
+        for p in (16, 32, 64, 128, 256):
+            if p > n // 16:
+                continue
+            for restarts in (1, 2):
+                c, w = time.process_time(), time.perf_counter()
+                result = hd._optimise(W, p=p, restarts=restarts, seed=0)
+                wall, cpu = time.perf_counter() - w, time.process_time() - c
+                err = per_query(result.error, m)
+                print(
+                    f"{name:<24}{p:>5}{restarts:>9}{wall:>9.2f}{cpu:>8.2f}{err:>11.4g}"
+                    f"{err / h2:>7.3f}",
+                    flush=True,
+                )
+    print()
+
+
+def threadpoolctl_found() -> bool:
+    return hd._threadpool_limits is not None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="skip HDMM on Prefix(4096)")
+    parser.add_argument("--quick", action="store_true", help="HDMM on the smaller workloads only")
+    parser.add_argument(
+        "--tradeoff", action="store_true", help="also HDMM's error against time for p, restarts"
+    )
+    parser.add_argument("--hdmm-only", action="store_true", help="skip the GreedyH tables")
     args = parser.parse_args()
-    greedy_table()
-    local_objective_table()
+    if not args.hdmm_only:
+        greedy_table()
+        local_objective_table()
     hdmm_table(args.quick)
+    if args.tradeoff:
+        tradeoff_table()
 
 
 if __name__ == "__main__":
