@@ -271,9 +271,9 @@ class Hierarchy(EMatrix):
             grid = np.maximum.outer(grid, arr)
         return grid.reshape(-1)
 
-    def _boundaries(self, axis: int, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """(child counts, first child) of the parts of depth t on `axis`, at the
-        one depth per axis where the counts differ: O(side) numbers, computed
+    def _child_counts(self, axis: int, t: int) -> np.ndarray:
+        """Children of each part of depth t on `axis`, at the one depth per axis
+        where their numbers differ: one byte per part (for b < 256), computed
         once and shared with the transpose."""
         cache = self.__dict__.get("_cache_parts")
         if cache is None:
@@ -281,11 +281,9 @@ class Hierarchy(EMatrix):
         key = (axis, t)
         if key not in cache:
             counts = self._axes[axis].child_counts(t)
-            first = np.cumsum(counts) - counts
-            small = counts.astype(np.uint8 if self.branching < 256 else np.int64)
-            first.setflags(write=False)
-            small.setflags(write=False)
-            cache[key] = (small, first)
+            counts = counts.astype(np.uint8 if self.branching < 256 else np.int64)
+            counts.setflags(write=False)
+            cache[key] = counts
         return cache[key]
 
     # -- application --------------------------------------------------------------
@@ -311,7 +309,9 @@ class Hierarchy(EMatrix):
             if k is not None:
                 S = _group_sum(S, 1 + a, k)
             else:
-                S = np.add.reduceat(S, self._boundaries(a, t)[1], axis=1 + a)
+                counts = self._child_counts(a, t)
+                first = np.cumsum(counts, dtype=np.intp) - counts
+                S = np.add.reduceat(S, first, axis=1 + a)
         return S
 
     def _sums(self, T: np.ndarray) -> np.ndarray:
@@ -377,7 +377,7 @@ class Hierarchy(EMatrix):
         for a, ax in enumerate(self._axes):
             k = ax.k[t]
             if k is None:
-                acc = np.repeat(acc, self._boundaries(a, t)[0], axis=1 + a)
+                acc = np.repeat(acc, self._child_counts(a, t), axis=1 + a)
                 k = 1
             view_shape += [G.shape[1 + a] // k, k]
             acc_shape += [acc.shape[1 + a], 1]
@@ -433,7 +433,7 @@ class Hierarchy(EMatrix):
         inner = np.zeros(1, dtype=bool)
         for a, ax in enumerate(self._axes):
             k = ax.k[t]
-            axis_inner = self._boundaries(a, t)[0] > 1 if k is None else np.full(ax.count[t], k > 1)
+            axis_inner = self._child_counts(a, t) > 1 if k is None else np.full(ax.count[t], k > 1)
             inner = np.logical_or.outer(inner, axis_inner)
         return inner.reshape(-1)
 
