@@ -1,39 +1,75 @@
-"""Build time, memory and one matvec of the hierarchical and grid strategies.
+"""Build time, memory and products of the hierarchical and grid strategies,
+and least-squares inference on HB measurements.
 
-Prints, for 1-D n = 2^24 and 2-D 4096×4096 (or smaller with --small):
+Part 1 — strategies at 1-D n = 2^24 and 2-D 4096×4096 (2^16 and 256×256 with
+--small). For each:
 
-* build    — wall time of the selection call (target: < 0.5 s);
-* peak MB  — tracemalloc peak during the build, i.e. what the strategy
-             stores (target: O(1) beyond the data vector, 128 MB at 2^24);
-* sens     — time of the L1 sensitivity the kernel computes;
-* matvec   — time of the first (and a second) M·x; the first also builds the
-             cached corner matrix of any RangeQueries block;
-* rows / stored — number of queries and the bytes held by the object.
+* build      — wall and CPU seconds of the selection call (target < 0.5 s);
+* peak MB    — tracemalloc peak during the build (target: O(1), i.e. ≈ 0);
+* stored KB  — bytes of the arrays the object holds (parameters only);
+* sens s     — the L1 sensitivity the kernel computes;
+* mv, rmv    — wall/CPU seconds of M·x and Mᵀ·y (the first call also fills
+               any one-time cache), beside `1 pass`, the time of x·2 on the
+               same vector (target: a small constant times one pass);
+* mv MB      — tracemalloc peak of one M·x, the output included.
 
-The last rows show, for comparison, hierarchies written as a VStack of
-per-level Kronecker products Identity(bᵗ) ⊗ Total(n/bᵗ) — exact when every
-side is a power of b — which store O(log n) numbers instead of O(#nodes)
-corners. This is a script that prints; it asserts nothing.
+`--old` adds, for comparison, the form the selection operators built before
+`Hierarchy`: VStack([Identity, RangeQueries(corners)]) (per-level Weighted
+blocks for the geometric QuadTree).
 
-    .venv/bin/python benchmarks/bench_selection.py [--small] [--only NAME]
+Part 2 — LS inference (`inference.least_squares`, LSMR) on one HB measurement
+taken through the kernel, `ektelo.protect(x, epsilon=1, seed=0).laplace(
+selection.hb(n), eps=1)`, x ~ Poisson(50), each size in a fresh process (so
+its max RSS is its own): n = 2^20, 2^24 (target < 6 s) and 10^8 (target
+< 60 s and 8 GB; skipped when the machine has too little free memory).
+`measure` is the kernel call (rebuild, sensitivity, answers, noise); `LS` the
+solve alone. On a shared, loaded machine compare CPU seconds first.
+
+    .venv/bin/python benchmarks/bench_selection.py [--small] [--only NAME] [--old]
+        [--ls 20 24 1e8 | --no-ls]
+
+This script prints; it asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
+import os
+import resource
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ektelo.matrix import EMatrix, Identity, Kronecker, Total, VStack
+from ektelo.matrix import EMatrix, Identity, VStack, Weighted
 from ektelo.operators import selection as sel
 
 
-def stored_bytes(M: EMatrix) -> int:
+def timed(f: Callable[[], Any]) -> tuple[Any, float, float]:
+    """(result, wall seconds, CPU seconds) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = f()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def traced_peak(f: Callable[[], Any]) -> tuple[Any, float]:
+    """(result, tracemalloc peak in MB) of one call."""
+    gc.collect()
+    tracemalloc.start()
+    out = f()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, peak / 1e6
+
+
+def stored_bytes(M: Any) -> int:
     """Bytes of the numpy arrays an expression holds (corners, caches, ...)."""
     seen: set[int] = set()
 
@@ -47,6 +83,8 @@ def stored_bytes(M: EMatrix) -> int:
             return sum(walk(getattr(obj, k)) for k in ("data", "indices", "indptr"))
         if isinstance(obj, (list, tuple)):
             return sum(walk(x) for x in obj)
+        if isinstance(obj, dict):
+            return sum(walk(x) for x in obj.values())
         if isinstance(obj, EMatrix):
             return sum(walk(v) for v in vars(obj).values())
         return 0
@@ -54,110 +92,192 @@ def stored_bytes(M: EMatrix) -> int:
     return walk(M)
 
 
-def kron_levels(dims: tuple[int, ...], b: int, first: int) -> EMatrix:
-    """Levels first..k of the b-ary tree on a power-of-b domain, as Kroneckers."""
-    k = round(math.log(dims[0], b))
-    blocks: list[EMatrix] = []
-    for t in range(first, k + 1):
-        if t == k:
-            blocks.append(Identity(math.prod(dims)))
-            continue
-        factors: list[EMatrix] = []
-        for s in dims:
-            factors += [Identity(b**t), Total(s // b**t)]
-        blocks.append(Kronecker(factors))
-    return VStack(blocks)
+# -- the previous form (for --old) ---------------------------------------------------------
+def old_hierarchy(dims: tuple[int, ...], b: int, root: bool) -> EMatrix:
+    tree = sel._grow(dims, b)
+    inner = [lv for lv in tree.inner[0 if root else 1 :] if lv[0][0].size]
+    return VStack([Identity(math.prod(dims)), sel._union(dims, inner)])
 
 
-def is_power_case(name: str, n: int, side: int, b2: int | None) -> bool:
-    """The Kronecker-level form is exact only when every side is a power of b."""
-
-    def power(size: int, b: int) -> bool:
-        return b ** round(math.log(size, b)) == size
-
-    if "hb(" in name and "x" in name.split("hb(")[1].split(")")[0]:
-        return b2 is not None and power(side, b2)
-    if "hb(" in name:
-        return power(n, 16)
-    return power(n, 2) and power(side, 2)
+def old_quadtree(dims: tuple[int, int]) -> EMatrix:
+    """The geometric QuadTree as per-level Weighted blocks (power-of-2 squares)."""
+    tree = sel._grow(dims, 2)
+    levels = [sel._union(dims, [tree.inner[t]]) for t in range(tree.height)]
+    levels.append(Identity(math.prod(dims)))
+    weights = sel._geometric_weights(tree.height)
+    return VStack([Weighted(M, w) for w, M in zip(weights, levels, strict=True)])
 
 
-def measure(name: str, build: Callable[[], EMatrix], x: np.ndarray) -> None:
+# -- part 1 ------------------------------------------------------------------------------
+HEADER = (
+    f"{'strategy':<36} {'build s wall/cpu':>16} {'peak MB':>8} {'stored KB':>9} {'sens s':>7}"
+    f" {'mv s wall/cpu':>14} {'rmv s wall/cpu':>14} {'1 pass':>11} {'mv MB':>7} {'rows':>11}"
+)
+
+
+def measure(name: str, build: Callable[[], EMatrix], rng: np.random.Generator) -> None:
     gc.collect()
-    start = time.perf_counter()
-    M = build()
-    t_build = time.perf_counter() - start
+    M, b_wall, b_cpu = timed(build)
     del M
-    gc.collect()
-    tracemalloc.start()
-    M = build()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    start = time.perf_counter()
-    sens = M.sensitivity()
-    t_sens = time.perf_counter() - start
-    start = time.perf_counter()
-    M.matvec(x)
-    t_mv1 = time.perf_counter() - start
-    start = time.perf_counter()
-    M.matvec(x)
-    t_mv2 = time.perf_counter() - start
+    M, peak = traced_peak(build)
+    _, s_wall, _ = timed(lambda: M.sensitivity())
+    x = rng.random(M.shape[1])
+    y = rng.random(M.shape[0])
+    _, mv_wall, mv_cpu = timed(lambda: M.matvec(x))
+    _, rmv_wall, rmv_cpu = timed(lambda: M.rmatvec(y))
+    _, mv2_wall, mv2_cpu = timed(lambda: M.matvec(x))  # after any one-time cache
+    _, rmv2_wall, rmv2_cpu = timed(lambda: M.rmatvec(y))
+    _, p_wall, p_cpu = timed(lambda: x * 2.0)
+    _, mv_peak = traced_peak(lambda: M.matvec(x))
     print(
-        f"{name:<34} {t_build:8.3f} {peak / 1e6:9.1f} {t_sens:7.3f} {t_mv1:8.3f} {t_mv2:8.3f}"
-        f" {M.shape[0]:>11,} {stored_bytes(M) / 1e6:9.1f}  sens={sens:g}",
+        f"{name:<36} {b_wall:7.3f}/{b_cpu:<8.3f} {peak:8.1f} {stored_bytes(M) / 1e3:9.1f}"
+        f" {s_wall:7.3f} {min(mv_wall, mv2_wall):6.3f}/{min(mv_cpu, mv2_cpu):<7.3f}"
+        f" {min(rmv_wall, rmv2_wall):6.3f}/{min(rmv_cpu, rmv2_cpu):<7.3f}"
+        f" {p_wall:5.3f}/{p_cpu:<5.3f} {mv_peak:7.0f} {M.shape[0]:>11,}"
+        f"  sens={M.sensitivity():g} {type(M).__name__}",
         flush=True,
     )
-    del M
-    gc.collect()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="2^16 and 256×256 instead")
-    parser.add_argument("--only", default="", help="run the cases whose name contains this")
-    args = parser.parse_args()
+def strategies(args: argparse.Namespace) -> None:
     n = 2**16 if args.small else 2**24
     side = 256 if args.small else 4096
     grid = (side, side)
     records, eps = 10**6, 1.0
     b1, b2 = sel.hb_branching(n), sel.hb_branching(grid)
-
     rng = np.random.default_rng(0)
     L1 = sel.ag_first_level(grid, records, eps)
     counts = rng.poisson(records / L1.shape[0], size=L1.shape[0]).astype(float)
 
-    cases: list[tuple[str, Callable[[], EMatrix], int]] = [
-        (f"h2({n})", lambda: sel.h2(n), n),
-        (f"hb({n})  b={b1}", lambda: sel.hb(n), n),
-        (f"wavelet({n})", lambda: sel.wavelet(n), n),
-        (f"hb({side}x{side})  b={b2}", lambda: sel.hb(grid), side * side),
-        (f"h2({side}x{side})", lambda: sel.h2(grid), side * side),
-        (f"quadtree({side}x{side}) geometric", lambda: sel.quadtree(grid), side * side),
-        (f"wavelet({side}x{side})", lambda: sel.wavelet(grid), side * side),
-        (
-            f"uniform_grid N={records:g} eps={eps:g}",
-            lambda: sel.uniform_grid(grid, records, eps),
-            side * side,
-        ),
-        ("ag_first_level", lambda: sel.ag_first_level(grid, records, eps), side * side),
-        ("ag_second_level", lambda: sel.ag_second_level(grid, L1, counts, eps), side * side),
-        (f"stripe({side}x{side}, 0, hb)", lambda: sel.stripe(grid, 0, sel.hb), side * side),
-        (f"[kron levels] h2({n})", lambda: kron_levels((n,), 2, 0), n),
-        (f"[kron levels] hb({n}) b=16", lambda: kron_levels((n,), 16, 1), n),
-        (f"[kron levels] quadtree({side}x{side})", lambda: kron_levels(grid, 2, 0), side * side),
-        (f"[kron levels] hb({side}x{side}) b={b2}", lambda: kron_levels(grid, b2, 1), side * side),
+    cases: list[tuple[str, Callable[[], EMatrix]]] = [
+        (f"h2({n})", lambda: sel.h2(n)),
+        (f"hb({n})  b={b1}", lambda: sel.hb(n)),
+        (f"h2({side}x{side})", lambda: sel.h2(grid)),
+        (f"hb({side}x{side})  b={b2}", lambda: sel.hb(grid)),
+        (f"quadtree({side}x{side}) geometric", lambda: sel.quadtree(grid)),
+        (f"h2({n - 1}) uneven parts", lambda: sel.h2(n - 1)),
+        (f"quadtree({side - 3}x{side + 5}) uneven", lambda: sel.quadtree((side - 3, side + 5))),
+        (f"wavelet({n})", lambda: sel.wavelet(n)),
+        (f"wavelet({side}x{side})", lambda: sel.wavelet(grid)),
+        (f"uniform_grid N={records:g} eps={eps:g}", lambda: sel.uniform_grid(grid, records, eps)),
+        ("ag_first_level", lambda: sel.ag_first_level(grid, records, eps)),
+        ("ag_second_level", lambda: sel.ag_second_level(grid, L1, counts, eps)),
+        (f"stripe({side}x{side}, 0, hb)", lambda: sel.stripe(grid, 0, sel.hb)),
     ]
-    print(
-        f"{'strategy':<34} {'build s':>8} {'peak MB':>9} {'sens s':>7} {'mv1 s':>8} {'mv2 s':>8}"
-        f" {'rows':>11} {'stored MB':>9}"
-    )
-    for name, build, size in cases:
+    if args.old:
+        cases += [
+            (f"[old VStack] h2({n})", lambda: old_hierarchy((n,), 2, True)),
+            (f"[old VStack] hb({n})", lambda: old_hierarchy((n,), b1, False)),
+            (f"[old VStack] hb({side}x{side})", lambda: old_hierarchy(grid, b2, False)),
+            (f"[old VStack] quadtree({side}x{side})", lambda: old_quadtree(grid)),
+        ]
+    print(HEADER)
+    for name, build in cases:
         if args.only and args.only not in name:
             continue
-        if name.startswith("[kron") and not is_power_case(name, n, side, b2):
+        measure(name, build, rng)
+
+
+# -- part 2 ------------------------------------------------------------------------------
+def ls_worker(n: int) -> None:
+    """One LS run in this (fresh) process; prints one JSON line."""
+    import ektelo
+    from ektelo.operators import inference
+
+    truth = np.random.default_rng(0).poisson(50, n).astype(np.float64)
+    M, build_wall, build_cpu = timed(lambda: sel.hb(n))
+
+    def measure_hb() -> Any:
+        return ektelo.protect(truth, epsilon=1.0, seed=0).laplace(M, eps=1.0)
+
+    m, meas_wall, meas_cpu = timed(measure_hb)
+    gc.collect()
+    (x_hat, info), ls_wall, ls_cpu = timed(lambda: inference.least_squares([m], return_info=True))
+    rmse = float(np.sqrt(np.mean((x_hat - truth) ** 2)))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    print(
+        json.dumps(
+            {
+                "n": n,
+                "b": M.branching,
+                "rows": M.shape[0],
+                "build": [build_wall, build_cpu],
+                "measure": [meas_wall, meas_cpu],
+                "ls": [ls_wall, ls_cpu],
+                "iterations": info.iterations,
+                "products": info.products,
+                "converged": info.converged,
+                "rmse": rmse,
+                "noise_scale": m.noise_scale,
+                "max_rss_gb": rss / 1e9,
+            }
+        ),
+        flush=True,
+    )
+
+
+def free_memory() -> float:
+    """MemAvailable in bytes (Linux), or infinity when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return math.inf
+
+
+def parse_size(text: str) -> int:
+    value = float(text)
+    return int(2**value) if value < 64 else int(value)
+
+
+def inference_runs(sizes: list[int]) -> None:
+    print(
+        f"\nLS on HB through the kernel (targets: 2^24 < 6 s; 10^8 < 60 s, 8 GB)\n"
+        f"{'n':>11} {'b':>3} {'rows':>12} {'build s':>7} {'measure s wall/cpu':>18}"
+        f" {'LS s wall/cpu':>15} {'iters':>5} {'products':>8} {'rmse':>7} {'max RSS GB':>10}"
+    )
+    for n in sizes:
+        need = 8.0 * n * 11  # x, kernel copy, answers, LSMR's vectors: ≈ 11 floats per cell
+        if need > free_memory():
+            print(f"{n:>11,} skipped: needs about {need / 1e9:.1f} GB, "
+                  f"{free_memory() / 1e9:.1f} GB free")  # fmt: skip
             continue
-        x = rng.random(size)
-        measure(name, build, x)
+        cmd = [sys.executable, os.path.abspath(__file__), "--ls-worker", str(n)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        if done.returncode != 0 or not lines:
+            print(f"{n:>11,} failed: {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        r = json.loads(lines[-1])
+        print(
+            f"{r['n']:>11,} {r['b']:>3} {r['rows']:>12,} {r['build'][0]:7.3f}"
+            f" {r['measure'][0]:8.2f}/{r['measure'][1]:<8.2f}"
+            f" {r['ls'][0]:7.2f}/{r['ls'][1]:<7.2f} {r['iterations']:>5} {r['products']:>8}"
+            f" {r['rmse']:7.2f} {r['max_rss_gb']:10.2f}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="2^16 and 256×256 instead")
+    parser.add_argument("--only", default="", help="run the strategies whose name contains this")
+    parser.add_argument("--old", action="store_true", help="also the previous VStack forms")
+    parser.add_argument("--ls", nargs="*", default=["20", "24", "1e8"], help="LS sizes")
+    parser.add_argument("--no-ls", action="store_true", help="skip the inference runs")
+    parser.add_argument("--no-strategies", action="store_true", help="inference runs only")
+    parser.add_argument("--ls-worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ls_worker:
+        ls_worker(args.ls_worker)
+        return
+    if not args.no_strategies:
+        strategies(args)
+    if not args.no_ls:
+        inference_runs([parse_size(s) for s in args.ls])
 
 
 if __name__ == "__main__":
