@@ -380,7 +380,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from . import experiments
 
-    experiments.run(args.name, out=Path(args.out), trials=args.trials, quick=args.quick)
+    only = None if args.only is None else tuple(a for a in args.only.split(",") if a.strip())
+    experiments.run(
+        args.name,
+        out=Path(args.out),
+        trials=args.trials,
+        quick=args.quick,
+        only=only,
+        dims=args.dims,
+    )
     return 0
 
 
@@ -415,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--out", default="out", help="output directory (default: out)")
     exp.add_argument("--trials", type=int, default=None, help="number of trials")
     exp.add_argument("--quick", action="store_true", help="reduced version (minutes)")
+    exp.add_argument("--only", help="dpbench: run only these algorithms (ALGO[,ALGO])")
+    exp.add_argument("--dims", type=int, choices=(1, 2), help="dpbench: only 1-D or 2-D")
     exp.set_defaults(func=cmd_experiment)
     return parser
 

@@ -97,3 +97,42 @@ def test_dpbench_quick(tmp_path):
     assert len(summary) == n_algos
     assert set(summary.verdict) <= {"pass", "FAIL"}
     assert np.all((summary.ratio_gmean > 0.2) & (summary.ratio_gmean < 5))
+
+
+def test_select_subsets_by_label_and_dims():
+    chosen = dpbench.select(["dawa", "MWEM"], dims=2)
+    assert list(chosen) == [2]
+    assert [a.label for a in chosen[2]] == ["DAWA", "MWEM"]  # not "DAWA[ρ=0.25]"
+    both = dpbench.select(["DAWA"])
+    assert [a.label for a in both[1]] == ["DAWA"] and [a.label for a in both[2]] == ["DAWA"]
+    everything = dpbench.select()
+    assert sum(map(len, everything.values())) == sum(len(a.dims) for a in dpbench.ALGORITHMS)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        dpbench.select(["NoSuchAlgo"])
+    with pytest.raises(ValueError, match="runs in 2-D"):
+        dpbench.select(["AHP"], dims=2)
+    with pytest.raises(ValueError, match="dims"):
+        dpbench.select(dims=3)
+
+
+def test_only_is_refused_by_experiments_without_subsets(tmp_path):
+    with pytest.raises(ValueError, match="takes no option only"):
+        ektelo.experiments.run("census", out=tmp_path, quick=True, only=("HB",))
+
+
+@needs_data
+def test_dpbench_subset_from_the_command_line(tmp_path, capsys):
+    from ektelo.cli import main
+
+    code = main(
+        ["experiment", "dpbench", "--quick", "--only", "Uniform,Identity", "--dims", "2",
+         "--out", str(tmp_path)]
+    )
+    assert code == 0
+    table = pd.read_csv(tmp_path / "dpbench.csv")
+    assert set(table.algorithm) == {"Uniform", "Identity"} and set(table.dims) == {2}
+    assert set(table.dataset) == {"ADULT-2D", "MDSALARY-OVERT"}
+    summary = pd.read_csv(tmp_path / "dpbench_summary.csv")
+    assert sorted(summary.algorithm) == ["Identity", "Uniform"]
+    printed = capsys.readouterr().out
+    assert "Uniform" in printed and "pass" in printed

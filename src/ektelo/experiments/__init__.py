@@ -1,5 +1,6 @@
 """The paper's experiments (εktelo §10), reproducible from the command line:
-`ektelo experiment <name> [--out DIR] [--trials N] [--quick]`.
+`ektelo experiment <name> [--out DIR] [--trials N] [--quick]` (dpbench also
+takes `--only ALGO[,ALGO]` and `--dims 1|2` to run a subset).
 
 Each experiment module registers a function `(out: Path, trials: int | None,
 quick: bool) -> pandas.DataFrame` that shows progress, prints its table next
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from .common import EXPERIMENTS
+from .common import EXPERIMENTS, OPTIONS
 
 __all__ = ["EXPERIMENTS", "names", "run"]
 
@@ -33,12 +35,22 @@ def names() -> list[str]:
     return sorted(_MODULES)
 
 
-def run(name: str, *, out: Path, trials: int | None = None, quick: bool = False) -> pd.DataFrame:
-    """Run experiment `name`, writing its CSV and PNG to `out`."""
+def run(
+    name: str, *, out: Path, trials: int | None = None, quick: bool = False, **options: Any
+) -> pd.DataFrame:
+    """Run experiment `name`, writing its CSV and PNG to `out`.
+
+    options: extra keyword options of that experiment (None values are
+    dropped), e.g. dpbench's ``only=("DAWA", "MWEM")`` and ``dims=2``.
+    """
     if name not in _MODULES:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(names())}")
     if trials is not None and trials < 1:
         raise ValueError(f"--trials must be a positive integer, got {trials}")
     importlib.import_module(f".{_MODULES[name]}", __name__)
+    given = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(given) - set(OPTIONS[name]))
+    if unknown:
+        raise ValueError(f"experiment {name!r} takes no option {', '.join(unknown)}")
     out.mkdir(parents=True, exist_ok=True)
-    return EXPERIMENTS[name](out, trials, quick)
+    return EXPERIMENTS[name](out, trials, quick, **given)

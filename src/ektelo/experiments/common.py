@@ -24,15 +24,18 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-ExperimentFn = Callable[[Path, int | None, bool], pd.DataFrame]
+ExperimentFn = Callable[..., pd.DataFrame]  # (out, trials, quick, **options)
 EXPERIMENTS: dict[str, ExperimentFn] = {}
+OPTIONS: dict[str, tuple[str, ...]] = {}  # the extra keyword options an experiment takes
 
 
-def experiment(name: str) -> Callable[[ExperimentFn], ExperimentFn]:
-    """Register an experiment under `name`."""
+def experiment(name: str, options: tuple[str, ...] = ()) -> Callable[[ExperimentFn], ExperimentFn]:
+    """Register an experiment under `name`; `options` names the extra keyword
+    arguments (beyond out, trials, quick) it accepts, e.g. a subset to run."""
 
     def wrap(fn: ExperimentFn) -> ExperimentFn:
         EXPERIMENTS[name] = fn
+        OPTIONS[name] = tuple(options)
         return fn
 
     return wrap

@@ -42,6 +42,9 @@ Jensen, E‖e‖₂ ≤ √(E‖e‖₂²): the mean of the per-trial metric sit
 little below it (ours_over_expected ≤ 1, typically 0.8–1). 2-D HB and
 QuadTree have no Kronecker structure and 65536 cells: no exact value.
 
+Subsets: ``only`` (row labels, case-insensitive) and ``dims`` (1 or 2), from
+the command line ``--only DAWA,MWEM --dims 2`` (`select`).
+
 Summary per (algorithm, dims, ε): geometric means over datasets of ours, the
 reference and the ratio; pass when the geometric-mean ratio is ≤ 1.25
 (data-independent) or ≤ 1.5 (data-dependent). DAWA 2-D is also compared with
@@ -55,7 +58,7 @@ import math
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -78,6 +81,7 @@ __all__ = [
     "expected_total_sq",
     "load_reference",
     "ranges_2d",
+    "select",
     "summarise",
 ]
 
@@ -289,21 +293,53 @@ def _run_one(
     return workload.scaled_l2_error(W, x.reshape(-1), x_hat), cpu
 
 
+def select(
+    only: Sequence[str] | None = None, dims: int | None = None
+) -> dict[int, tuple[Algorithm, ...]]:
+    """The algorithms to run per dimensionality: all, or the labels in `only`
+    (case-insensitive; "DAWA" does not select "DAWA[ρ=0.25]"), of `dims` only."""
+    if dims is not None and dims not in (1, 2):
+        raise ValueError(f"dims must be 1 or 2, got {dims!r}")
+    wanted = None
+    if only is not None:
+        wanted = {a.strip().lower() for a in only if a.strip()}
+        known = {a.label.lower() for a in ALGORITHMS}
+        if not wanted or wanted - known:
+            raise ValueError(
+                f"unknown algorithm(s) {sorted(wanted - known) or only!r}; known: "
+                + ", ".join(a.label for a in ALGORITHMS)
+            )
+    chosen = {}
+    for d in (1, 2) if dims is None else (dims,):
+        chosen[d] = tuple(
+            a
+            for a in ALGORITHMS
+            if d in a.dims and (wanted is None or a.label.lower() in wanted)
+        )
+    if not any(chosen.values()):
+        raise ValueError(f"none of {sorted(wanted or ())} runs in {dims}-D")
+    return chosen
+
+
 def _jobs(
-    quick: bool, trials: int | None
+    quick: bool,
+    trials: int | None,
+    only: Sequence[str] | None = None,
+    dims: int | None = None,
 ) -> list[tuple[Algorithm, int, str, np.ndarray, float, int]]:
     n_dd = trials if trials is not None else (2 if quick else DEFAULT_TRIALS)
-    data = {1: dpbench_1d(), 2: dpbench_2d()}
+    chosen = select(only, dims)
+    data = {d: (dpbench_1d, dpbench_2d)[d - 1]() for d in chosen}
     jobs = []
-    for dims in (1, 2):
-        names = QUICK_DATASETS[dims] if quick else tuple(sorted(data[dims]))
-        for algo in ALGORITHMS:
-            if dims not in algo.dims or (quick and algo.label not in QUICK_ALGORITHMS[dims]):
+    for d, algos in chosen.items():
+        names = QUICK_DATASETS[d] if quick else tuple(sorted(data[d]))
+        for algo in algos:
+            if quick and only is None and algo.label not in QUICK_ALGORITHMS[d]:
                 continue
             n = n_dd if quick else algo.factor * n_dd
             for eps in (1.0,) if quick else EPSILONS:
                 for key in names:
-                    jobs.append((algo, dims, key, data[dims][key], eps, n))
+                    jobs.append((algo, d, key, data[d][key], eps, n))
     return jobs
 
 
@@ -313,11 +349,21 @@ def _reference_lookup(ref: pd.DataFrame) -> dict[tuple[str, int, str, float], pd
     }
 
 
-def run_experiment(out: Path, trials: int | None = None, quick: bool = False) -> pd.DataFrame:
-    """Run every (algorithm, dims, dataset, ε), write dpbench.csv/.png, print the summary."""
+def run_experiment(
+    out: Path,
+    trials: int | None = None,
+    quick: bool = False,
+    only: Sequence[str] | None = None,
+    dims: int | None = None,
+) -> pd.DataFrame:
+    """Run every (algorithm, dims, dataset, ε), write dpbench.csv/.png, print the summary.
+
+    only, dims: a subset (`select`); with quick, `only` replaces the quick
+    algorithm list (the quick datasets and ε = 1 stay).
+    """
     require_shared("dpbench")
     ref = _reference_lookup(load_reference())
-    jobs = _jobs(quick, trials)
+    jobs = _jobs(quick, trials, only, dims)
     rows = []
     started = time.perf_counter()
     for algo, dims, key, x, eps, n in progress(jobs, "dpbench"):
@@ -485,7 +531,13 @@ def _write(out: Path, table: pd.DataFrame, summary: pd.DataFrame, elapsed: float
     sys.stdout.flush()
 
 
-@experiment(NAME)
-def run(out: Path, trials: int | None, quick: bool) -> pd.DataFrame:
+@experiment(NAME, options=("only", "dims"))
+def run(
+    out: Path,
+    trials: int | None,
+    quick: bool,
+    only: Sequence[str] | None = None,
+    dims: int | None = None,
+) -> pd.DataFrame:
     """The dpbench experiment (see the module docstring)."""
-    return run_experiment(out, trials, quick)
+    return run_experiment(out, trials, quick, only, dims)
