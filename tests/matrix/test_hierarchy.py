@@ -265,6 +265,47 @@ def test_least_squares_recovers_the_data(dims, b, root, rng):
     np.testing.assert_allclose(x_hat, x, atol=1e-6)
 
 
+@pytest.mark.parametrize("root", [True, False])
+def test_tree_lstsq_equals_a_direct_solve(tree, root, rng):
+    """The two-pass solve is the exact least-squares minimiser on every shape,
+    uneven parts and single-cell chains included."""
+    dims, b = tree
+    H = Hierarchy(dims, b, root=root)
+    y = rng.normal(scale=5.0, size=H.shape[0])
+    expected = np.linalg.lstsq(ref_dense(dims, b, root), y, rcond=None)[0]
+    np.testing.assert_allclose(H.lstsq(y), expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("dims", "b", "weights"),
+    [
+        ((13,), 2, [0.5, 2.0, 1.0, 3.0, 0.7]),
+        ((13, 7), 2, [0.0, 1.0, 0.0, 2.0, 1.0]),  # unmeasured depths
+        ((30, 50), 7, [1.0, 0.3, 2.5, 1.5]),
+        ((5, 3, 4), 3, [-1.0, 2.0, 0.5]),
+    ],
+)
+def test_tree_lstsq_with_level_weights(dims, b, weights, rng):
+    H = Hierarchy(dims, b, level_weights=weights)
+    y = rng.normal(size=H.shape[0])
+    expected = np.linalg.lstsq(H.dense(), y, rcond=None)[0]
+    np.testing.assert_allclose(H.lstsq(y), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_tree_lstsq_refuses_what_it_cannot_solve(rng):
+    H = Hierarchy(8, 2)
+    with pytest.raises(ValueError, match="transpose"):
+        H.T.lstsq(np.zeros(8))
+    with pytest.raises(ValueError, match="15 answers"):
+        H.lstsq(np.zeros(14))
+    with pytest.raises(ValueError, match="finite"):
+        H.lstsq(np.full(15, np.nan))
+    rank_deficient = Hierarchy(8, 2, level_weights=[1, 1, 1, 0])
+    assert not rank_deficient.leaves_measured and H.leaves_measured
+    with pytest.raises(ValueError, match="leaf weights"):
+        rank_deficient.lstsq(np.zeros(rank_deficient.shape[0]))
+
+
 def test_kernel_measures_it_with_its_sensitivity():
     H = Hierarchy(300, 18, root=False)
     x = np.arange(300.0)

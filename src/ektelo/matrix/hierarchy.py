@@ -248,6 +248,12 @@ class Hierarchy(EMatrix):
         inner = [t for t in range(self._first, self.height) if self._inner[t]]
         return sorted(set(inner) | set(self._leaf_depths))
 
+    @property
+    def leaves_measured(self) -> bool:
+        """True when every cell's leaf row has a non-zero weight (then the
+        matrix has full column rank and `lstsq` applies)."""
+        return all(self.weight(t) != 0 for t in self._leaf_depths)
+
     def _leaf_weight(self) -> float | None:
         """The leaves' common weight, or None when it differs between cells."""
         weights = {self.weight(t) for t in self._leaf_depths}
@@ -502,6 +508,84 @@ class Hierarchy(EMatrix):
         target = G.reshape(source).transpose(perm)
         _scaled(y.reshape(target.shape), w, target)
         return G
+
+    # -- exact least squares ----------------------------------------------------------
+    def lstsq(self, y: Any) -> np.ndarray:
+        """The least-squares solution x̂ = argmin_x ‖A x − y‖₂ of this tree, in O(N).
+
+        Every row measures one node's count (times its depth's weight), so
+        with equal noise on the rows the problem is Gaussian estimation on a
+        tree, solved exactly by two passes (Hay, Rastogi, Miklau & Suciu,
+        PVLDB 2010, §4.2, generalised to uneven trees and weighted depths as
+        in Qardaji, Yang & Li, PVLDB 2013, §4):
+
+        * up, from the cells to the root: a node's estimate from its subtree,
+          z = (w·y + s/V_s) / (w² + 1/V_s), with s the sum of its children's
+          z, V_s the sum of their variances, y its answer, w its weight
+          (nodes without a row — single cells above their leaf depth, the
+          unmeasured root, zero-weight depths — keep z = s, V = V_s);
+        * down, from the root: a child's estimate z_c plus its share of the
+          parent's correction, (x̄ − s)·V_c / V_s.
+
+        The cells of x̄ are the unique minimiser (the leaves' rows give A full
+        column rank); it equals what an iterative solver converges to, at the
+        cost of a few passes over the data instead of tens of products.
+
+        Raises:
+            ValueError: for the transpose, a y of the wrong size or non-finite
+                values, or a zero leaf weight (then A is rank deficient).
+        """
+        if self.transposed:
+            raise ValueError("lstsq needs the tree itself, not its transpose")
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim != 1 or y.size != self.num_rows:
+            raise ValueError(f"y must be a vector of {self.num_rows} answers, got shape {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y must be finite")
+        n = self.num_cells
+        w_leaf = self._leaf_weight()
+        if w_leaf is None:
+            w_cells = np.asarray(self.level_weights)[self._cell_leaf_depths()]
+            if not np.all(w_cells != 0):
+                raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
+            z = (y[:n] / w_cells).reshape((1, *self.domain_shape, 1))
+            V = (1.0 / (w_cells * w_cells)).reshape(z.shape)
+        else:
+            if w_leaf == 0:
+                raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
+            z = (y[:n] / w_leaf).reshape((1, *self.domain_shape, 1))
+            V = np.full(z.shape, 1.0 / (w_leaf * w_leaf))
+        # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
+        zs: list[np.ndarray] = [z]
+        Vs: list[np.ndarray] = [V]
+        sums: list[tuple[np.ndarray, np.ndarray]] = []
+        for t in range(self.height - 1, self._first - 1, -1):
+            s, v_s = self._reduce(zs[-1], t), self._reduce(Vs[-1], t)
+            sums.append((s, v_s))
+            w = self.weight(t)
+            if not self._inner[t] or w == 0:
+                zs.append(s)
+                Vs.append(v_s)
+                continue
+            wy = self._absorb(y[None, self._offset[t] : self._offset[t + 1], None], t)
+            precision = 1.0 / v_s
+            mask = self._singles(t)
+            own = w * w if mask is None else np.where(mask.reshape(s.shape), w * w, 0.0)
+            V_t = 1.0 / (precision + own)
+            zs.append((wy + s * precision) * V_t)
+            Vs.append(V_t)
+        # Down pass: the estimates of the top depth are final.
+        x = zs.pop()
+        Vs.pop()
+        for t in range(self._first, self.height):
+            s, v_s = sums.pop()
+            z_c, V_c = zs.pop(), Vs.pop()
+            share = np.zeros(z_c.shape)
+            self._expand_into(share, (x - s) / v_s, t)
+            share *= V_c
+            share += z_c
+            x = share
+        return x.reshape(-1)
 
     # -- the rows as ranges -----------------------------------------------------------
     def nodes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
