@@ -15,6 +15,7 @@ from ektelo.kernel.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
+    Hierarchy,
     Identity,
     Partition,
     Prefix,
@@ -111,6 +112,46 @@ def test_least_squares_on_hierarchical_range_measurements(rng: np.random.Generat
     est, info = inf.least_squares([m], return_info=True)
     assert rel(est, ref) < 1e-8
     assert info.iterations < 40
+
+
+@pytest.mark.parametrize(
+    ("dims", "b", "weights"),
+    [((1000,), 16, None), ((37, 21), 2, None), ((64, 64), 2, [1.0, 2.0, 0.5, 1, 1, 1, 1])],
+)
+def test_one_tree_measurement_is_solved_exactly(dims, b, weights, rng) -> None:
+    """auto picks the two-pass tree solve; LSMR and a direct solve agree."""
+    H = Hierarchy(dims, b, root=weights is not None, level_weights=weights)
+    x = rng.integers(0, 30, H.shape[1]).astype(float)
+    m = measure(H, x, 2.0, rng)
+    est, info = inf.least_squares([m], return_info=True)
+    assert info.method == "tree" and info.converged and info.optimality < 1e-10
+    iterative, lsmr_info = inf.least_squares([m], method="lsmr", return_info=True)
+    assert lsmr_info.method == "lsmr" and lsmr_info.iterations > 0
+    assert rel(est, iterative) < 1e-8
+    assert math.isclose(info.residual, lsmr_info.residual, rel_tol=1e-8)
+    if H.shape[1] <= 1000:
+        assert rel(est, np.linalg.lstsq(H.dense(), m.answers, rcond=None)[0]) < 1e-10
+    np.testing.assert_array_equal(inf.least_squares([m], method="tree"), est)
+
+
+def test_tree_method_only_where_it_applies(rng: np.random.Generator) -> None:
+    H = Hierarchy(64, 4)
+    x = rng.integers(0, 30, 64).astype(float)
+    m = measure(H, x, 1.0, rng)
+    extra = measure(Identity(64), x, 3.0, rng)
+    # Two measurements, or a known total: LSMR, same answer as forcing it.
+    for kwargs, items in [({}, [m, extra]), ({"known_total": x.sum()}, [m])]:
+        est, info = inf.least_squares(items, return_info=True, **kwargs)
+        assert info.method == "lsmr"
+        np.testing.assert_array_equal(est, inf.least_squares(items, method="lsmr", **kwargs))
+        with pytest.raises(ValueError, match="method='tree' needs one measurement"):
+            inf.least_squares(items, method="tree", **kwargs)
+    # A tree without some leaves is rank deficient: minimum-norm LSMR.
+    partial = Hierarchy(8, 2, level_weights=[1, 1, 1, 0])
+    m0 = measure(partial, x[:8], 1.0, rng)
+    assert inf.least_squares([m0], return_info=True)[1].method == "lsmr"
+    with pytest.raises(ValueError, match="method must be"):
+        inf.least_squares([m], method="cg")
 
 
 def test_weights_give_the_inverse_variance_combination(rng: np.random.Generator) -> None:

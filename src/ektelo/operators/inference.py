@@ -23,7 +23,9 @@ the system stays well enough conditioned for the iterative solvers. The same
 treatment applies to measurements with noise scale 0.
 
 * `least_squares` — min ‖D(Qx − y)‖₂ by LSMR (Fong & Saunders 2011) on the
-  implicit stacked matrix; minimum-norm solution when under-determined.
+  implicit stacked matrix; minimum-norm solution when under-determined. One
+  measurement of a tree of range queries (H2, HB, QuadTree) is solved
+  exactly in O(N) by `Hierarchy.lstsq` instead (Hay et al. 2010).
 * `nnls` — the same with x ≥ 0: an active-set / projected-Newton method
   whose Newton steps are LSMR solves on the free variables (default), or
   L-BFGS-B.
@@ -42,7 +44,7 @@ from scipy.optimize import Bounds, minimize
 from scipy.sparse.linalg import LinearOperator, lsmr
 
 from ..kernel.measurement import Measurement
-from ..matrix import EMatrix, Total, VStack, Weighted, as_vector
+from ..matrix import EMatrix, Hierarchy, Total, VStack, Weighted, as_vector
 
 __all__ = [
     "ConvergenceError",
@@ -62,7 +64,8 @@ class SolveInfo:
     """How an iterative inference ran (returned with ``return_info=True``).
 
     Attributes:
-        method: the algorithm ("lsmr", "projected_newton", "lbfgsb", "mw").
+        method: the algorithm ("lsmr", "tree", "projected_newton", "lbfgsb",
+            "mw").
         converged: True when the stopping rule was met.
         iterations: outer iterations (LSMR steps, Newton steps, L-BFGS-B
             iterations or MW passes).
@@ -293,6 +296,7 @@ def least_squares(
     tol: float = 1e-10,
     maxiter: int | None = None,
     exact_scale: float = 1e-3,
+    method: str = "auto",
     return_info: bool = False,
 ) -> Any:
     """Weighted least-squares estimate of the root vector (§5.5, §7.6; Public).
@@ -316,6 +320,11 @@ def least_squares(
             capped at 100 000; well-conditioned strategies need tens).
         exact_scale: noise scale of public facts relative to the smallest
             measurement scale (see the module docstring).
+        method: "lsmr"; "tree", the exact two-pass solve of a tree of range
+            queries (`Hierarchy.lstsq`, Hay et al. 2010), for one measurement
+            whose query on the root is a `Hierarchy` (H2, HB, QuadTree) and
+            no public facts; or "auto" (default): "tree" where it applies,
+            else "lsmr". Both give the same estimate (up to LSMR's tol).
         return_info: also return a `SolveInfo`.
 
     Returns:
@@ -324,9 +333,21 @@ def least_squares(
     Raises:
         ConvergenceError: the iteration limit was reached with the optimality
             measure still above 1000·tol.
+        ValueError: method="tree" on measurements that are not one tree.
     """
+    if method not in ("auto", "lsmr", "tree"):
+        raise ValueError(f"method must be 'auto', 'lsmr' or 'tree', got {method!r}")
     system, _ = _system(measurements, known_total, prior, exact_scale)
     tol = _check_tol(tol)
+    if method != "lsmr":
+        tree = _tree_of(system)
+        if tree is not None:
+            return _tree_solve(tree, system, return_info)
+        if method == "tree":
+            raise ValueError(
+                "method='tree' needs one measurement whose query on the root is a "
+                "Hierarchy, and no known_total or prior"
+            )
     m, n = system.A.shape
     limit = _check_maxiter(maxiter, min(10 * min(m, n) + 100, 100_000))
     counter = _Counter(system.A)
@@ -343,6 +364,28 @@ def least_squares(
             info,
         )
     return (x, info) if return_info else x
+
+
+def _tree_of(system: _System) -> Hierarchy | None:
+    """The system's matrix when it is one untransposed tree with usable leaves."""
+    A = system.A
+    if not isinstance(A, Hierarchy) or A.transposed:
+        return None
+    # rank deficient without every leaf: LSMR's minimum-norm answer instead
+    return A if A.leaves_measured else None
+
+
+def _tree_solve(tree: Hierarchy, system: _System, return_info: bool) -> Any:
+    x = tree.lstsq(system.b)
+    if not return_info:
+        return x
+    r = tree.matvec(x) - system.b
+    normr = _norm(r)
+    norm_a = math.sqrt(float(tree.column_norms(2).sum()))  # Frobenius, as LSMR's estimate
+    normar = _norm(tree.T.matvec(r))
+    rel = normar / (norm_a * normr) if norm_a > 0 and normr > 0 else 0.0
+    info = SolveInfo("tree", True, 0, 0, "exact two-pass tree solve", normr, rel)
+    return x, info
 
 
 # ---------------------------------------------------------------------------
