@@ -17,16 +17,18 @@ Part 1 — strategies at 1-D n = 2^24 and 2-D 4096×4096 (2^16 and 256×256 with
 `Hierarchy`: VStack([Identity, RangeQueries(corners)]) (per-level Weighted
 blocks for the geometric QuadTree).
 
-Part 2 — LS inference (`inference.least_squares`, LSMR) on one HB measurement
+Part 2 — LS inference (`inference.least_squares`) on one HB measurement
 taken through the kernel, `ektelo.protect(x, epsilon=1, seed=0).laplace(
 selection.hb(n), eps=1)`, x ~ Poisson(50), each size in a fresh process (so
 its max RSS is its own): n = 2^20, 2^24 (target < 6 s) and 10^8 (target
 < 60 s and 8 GB; skipped when the machine has too little free memory).
 `measure` is the kernel call (rebuild, sensitivity, answers, noise); `LS` the
-solve alone. On a shared, loaded machine compare CPU seconds first.
+solve alone: method "tree" (the default's exact two-pass solve of one tree
+measurement, `Hierarchy.lstsq`) at every size, and LSMR (method="lsmr") up
+to --lsmr-up-to (default 2^24). On a shared, loaded machine compare CPU seconds first.
 
     .venv/bin/python benchmarks/bench_selection.py [--small] [--only NAME] [--old]
-        [--ls 20 24 1e8 | --no-ls]
+        [--ls 20 24 1e8 | --no-ls] [--lsmr-up-to 24]
 
 This script prints; it asserts nothing.
 """
@@ -179,7 +181,7 @@ def strategies(args: argparse.Namespace) -> None:
 
 
 # -- part 2 ------------------------------------------------------------------------------
-def ls_worker(n: int) -> None:
+def ls_worker(n: int, method: str) -> None:
     """One LS run in this (fresh) process; prints one JSON line."""
     import ektelo
     from ektelo.operators import inference
@@ -192,13 +194,16 @@ def ls_worker(n: int) -> None:
 
     m, meas_wall, meas_cpu = timed(measure_hb)
     gc.collect()
-    (x_hat, info), ls_wall, ls_cpu = timed(lambda: inference.least_squares([m], return_info=True))
+    (x_hat, info), ls_wall, ls_cpu = timed(
+        lambda: inference.least_squares([m], method=method, return_info=True)
+    )
     rmse = float(np.sqrt(np.mean((x_hat - truth) ** 2)))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     print(
         json.dumps(
             {
                 "n": n,
+                "method": info.method,
                 "b": M.branching,
                 "rows": M.shape[0],
                 "build": [build_wall, build_cpu],
@@ -233,19 +238,20 @@ def parse_size(text: str) -> int:
     return int(2**value) if value < 64 else int(value)
 
 
-def inference_runs(sizes: list[int]) -> None:
+def inference_runs(sizes: list[int], lsmr_limit: int) -> None:
     print(
         f"\nLS on HB through the kernel (targets: 2^24 < 6 s; 10^8 < 60 s, 8 GB)\n"
-        f"{'n':>11} {'b':>3} {'rows':>12} {'build s':>7} {'measure s wall/cpu':>18}"
+        f"{'n':>11} {'method':>6} {'b':>3} {'rows':>12} {'build s':>7} {'measure s wall/cpu':>18}"
         f" {'LS s wall/cpu':>15} {'iters':>5} {'products':>8} {'rmse':>7} {'max RSS GB':>10}"
     )
-    for n in sizes:
+    runs = [(n, "auto") for n in sizes] + [(n, "lsmr") for n in sizes if n <= lsmr_limit]
+    for n, method in runs:
         need = 8.0 * n * 11  # x, kernel copy, answers, LSMR's vectors: ≈ 11 floats per cell
         if need > free_memory():
             print(f"{n:>11,} skipped: needs about {need / 1e9:.1f} GB, "
                   f"{free_memory() / 1e9:.1f} GB free")  # fmt: skip
             continue
-        cmd = [sys.executable, os.path.abspath(__file__), "--ls-worker", str(n)]
+        cmd = [sys.executable, os.path.abspath(__file__), "--ls-worker", str(n), method]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         if done.returncode != 0 or not lines:
@@ -253,7 +259,7 @@ def inference_runs(sizes: list[int]) -> None:
             continue
         r = json.loads(lines[-1])
         print(
-            f"{r['n']:>11,} {r['b']:>3} {r['rows']:>12,} {r['build'][0]:7.3f}"
+            f"{r['n']:>11,} {r['method']:>6} {r['b']:>3} {r['rows']:>12,} {r['build'][0]:7.3f}"
             f" {r['measure'][0]:8.2f}/{r['measure'][1]:<8.2f}"
             f" {r['ls'][0]:7.2f}/{r['ls'][1]:<7.2f} {r['iterations']:>5} {r['products']:>8}"
             f" {r['rmse']:7.2f} {r['max_rss_gb']:10.2f}",
@@ -269,15 +275,18 @@ def main() -> None:
     parser.add_argument("--ls", nargs="*", default=["20", "24", "1e8"], help="LS sizes")
     parser.add_argument("--no-ls", action="store_true", help="skip the inference runs")
     parser.add_argument("--no-strategies", action="store_true", help="inference runs only")
-    parser.add_argument("--ls-worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--lsmr-up-to", default="24", help="also time LSMR (method='lsmr') up to this size"
+    )
+    parser.add_argument("--ls-worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ls_worker:
-        ls_worker(args.ls_worker)
+        ls_worker(int(args.ls_worker[0]), args.ls_worker[1])
         return
     if not args.no_strategies:
         strategies(args)
     if not args.no_ls:
-        inference_runs([parse_size(s) for s in args.ls])
+        inference_runs([parse_size(s) for s in args.ls], parse_size(args.lsmr_up_to))
 
 
 if __name__ == "__main__":
