@@ -66,6 +66,7 @@ def test_workloads_match_their_definitions():
         Kronecker([VStack([Identity(3), Total(3)]), VStack([Identity(2), Total(2)]), Prefix(30)]),
         wl.marginals((3, 2, 30), 2),
         Identity(180),
+        wl.random_range((3, 2, 30), 12, seed=4),
     ],
 )
 def test_stripewise_least_squares_equals_the_joint_solve(plan, workload, monkeypatch):
@@ -86,6 +87,22 @@ def test_stripe_workloads_have_the_restricted_gram():
     R = ektelo.operators.partition.stripe(shape, 2)
     Wd = W.dense()
     for g, Ws in enumerate(striped._stripe_workloads(W, shape, 2)):
+        cols = Wd[:, R.cells(g)]
+        np.testing.assert_allclose(Ws.dense().T @ Ws.dense(), cols.T @ cols)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_stripe_workloads_of_range_queries_have_the_restricted_gram(axis):
+    """n-D ranges restricted to each stripe (some stripes meet no query)."""
+    shape = (4, 3, 7)
+    lower = np.array([[0, 0, 0], [1, 1, 2], [3, 0, 5], [1, 2, 0]])
+    upper = np.array([[1, 2, 6], [2, 1, 4], [3, 0, 6], [1, 2, 3]])
+    W = wl.range_queries(shape, lower, upper)
+    R = ektelo.operators.partition.stripe(shape, axis)
+    Wd = W.dense()
+    stripes = striped._stripe_workloads(W, shape, axis)
+    assert len(stripes) == R.num_groups
+    for g, Ws in enumerate(stripes):
         cols = Wd[:, R.cells(g)]
         np.testing.assert_allclose(Ws.dense().T @ Ws.dense(), cols.T @ cols)
 
