@@ -124,6 +124,20 @@ def test_h2_answers_match_the_strategy(rng):
         inf_exp.h2_answers(np.ones(12))
 
 
+@pytest.mark.parametrize("strategy", ["h2", "hb"])
+def test_iterative_implicit_ls_is_lsmr_not_the_tree_solve(strategy):
+    # least_squares solves one Hierarchy measurement by its exact tree solve unless
+    # told otherwise; the paper's iterative-implicit series must be LSMR
+    info = inf_exp.inference_job("LS", "iterative-implicit", strategy, 256, 0)()()
+    assert info["solver"] == "lsmr"
+    assert info["iterations"] > 0 and info["products"] > 0
+    auto = inf_exp.inference_job("LS", "implicit, method=auto", strategy, 256, 0)()()
+    assert auto["solver"] == "tree"
+    assert auto["rel_residual"] == pytest.approx(info["rel_residual"], rel=1e-6)
+    nnls = inf_exp.inference_job("NNLS", "iterative-implicit", strategy, 256, 0)()()
+    assert nnls["solver"] == "projected_newton"
+
+
 # -- the quick experiments ---------------------------------------------------------------
 def _largest_common(table: pd.DataFrame, a: str, b: str) -> tuple[float, float]:
     wide = table[table.status == "ok"].pivot_table(
@@ -189,7 +203,17 @@ def test_inference_scalability_quick(tmp_path):
     assert (table.runtime_s > 0).all()
     assert np.isfinite(table.rel_residual).all()
     impls = set(table[table.method == "LS"].implementation)
-    assert {"direct-dense", "iterative-sparse", "iterative-implicit", "tree-based"} <= impls
+    assert {
+        "direct-dense",
+        "iterative-sparse",
+        "iterative-implicit",
+        "tree-based",
+        "implicit, method=auto",
+    } <= impls
+    iterative = table[table.implementation.str.startswith("iterative")]
+    expected = iterative.method.map({"LS": "lsmr", "NNLS": "projected_newton"})
+    assert (iterative.solver == expected).all()
+    assert set(table[table.implementation == "implicit, method=auto"].solver) == {"tree"}
     # every LS implementation finds the same least-squares fit
     ls = table[(table.method == "LS") & (table.measurements == "h2")]
     for _, g in ls.groupby("n"):

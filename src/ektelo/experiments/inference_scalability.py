@@ -14,11 +14,16 @@ inference only, so no kernel is involved. Implementations:
 * ``iterative-sparse`` — `inference.least_squares` / `inference.nnls`
   (LSMR; projected Newton with LSMR steps) on a ``Sparse`` measurement matrix;
 * ``iterative-implicit`` — the same operators on the implicit matrix
-  (``VStack(Identity, RangeQueries)``);
+  (`matrix.Hierarchy`). LS is forced to LSMR (``method="lsmr"``):
+  `least_squares` would otherwise solve one Hierarchy measurement exactly by
+  its tree solver, and this series is the paper's iterative-implicit method;
 * ``tree-based`` — the two-pass algorithm of Hay et al. for complete trees
-  (`operators.hierarchical`; LS only).
+  (`operators.hierarchical`; LS only), the paper's "Tree-based";
+* ``implicit, method=auto`` — what `least_squares` does by default on the
+  implicit H2 matrix: the library's O(n) tree solve (`Hierarchy.lstsq`), the
+  Hay et al. algorithm in the matrix layer (LS only; not in the paper).
 
-A further series, ``iterative-implicit (HB)``, runs implicit LS on HB's
+A further series, ``iterative-implicit (HB)``, runs implicit LS (LSMR) on HB's
 hierarchy (branching 16, no root; far fewer LSMR iterations than H2) up to
 10⁸ cells, to test the paper's "hundreds of millions of cells".
 
@@ -54,7 +59,13 @@ EPS = 1.0
 DEFAULT_TRIALS = 3
 
 IMPLEMENTATIONS = {
-    "LS": ("direct-dense", "iterative-sparse", "iterative-implicit", "tree-based"),
+    "LS": (
+        "direct-dense",
+        "iterative-sparse",
+        "iterative-implicit",
+        "tree-based",
+        "implicit, method=auto",
+    ),
     "NNLS": ("direct-dense", "iterative-sparse", "iterative-implicit"),
 }
 
@@ -129,9 +140,16 @@ def inference_job(
             return checks(x_hat, Q, {})
 
         return run_direct
+    options: dict[str, Any] = {}
     if implementation == "iterative-sparse":
         M: Any = Sparse(Q.sparse())
     elif implementation == "iterative-implicit":
+        M = Q
+        if method == "LS":  # the paper's iterative method, not the automatic tree solve
+            options["method"] = "lsmr"
+    elif implementation == "implicit, method=auto":
+        if method != "LS":
+            raise ValueError("method=auto is a least-squares series")
         M = Q
     else:
         raise ValueError(f"unknown implementation {implementation!r}")
@@ -139,8 +157,12 @@ def inference_job(
     solve = inference.least_squares if method == "LS" else inference.nnls
 
     def run_iterative() -> Callable[[], dict[str, Any]]:
-        x_hat, info = solve([measurement], return_info=True)
-        return checks(x_hat, Q, {"iterations": info.iterations, "products": info.products})
+        x_hat, info = solve([measurement], return_info=True, **options)
+        return checks(
+            x_hat,
+            Q,
+            {"solver": info.method, "iterations": info.iterations, "products": info.products},
+        )
 
     return run_iterative
 
@@ -190,6 +212,7 @@ def _plot(table: pd.DataFrame, cpu_limit: float) -> Callable[[Any], None]:
             "iterative-implicit": "^-",
             "iterative-implicit (HB)": "^--",
             "tree-based": "d-",
+            "implicit, method=auto": "v:",
         }
         for a, method in zip(panel_axes(ax, 2, cols=2), ("LS", "NNLS"), strict=True):
             g = table[table.method == method]
@@ -251,6 +274,7 @@ def run_experiment(
         "runtime_min",
         "wall_s",
         "peak_gb",
+        "solver",
         "iterations",
         "products",
         "rel_residual",
