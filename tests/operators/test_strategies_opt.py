@@ -490,3 +490,32 @@ def test_hdmm_rejects_bad_input() -> None:
         hdmm(prefix(8), restarts=0)
     with pytest.raises(ValueError, match="attributes"):
         hdmm(Kronecker([Prefix(4), Prefix(4)]), p=(1, 2, 3))
+
+
+def test_greedy_h_rows_oracle_matches_the_gram_oracle() -> None:
+    # A general workload with fewer rows than cells is held by its rows; some
+    # neighbouring columns are equal, so nodes collapse ("flat") in both.
+    rng = np.random.default_rng(11)
+    n, q = 90, 25
+    R = rng.integers(0, 3, size=(q, n)).astype(float)
+    R[:, 8:16] = R[:, 8:9]
+    R[:, 40:44] = R[:, 40:41] * 0.5
+    W = Dense(R)
+    rows = gh._oracle_for(W, n)
+    assert isinstance(rows, gh._RowsOracle)
+    gram = gh._GramOracle(gh._dense_gram(W, n))
+    lower, upper = np.array([0, 8, 40, 50]), np.array([7, 15, 43, 89])
+    np.testing.assert_array_equal(rows.uniform(lower, upper), gram.uniform(lower, upper))
+    u = rng.random(n)
+    np.testing.assert_allclose(rows.quadratic(lower, upper, u), gram.quadratic(lower, upper, u))
+    tree = gh._Tree.build(n, 2)
+    for local in ("exact", "damped", "reference"):
+        fits = [gh._greedy_pass(tree, o, local=local) for o in (rows, gram)]
+        assert any(s.any() for s in fits[0].stop[:-1]), "some node collapses"
+        for a, b in zip(fits[0].stop, fits[1].stop, strict=True):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(fits[0].split, fits[1].split, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+        assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
+    A = greedy_h(n, W)
+    assert gh._objective(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)

@@ -58,9 +58,15 @@ Two implementations of the workload's part ("oracles") are used:
   buckets with fractional end buckets): m comes from prefix sums of u per
   tree level, so the whole selection costs O((n + q)·log n) time and
   O(n + q) memory for q queries — no n×n matrix is ever formed;
+* any other workload with fewer rows than cells (q < n, e.g. DAWA's 2-D
+  ranges reduced to its buckets): its rows R (q×n, dense; G = RᵀR is never
+  formed). Each node carries its image R_S u_S (a q-vector) up the tree, a
+  parent's being its children's summed and rescaled, so m = ‖R_S u_S‖² costs
+  O(q) per node: O(q·n) per pass, O(q·n) memory;
 * any other workload: the dense Gram matrix WᵀW (n×n), built in column blocks
-  from `workload.gram()`. G does not say which queries contain a node, so
-  there C_v = 0 and "canonical" is the exact local error E_v.
+  from `workload.gram()`.
+Neither says which queries contain a node, so there C_v = 0 and "canonical"
+is the exact local error E_v.
 
 This module is 1-D only. Plans on 2-D data flatten the domain first (DAWA
 uses the Hilbert order); `greedy_h` then sees a 1-D domain of n cells.
@@ -75,6 +81,7 @@ from typing import Protocol
 import numpy as np
 
 from ..matrix import (
+    Dense,
     Diagonal,
     EMatrix,
     Identity,
@@ -93,6 +100,9 @@ __all__ = ["greedy_h"]
 # Largest domain for which a general (non-range) workload's dense Gram matrix is
 # formed: 8192² doubles are 512 MiB.
 _MAX_GRAM_N = 8192
+# Largest q·n for which a general workload with q < n rows is held as its dense
+# rows instead (2^26 doubles are 512 MiB).
+_MAX_ROWS_ENTRIES = 2**26
 # Work arrays of at most this many entries when building a Gram in blocks.
 _BLOCK_ENTRIES = 2**22
 
@@ -371,6 +381,58 @@ class _GramOracle:
         return out
 
 
+class _RowsOracle:
+    """Any workload through its dense rows R (q×n): G = RᵀR is never formed.
+
+    Held as Rᵀ (n×q, a cell's column contiguous). `_greedy_pass` computes m
+    from the nodes' images R_S u_S (`columns`); `quadratic` is the direct
+    O(q·|S|) form of the same quantity.
+    """
+
+    def __init__(self, rows: np.ndarray):
+        self.Rt = np.ascontiguousarray(np.asarray(rows, dtype=np.float64).T)
+        self.colsq = np.einsum("ij,ij->i", self.Rt, self.Rt)
+        big = max(float(self.Rt.max(initial=0.0)), -float(self.Rt.min(initial=0.0)))
+        self.tol = 1e-9 * max(1.0, big)
+        # cut[j] = 1 when column j differs from column j-1 (as in _RangeOracle)
+        n = self.Rt.shape[0]
+        cut = np.zeros(n + 1, dtype=np.int64)
+        step = max(1, _BLOCK_ENTRIES // max(1, self.Rt.shape[1]))
+        for j in range(1, n, step):
+            e = min(n, j + step)
+            diff = np.abs(self.Rt[j:e] - self.Rt[j - 1 : e - 1]).max(axis=1, initial=0.0)
+            cut[j:e] = diff > self.tol
+        self.cuts = np.cumsum(cut[:n])
+        self._memo: dict[bytes, np.ndarray] = {}
+
+    def diagonal(self, cells: np.ndarray) -> np.ndarray:
+        return self.colsq[cells]
+
+    def columns(self, cells: np.ndarray) -> np.ndarray:
+        """R's columns at `cells`, one per row (len(cells) × q, read-only);
+        memoised, as every pass over the tree asks for the same leaves."""
+        key = cells.tobytes()
+        got = self._memo.get(key)
+        if got is None:
+            got = self.Rt[cells]
+            got.setflags(write=False)
+            self._memo[key] = got
+        return got
+
+    def uniform(self, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        return self.cuts[upper] == self.cuts[lower]
+
+    def covering(self, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        return np.zeros(lower.size)
+
+    def quadratic(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
+        out = np.empty(lower.size)
+        for i, (lo, hi) in enumerate(zip(lower, upper, strict=True)):
+            v = u[lo : hi + 1] @ self.Rt[lo : hi + 1]
+            out[i] = v @ v
+        return out
+
+
 def _range_form(W: EMatrix, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(lower, upper, squared weight) per row when W's rows are weighted 1-D intervals."""
     if isinstance(W, Prefix):
@@ -473,7 +535,24 @@ def _oracle_for(W: EMatrix, n: int) -> _Oracle:
     reduced = _reduced_range_form(W, n)
     if reduced is not None:
         return _RangeOracle(n, *reduced)
+    q = W.shape[0]
+    if q < n and q * n <= _MAX_ROWS_ENTRIES:
+        return _RowsOracle(_dense_rows(W))
     return _GramOracle(_dense_gram(W, n))
+
+
+def _dense_rows(W: EMatrix) -> np.ndarray:
+    """W as a dense q×n array: its own array when Dense, else Wᵀ on blocks of unit rows."""
+    if isinstance(W, Dense):
+        return W.array
+    q, n = W.shape
+    block = max(1, min(256, _BLOCK_ENTRIES // max(q, n)))
+    R = np.empty((q, n))
+    for j in range(0, q, block):
+        rows = np.zeros((q, min(block, q - j)))
+        rows[np.arange(j, j + rows.shape[1]), np.arange(rows.shape[1])] = 1.0
+        R[j : j + rows.shape[1]] = W.T.matmat(rows).T
+    return R
 
 
 # -- the greedy pass and the weights -------------------------------------------
@@ -518,14 +597,23 @@ def _greedy_pass(
     grid = (granularity - np.arange(granularity)) / granularity  # 1, …, 1/g
     branching = max(int(lv.child_count.max()) for lv in tree.levels)
     u = np.ones(tree.n)  # per cell: the u-vector of the deepest finished node
+    rows = isinstance(oracle, _RowsOracle)  # m from the nodes' images R_S u_S
     splits: list[np.ndarray] = []
     stops: list[np.ndarray] = []
     errors: list[np.ndarray] = []
     child_error = child_k = child_q = np.zeros(0)
+    child_img = np.zeros((0, 0))  # per node of the level below: R_S u_S (a row each)
     for depth in range(len(tree.levels) - 1, -1, -1):
         lv = tree.levels[depth]
         internal = lv.child_count > 0
         diag = oracle.diagonal(lv.lower)
+        if rows:  # a leaf's image is its column (u = 1 there)
+            leaf = ~internal
+            if leaf.all():
+                img = oracle.columns(lv.lower)
+            else:
+                img = np.empty((lv.lower.size, child_img.shape[1]))
+                img[leaf] = oracle.columns(lv.lower[leaf])
         error = diag.copy()
         k = np.ones(lv.lower.size)
         q_self = diag.copy()  # u_vᵀ G_SS u_v
@@ -536,7 +624,11 @@ def _greedy_pass(
             start = lv.child_start[internal]
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
-            m = oracle.quadratic(lo, hi, u)
+            if rows:
+                img_sum = _sum_children(child_img, start, lv.child_count[internal])
+                m = np.einsum("ij,ij->i", img_sum, img_sum)
+            else:
+                m = oracle.quadratic(lo, hi, u)
             if fixed is None:
                 m_search, c_parent = m, np.zeros(lo.size)
                 if local in ("damped", "reference"):
@@ -569,6 +661,13 @@ def _greedy_pass(
             if flat.any():
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
+            if rows:  # R_S u_S after the rescaling; a flat node's columns are all equal
+                img_sum *= scale[:, None]
+                if internal.all():
+                    img = img_sum
+                else:
+                    img[internal] = img_sum
+                img[np.flatnonzero(internal)[flat]] = oracle.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
             k[internal] = np.where(flat, 1.0, sum_k * scale)
             q_self[internal] = np.where(flat, diag[internal], scale**2 * m)
@@ -578,6 +677,8 @@ def _greedy_pass(
         stops.append(stop)
         errors.append(error)
         child_error, child_k, child_q = error, k, q_self
+        if rows:
+            child_img = img
     if local == "reference" and fixed is None:  # the carried errors were damped
         return _greedy_pass(tree, oracle, fixed=(splits[::-1], stops[::-1]))
     return _Fit(
@@ -586,6 +687,18 @@ def _greedy_pass(
         tuple(reversed(errors)),
         float(errors[-1][0]),
     )
+
+
+def _sum_children(child: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Row sums of the consecutive blocks child[start_i : start_i + count_i],
+    which tile `child`: strided slices when every block has the same size."""
+    c = int(count[0])
+    if c > 1 and np.all(count == c) and child.shape[0] == c * count.size:
+        out = np.add(child[0::c], child[1::c])
+        for j in range(2, c):
+            out += child[j::c]
+        return out
+    return np.add.reduceat(child, start, axis=0)
 
 
 def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:
@@ -600,7 +713,7 @@ def _best_fit(tree: _Tree, oracle: _Oracle, *, granularity: int = 100) -> _Fit:
     """The weighting of least exact error among the local objectives and H_b."""
     best = _uniform_fit(tree, oracle)
     for local in _LOCAL_OBJECTIVES:
-        if local == "canonical" and isinstance(oracle, _GramOracle):
+        if local == "canonical" and isinstance(oracle, (_GramOracle, _RowsOracle)):
             continue  # C_v = 0 there: the same as "exact"
         fit = _greedy_pass(tree, oracle, granularity=granularity, local=local)
         if fit.root_error < best.root_error:
