@@ -4,12 +4,14 @@ inside the kernel; everything here is public post-processing."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..matrix import EMatrix, Identity, Partition, Sparse, Total
+from ..kernel.measurement import Measurement
+from ..matrix import Dense, EMatrix, Identity, Partition, RangeQueries, Sparse, Total
 from ..operators import partition as partition_ops
 from ..operators import selection
 from ..operators.strategies_opt import greedy_h as greedy_h_strategy
@@ -139,29 +141,97 @@ def dawa(
     """DAWA: ratio·ε to the private L1 partition (2-D via the Hilbert order),
     the rest to GreedyH's strategy for the reduced workload; LS."""
     eps_part, eps_meas = split(check_eps(eps), ratio, 1 - ratio)
-    x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
+    x_red, W_red, P_w = reduce_for_workload(x, workload, workload_reduction)
     P = x_red.dawa_partition(eps=eps_part, approximate=approximate, ratio=ratio)  # Private→Public
     groups = x_red.reduce_by_partition(P)  # Private, 1-stable
-    M = _greedy_h_along_order(P, P.reduce_workload(W_red))  # Public
-    return estimate([groups.laplace(M, eps=eps_meas)])
+    M = _greedy_h_along_order(P, W_red)  # Public
+    m = groups.laplace(M, eps=eps_meas)
+    if tuple(x.shape) != tuple(x.root_shape):  # x derived from another vector
+        return estimate([m])
+    x_hat = P.expand(estimate([_on_groups(m, P)]))  # Public: LS on the k group totals
+    return x_hat if P_w is None else P_w.expand(x_hat)
 
 
-def _greedy_h_along_order(P: Partition, W_groups: EMatrix) -> EMatrix:
-    """GreedyH's strategy for the workload on DAWA's buckets, its tree built
-    over neighbouring buckets of DAWA's 1-D order.
+def _on_groups(m: Measurement, P: Partition) -> Measurement:
+    """The measurement as one of the group totals P·x (which it is: the kernel
+    measured them), so that least squares runs on k unknowns, not n.
+
+    Its query M answers the workload (GreedyH: W·P⁺ lies in M's row space), so
+    every least-squares solution ẑ gives the same W·P⁺ẑ, and P⁺ẑ (each total
+    spread evenly) is the minimum-norm solution on x's cells whenever M
+    determines every group.
+    """
+    return dataclasses.replace(
+        m, query_on_root=m.query, root_id=f"{m.root_id}/dawa-groups", root_shape=(P.num_groups,)
+    )
+
+
+def _greedy_h_along_order(P: Partition, W: EMatrix) -> EMatrix:
+    """GreedyH's strategy for the workload W (on x's cells) reduced to DAWA's
+    buckets, its tree built over neighbouring buckets of DAWA's 1-D order.
 
     For 2-D data that order is the Hilbert curve, but `Partition` numbers
     groups by their first cell in C order: the buckets are put in curve order
     by a permutation C ((C·y)[r] = total of the r-th bucket along the curve),
-    GreedyH runs on W C^T and its strategy is applied as M C (same
+    GreedyH runs on W P⁺ Cᵀ and its strategy is applied as M C (same
     sensitivity: C only permutes columns). For 1-D data the orders agree.
     """
     k = P.num_groups
     if len(P.domain_shape) != 2:
-        return greedy_h_strategy(k, W_groups)
+        return greedy_h_strategy(k, P.reduce_workload(W))
     along = P.groups[partition_ops.hilbert_order(P.domain_shape)]
     first = np.full(k, along.size)
     np.minimum.at(first, along, np.arange(along.size))
-    rank = np.argsort(np.argsort(first))
+    order = np.argsort(first)  # the groups along the curve
+    rank = np.argsort(order)
     C = Sparse(sp.csr_matrix((np.ones(k), (rank, np.arange(k))), shape=(k, k)))
-    return greedy_h_strategy(k, W_groups @ C.T) @ C
+    reduced = _dense_reduced_ranges(P, W, order)
+    if reduced is None:
+        reduced = P.reduce_workload(W) @ C.T
+    return greedy_h_strategy(k, reduced) @ C
+
+
+def _dense_reduced_ranges(P: Partition, W: EMatrix, order: np.ndarray) -> EMatrix | None:
+    """W P⁺ Cᵀ (q × k, groups taken in `order`) held densely, when W is a set
+    of 2-D ranges and every group is a rectangle — as every bucket of the
+    dyadic (approximate) DAWA partition is: an aligned Hilbert interval of 4^j
+    cells is a square, of 2·4^j two neighbouring squares. GreedyH then works
+    on these q rows. Entry (i, r) = |range_i ∩ g| / |g| for g = order[r],
+    from the overlaps per axis. None otherwise (or when too large).
+    """
+    k = P.num_groups
+    if not (
+        isinstance(W, RangeQueries)
+        and not W.transposed
+        and len(W.domain_shape) == 2
+        and W.num_queries * k <= _DENSE_REDUCED_MAX
+    ):
+        return None
+    rows, cols = np.divmod(np.arange(P.size), W.domain_shape[1])
+    box = [np.full(k, P.size), np.full(k, -1), np.full(k, P.size), np.full(k, -1)]
+    np.minimum.at(box[0], P.groups, rows)
+    np.maximum.at(box[1], P.groups, rows)
+    np.minimum.at(box[2], P.groups, cols)
+    np.maximum.at(box[3], P.groups, cols)
+    if not np.array_equal((box[1] - box[0] + 1) * (box[3] - box[2] + 1), P.sizes):
+        return None
+    # overlaps per axis, once per distinct extent of the groups on that axis
+    overlap = []
+    for axis, (start, stop) in enumerate(((box[0], box[1]), (box[2], box[3]))):
+        extents, which = np.unique(np.stack([start, stop]), axis=1, return_inverse=True)
+        length = np.minimum(W.upper[:, axis], extents[1][:, None])
+        length -= np.maximum(W.lower[:, axis], extents[0][:, None])
+        overlap.append((np.maximum(length + 1, 0).astype(np.float64), which.reshape(-1)[order]))
+    (by_row, row_of), (by_col, col_of) = overlap
+    inv_size = 1.0 / P.sizes[order, None]
+    out = np.empty((k, W.num_queries))  # transposed: a group's column is contiguous
+    step = max(1, 2**21 // W.num_queries)
+    for g in range(0, k, step):
+        s = slice(g, g + step)
+        np.multiply(by_row[row_of[s]], by_col[col_of[s]], out=out[s])
+        out[s] *= inv_size[s]
+    out.setflags(write=False)
+    return Dense._wrap(out).T  # finite by construction: no validating copy; a view
+
+
+_DENSE_REDUCED_MAX = 2**26  # entries of a dense W P⁺ (512 MiB)
