@@ -6,6 +6,7 @@ jointly on the full domain."""
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,9 @@ def hb_striped(x: Any, workload: EMatrix, eps: float, *, axis: int = -1) -> np.n
     R = partition_ops.stripe(x.shape, axis)
     strategy = selection.hb((x.shape[axis],))
     measurements = [s.laplace(strategy, eps=eps) for s in x.split_by_partition(R)]
-    return _estimate_by_stripe(R, measurements, [None] * len(measurements))
+    return _estimate_by_stripe(
+        R, measurements, [None] * len(measurements), keys=[0] * len(measurements)
+    )
 
 
 @register(
@@ -90,7 +93,7 @@ def dawa_striped(
     R = partition_ops.stripe(x.shape, axis)
     stripe_workloads = _stripe_workloads(workload, x.shape, axis)
     strategies: dict[tuple[int, bytes], EMatrix] = {}  # GreedyH is deterministic
-    measurements, groupings = [], []
+    measurements, groupings, keys = [], [], []
     for s, W_s in zip(x.split_by_partition(R), stripe_workloads, strict=True):
         P = s.dawa_partition(eps=eps_part, ratio=ratio)  # Private→Public
         groups = s.reduce_by_partition(P)  # Private, 1-stable
@@ -99,7 +102,8 @@ def dawa_striped(
             strategies[key] = greedy_h_strategy(P.num_groups, P.reduce_workload(W_s))
         measurements.append(groups.laplace(strategies[key], eps=eps_meas))  # Private→Public
         groupings.append(P)
-    return _estimate_by_stripe(R, measurements, groupings)
+        keys.append(key)
+    return _estimate_by_stripe(R, measurements, groupings, keys=keys)
 
 
 def _stripe_workloads(W: EMatrix, shape: tuple[int, ...], axis: int) -> list[EMatrix]:
@@ -206,7 +210,10 @@ def _selection(cells: np.ndarray, n: int) -> Sparse:
 
 
 def _estimate_by_stripe(
-    R: Partition, measurements: list[Any], groupings: list[Partition | None]
+    R: Partition,
+    measurements: list[Any],
+    groupings: list[Partition | None],
+    keys: list[Hashable] | None = None,
 ) -> np.ndarray:
     """LS(M, y) over all stripes' measurements, on x's domain.
 
@@ -217,14 +224,30 @@ def _estimate_by_stripe(
     that stripe's measurement M·P (P the stripe's grouping, if any) — the
     estimate `estimate(measurements)` computes, without iterating over a
     stack of thousands of small implicit products.
+
+    `keys` (public, from the plan): stripes with equal keys were measured by
+    the same matrix M·P, and their dense least-squares problems are solved
+    together (one factorisation, one right-hand side per stripe); None: every
+    stripe on its own.
     """
     x_hat = np.zeros(R.size)
     cells_of = np.split(np.argsort(R.groups, kind="stable"), np.cumsum(R.sizes)[:-1])
-    for cells, m, P in zip(cells_of, measurements, groupings, strict=True):
+    batches: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(range(len(measurements)) if keys is None else keys):
+        batches.setdefault(key, []).append(i)
+    for members in batches.values():
+        m, P = measurements[members[0]], groupings[members[0]]
         A = m.query if P is None else Product(m.query, P.reduce_matrix())
-        if cells.size <= _DENSE_STRIPE_MAX:
-            z = np.linalg.lstsq(A.dense(), m.answers, rcond=None)[0]
-        else:
-            z = lsmr(A.sparse(), m.answers, atol=1e-12, btol=1e-12, maxiter=10 * cells.size)[0]
-        x_hat[cells] = z
+        if cells_of[members[0]].size <= _DENSE_STRIPE_MAX:
+            Y = np.column_stack([measurements[i].answers for i in members])
+            Z = np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
+            x_hat[np.column_stack([cells_of[i] for i in members])] = Z
+            continue
+        A_sparse = A.sparse()
+        for i in members:
+            cells = cells_of[i]
+            x_hat[cells] = lsmr(
+                A_sparse, measurements[i].answers, atol=1e-12, btol=1e-12,
+                maxiter=10 * cells.size,
+            )[0]  # fmt: skip
     return x_hat
