@@ -82,6 +82,11 @@ class RangeQueries(EMatrix):
     def corner_matrix(self) -> sp.csr_matrix:
         """The sparse ±1 matrix S with this = S · (Prefix ⊗ … ⊗ Prefix)."""
         corners: sp.csr_matrix | None = self.__dict__.get("_cache_corners")
+        if corners is None:  # the transpose (same ranges) may have built it
+            twin = self.__dict__.get("_cache_T")
+            corners = None if twin is None else twin.__dict__.get("_cache_corners")
+            if corners is not None:
+                self.__dict__["_cache_corners"] = corners
         if corners is None:
             m, d = self.lower.shape
             rows, cols, vals = [], [], []
