@@ -54,7 +54,9 @@ truncation of the estimate removed; single trials).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import sys
 import time
 import zlib
@@ -349,6 +351,35 @@ def _reference_lookup(ref: pd.DataFrame) -> dict[tuple[str, int, str, float], pd
     }
 
 
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """One BLAS thread for the plan calls (the reference ran single-threaded):
+    a threaded BLAS on a busy machine spends its time synchronising (HDMM's
+    LSMR on 65536 cells: 16 s instead of 1.8 s of CPU on two shared cores)
+    and CPU seconds would count that. Through threadpoolctl when installed;
+    otherwise the environment decides (`_blas_warning`)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _blas_warning() -> str | None:
+    try:
+        import threadpoolctl  # noqa: F401
+    except ImportError:
+        if not any(os.environ.get(v) == "1" for v in _THREAD_VARS):
+            return (
+                "BLAS may run several threads (no threadpoolctl, OPENBLAS_NUM_THREADS unset): "
+                "on a busy machine CPU seconds include their synchronisation; "
+                "run with OPENBLAS_NUM_THREADS=1 to compare runtimes."
+            )
+    return None
+
+
 def run_experiment(
     out: Path,
     trials: int | None = None,
@@ -365,53 +396,67 @@ def run_experiment(
     ref = _reference_lookup(load_reference())
     jobs = _jobs(quick, trials, only, dims)
     rows = []
+    warning = _blas_warning()
+    if warning:
+        print("warning:", warning, file=sys.stderr)
     started = time.perf_counter()
-    for algo, dims, key, x, eps, n in progress(jobs, "dpbench"):
-        _, W = _setting(dims)
-        exp_sq = None  # before the trials: this also optimises HDMM's strategy once
-        if algo.data_independent and not (quick and dims == 1 and algo.plan != "identity"):
-            exp_sq = _expected_cached(algo.plan, dims)
-        errors, cpus = [], []
-        for t in range(n):
-            e, c = _run_one(algo, x, W, eps, _seed(algo.label, dims, key, eps, t))
-            errors.append(e)
-            cpus.append(c)
-        records = float(x.sum())
-        expected = (
-            math.nan if exp_sq is None else math.sqrt(exp_sq) / (eps * W.shape[0] * records)
-        )
-        main = ref.get((algo.reference, dims, key, eps)) if algo.reference else None
-        row = {
-            "algorithm": algo.label,
-            "plan": algo.plan,
-            "dims": dims,
-            "dataset": key if main is None else main.dataset,
-            "eps": eps,
-            "records": records,
-            "trials": n,
-            "mean_error": float(np.mean(errors)),
-            "std_error": float(np.std(errors, ddof=1)) if n > 1 else math.nan,
-            "ref_algorithm": algo.reference or "",
-            "ref_mean_error": math.nan if main is None else float(main.mean_error),
-            "ref_trials": 0 if main is None else int(main.n_trials),
-            "expected_error": expected,
-            "mean_cpu_s": float(np.mean(cpus)),
-            "ref_runtime_s": math.nan if main is None else float(main.mean_runtime_s),
-            "settings": algo.note,
-        }
-        row["ratio"] = row["mean_error"] / row["ref_mean_error"]
-        for extra in algo.extra_references:
-            other = ref.get((extra, dims, key, eps))
-            row[f"ref_{extra}"] = math.nan if other is None else float(other.mean_error)
-        rows.append(row)
-        pd.DataFrame(rows).to_csv(out / f"{NAME}.csv", index=False)  # partial, while running
+    with _one_blas_thread():
+        for job in progress(jobs, "dpbench"):
+            rows.append(_run_job(job, ref, quick))
+            pd.DataFrame(rows).to_csv(out / f"{NAME}.csv", index=False)  # partial, while running
     table = pd.DataFrame(rows)
     table["ours_over_expected"] = table["mean_error"] / table["expected_error"]
     table["ref_over_expected"] = table["ref_mean_error"] / table["expected_error"]
     elapsed = time.perf_counter() - started
     summary = summarise(table)
-    _write(out, table, summary, elapsed)
+    _write(out, table, summary, elapsed, warning)
     return table
+
+
+def _run_job(
+    job: tuple[Algorithm, int, str, np.ndarray, float, int],
+    ref: dict[tuple[str, int, str, float], Any],
+    quick: bool,
+) -> dict[str, Any]:
+    """All trials of one (algorithm, dims, dataset, ε): the table row."""
+    algo, dims, key, x, eps, n = job
+    _, W = _setting(dims)
+    exp_sq = None  # before the trials: this also optimises HDMM's strategy once
+    if algo.data_independent and not (quick and dims == 1 and algo.plan != "identity"):
+        exp_sq = _expected_cached(algo.plan, dims)
+    errors, cpus = [], []
+    for t in range(n):
+        e, c = _run_one(algo, x, W, eps, _seed(algo.label, dims, key, eps, t))
+        errors.append(e)
+        cpus.append(c)
+    records = float(x.sum())
+    expected = (
+        math.nan if exp_sq is None else math.sqrt(exp_sq) / (eps * W.shape[0] * records)
+    )
+    main = ref.get((algo.reference, dims, key, eps)) if algo.reference else None
+    row = {
+        "algorithm": algo.label,
+        "plan": algo.plan,
+        "dims": dims,
+        "dataset": key if main is None else main.dataset,
+        "eps": eps,
+        "records": records,
+        "trials": n,
+        "mean_error": float(np.mean(errors)),
+        "std_error": float(np.std(errors, ddof=1)) if n > 1 else math.nan,
+        "ref_algorithm": algo.reference or "",
+        "ref_mean_error": math.nan if main is None else float(main.mean_error),
+        "ref_trials": 0 if main is None else int(main.n_trials),
+        "expected_error": expected,
+        "mean_cpu_s": float(np.mean(cpus)),
+        "ref_runtime_s": math.nan if main is None else float(main.mean_runtime_s),
+        "settings": algo.note,
+    }
+    row["ratio"] = row["mean_error"] / row["ref_mean_error"]
+    for extra in algo.extra_references:
+        other = ref.get((extra, dims, key, eps))
+        row[f"ref_{extra}"] = math.nan if other is None else float(other.mean_error)
+    return row
 
 
 # -- summary and outputs --------------------------------------------------------------
@@ -476,7 +521,13 @@ NOTES = (
 )
 
 
-def _write(out: Path, table: pd.DataFrame, summary: pd.DataFrame, elapsed: float) -> None:
+def _write(
+    out: Path,
+    table: pd.DataFrame,
+    summary: pd.DataFrame,
+    elapsed: float,
+    warning: str | None = None,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -494,6 +545,8 @@ def _write(out: Path, table: pd.DataFrame, summary: pd.DataFrame, elapsed: float
         print(shown.to_string(index=False))
     for note in NOTES:
         print("note:", note)
+    if warning:
+        print("warning:", warning)
     print(f"total wall time {elapsed:.0f} s; wrote {out / (NAME + '.csv')}, "
           f"{out / (NAME + '_summary.csv')} and {out / (NAME + '.png')}")
 
