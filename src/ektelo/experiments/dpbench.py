@@ -49,7 +49,7 @@ scale ≈ 2K/ε₁ (K = 16 block levels at 65536 cells), DPBench's unproved
 L1partition ≈ 2/ε₁. The same pipeline (our GreedyH and LS) with DPBench's
 noise on our blocks errs 0.54–1.10× the floatout reference on every dataset
 and ε, and with DPBench's whole partition behaviour (every power-of-two
-interval at every offset, its noise and clamp) 0.82–1.07× on ADULT-2D and
+interval at every offset, its noise and clamp) 0.82–1.08× on ADULT-2D and
 MDSALARY-OVERT; raising that noise 2, 4, 8, 15× raises the error steadily to
 ours. Against the "DAWA" rows (int32-truncated estimates) ours is 0.76× and
 0.24×; truncation happens to help the sparsest datasets (ADULT-2D has 104
