@@ -66,3 +66,32 @@ def test_group_space_least_squares_answers_the_workload_like_the_cells():
     on_groups = P.expand(inference.least_squares([dd._on_groups(m, P)]))
     np.testing.assert_allclose(W @ on_groups, W @ on_cells, rtol=1e-6, atol=1e-6 * x.sum())
     assert abs(on_groups.sum() - on_cells.sum()) <= 1e-6 * x.sum()
+
+
+def test_dawa_on_a_derived_vector_estimates_the_root():
+    # x handed to the plan is a transform of the root: the group-space shortcut
+    # does not apply, and the plan still returns an estimate of the root.
+    from ektelo import plans
+    from ektelo.matrix import Identity, Kronecker, Ones
+
+    x = _skewed((16, 16), 3).reshape(16, 16)
+    root = ektelo.protect(np.repeat(x[:, :, None], 2, axis=2).reshape(-1), epsilon=1.0, seed=2)
+    derived = root.transform(Kronecker([Identity(256), Ones(1, 2)]))  # sums pairs of cells
+    W = wl.random_range((256,), 20, seed=1)
+    out = plans.run("dawa", derived, W, 1.0)
+    assert out.shape == (512,)
+    assert abs(root.budget.spent - 1.0) <= 1e-9
+
+
+def test_group_space_shortcut_only_for_groups_of_the_root():
+    n = 64
+    rng = np.random.default_rng(4)
+    x = rng.poisson(5, size=n).astype(float)
+    P = Partition(np.arange(n) // 8)
+    M = wl.prefix(P.num_groups)
+    root = ektelo.protect(x, epsilon=2.0, seed=1)
+    assert dd._measures_root_groups(root.reduce_by_partition(P).laplace(M, eps=1.0), [P])
+    perm = Sparse(sp.csr_matrix((np.ones(n), (np.arange(n), rng.permutation(n))), shape=(n, n)))
+    shuffled = root.transform(perm)  # same shape as the root, not the root
+    m = shuffled.reduce_by_partition(P).laplace(M, eps=1.0)
+    assert not dd._measures_root_groups(m, [P])

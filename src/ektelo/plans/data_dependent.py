@@ -146,10 +146,25 @@ def dawa(
     groups = x_red.reduce_by_partition(P)  # Private, 1-stable
     M = _greedy_h_along_order(P, W_red)  # Public
     m = groups.laplace(M, eps=eps_meas)
-    if tuple(x.shape) != tuple(x.root_shape):  # x derived from another vector
+    chain = [P] if P_w is None else [P_w, P]  # root cells → groups
+    if not _measures_root_groups(m, chain):  # x itself derives from another vector
         return estimate([m])
-    x_hat = P.expand(estimate([_on_groups(m, P)]))  # Public: LS on the k group totals
-    return x_hat if P_w is None else P_w.expand(x_hat)
+    z = estimate([_on_groups(m, P)])  # Public: LS on the k group totals
+    for Q in reversed(chain):
+        z = Q.expand(z)
+    return z
+
+
+def _measures_root_groups(m: Measurement, chain: list[Partition]) -> bool:
+    """Whether m's query on the root is its query on the group totals composed
+    with the partitions in `chain` only (checked on a fixed public probe)."""
+    if m.query_on_root.shape[1] != chain[0].size:
+        return False
+    probe = np.random.default_rng(0).random(chain[0].size)
+    reduced = probe
+    for Q in chain:
+        reduced = Q.reduce(reduced)
+    return bool(np.allclose(m.query_on_root @ probe, m.query @ reduced, rtol=1e-9, atol=0.0))
 
 
 def _on_groups(m: Measurement, P: Partition) -> Measurement:
