@@ -24,6 +24,7 @@ from ektelo.matrix import (
     Sparse,
     Total,
     VStack,
+    Weighted,
 )
 from ektelo.operators import inference as inf
 from ektelo.workload import builders
@@ -152,6 +153,26 @@ def test_tree_method_only_where_it_applies(rng: np.random.Generator) -> None:
     assert inf.least_squares([m0], return_info=True)[1].method == "lsmr"
     with pytest.raises(ValueError, match="method must be"):
         inf.least_squares([m], method="cg")
+
+
+def test_range_measurements_are_grouped_without_changing_the_fit(rng) -> None:
+    """Range-query measurements (one per MWEM round, say) are fitted as one
+    block; unequal scales keep their weights, other matrices stay apart."""
+    shape = (12, 9)
+    x = rng.integers(0, 30, 108).astype(float)
+    items = []
+    for scale in (1.0, 1.0, 4.0, 2.0):
+        lo = rng.integers(0, 6, size=(3, 2))
+        items.append(measure(RangeQueries(shape, lo, lo + 3), x, scale, rng))
+    items.append(measure(Identity(108), x, 8.0, rng))
+    system, _ = inf._system(items, None, None, 1e-3)
+    ranges = [blk for blk in system.A.blocks if not isinstance(blk, Identity | Weighted)]
+    assert len(ranges) == 1 and ranges[0].shape == (12, 108)
+    A, b = stacked(items)
+    ref = np.linalg.lstsq(A, b, rcond=None)[0]
+    assert rel(inf.least_squares(items), ref) < 1e-8
+    nn_ref = so.nnls(A, b)[0]
+    assert rel(inf.nnls(items, tol=1e-10), nn_ref) < 1e-6
 
 
 def test_weights_give_the_inverse_variance_combination(rng: np.random.Generator) -> None:
