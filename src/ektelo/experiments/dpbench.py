@@ -554,8 +554,9 @@ def _write(
     shown = summary.copy()
     for col in ("ours_gmean", "ref_gmean"):
         shown[col] = shown[col].map(lambda v: f"{v:.3g}")
-    for col in ("ratio_gmean", "ours_over_expected", "ref_over_expected", "cpu_s"):
+    for col in ("ratio_gmean", "ours_over_expected", "ref_over_expected"):
         shown[col] = shown[col].map(lambda v: "" if not np.isfinite(v) else f"{v:.2f}")
+    shown["cpu_s"] = shown["cpu_s"].map(lambda v: "" if not np.isfinite(v) else f"{v:.2g}")
     shown["target"] = shown["target"].map(lambda v: "" if not np.isfinite(v) else f"{v:g}")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(shown.to_string(index=False))
