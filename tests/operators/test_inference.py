@@ -17,6 +17,7 @@ from ektelo.matrix import (
     EMatrix,
     Hierarchy,
     Identity,
+    Kronecker,
     Partition,
     Prefix,
     Product,
@@ -133,6 +134,21 @@ def test_one_tree_measurement_is_solved_exactly(dims, b, weights, rng) -> None:
     if H.shape[1] <= 1000:
         assert rel(est, np.linalg.lstsq(H.dense(), m.answers, rcond=None)[0]) < 1e-10
     np.testing.assert_array_equal(inf.least_squares([m], method="tree"), est)
+
+
+@pytest.mark.parametrize("rank_deficient", [False, True])
+def test_one_kronecker_measurement_is_solved_through_its_factors(rank_deficient, rng) -> None:
+    """(A ⊗ B)⁺ = A⁺ ⊗ B⁺: the exact minimum-norm LS estimate, as LSMR's."""
+    A = Dense(rng.normal(size=(9, 6)))
+    B = Prefix(5) if not rank_deficient else Dense(np.ones((3, 5)))
+    K = Kronecker([A, B, Identity(2)])
+    x = rng.integers(0, 30, K.shape[1]).astype(float)
+    m = measure(K, x, 1.0, rng)
+    est, info = inf.least_squares([m], return_info=True)
+    assert info.method == "kronecker" and info.optimality < 1e-10
+    ref = np.linalg.lstsq(K.dense(), m.answers, rcond=None)[0]  # minimum norm
+    assert rel(est, ref) < 1e-9
+    assert rel(est, inf.least_squares([m], method="lsmr")) < 1e-6
 
 
 def test_tree_method_only_where_it_applies(rng: np.random.Generator) -> None:
@@ -353,6 +369,23 @@ def test_nnls_equals_ls_when_ls_is_positive(rng: np.random.Generator) -> None:
     ls = inf.least_squares(ms)
     assert np.all(ls > 0)
     np.testing.assert_allclose(inf.nnls(ms), ls, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("dims", "b"), [((64,), 2), ((200,), 4), ((30, 20), 2), ((27, 13), 3)])
+def test_nnls_on_one_tree_uses_exact_active_set_steps(dims, b, rng) -> None:
+    """Sparse data (most bounds active): the tree's active-set steps reach
+    scipy's NNLS optimum from either start; L-BFGS-B agrees."""
+    H = Hierarchy(dims, b)
+    n = H.shape[1]
+    x = np.where(rng.random(n) < 0.7, 0.0, rng.integers(1, 10, n).astype(float))
+    m = measure(H, x, 7.0, rng)
+    est, info = inf.nnls([m], tol=1e-10, return_info=True)
+    assert info.method == "tree_active_set" and info.converged
+    ref = so.nnls(H.dense(), m.answers)[0]
+    np.testing.assert_allclose(est, ref, atol=1e-8)
+    np.testing.assert_allclose(inf.nnls([m], tol=1e-10, start="zeros"), ref, atol=1e-8)
+    general = inf.nnls([m], tol=1e-10, method="lbfgsb")
+    np.testing.assert_allclose(general, ref, atol=1e-4)
 
 
 def test_nnls_of_all_negative_answers_is_zero(rng: np.random.Generator) -> None:

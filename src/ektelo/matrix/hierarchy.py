@@ -510,7 +510,7 @@ class Hierarchy(EMatrix):
         return G
 
     # -- exact least squares ----------------------------------------------------------
-    def lstsq(self, y: Any) -> np.ndarray:
+    def lstsq(self, y: Any, zero: Any = None) -> np.ndarray:
         """The least-squares solution x̂ = argmin_x ‖A x − y‖₂ of this tree, in O(N).
 
         Every row measures one node's count (times its depth's weight), so
@@ -531,9 +531,16 @@ class Hierarchy(EMatrix):
         column rank); it equals what an iterative solver converges to, at the
         cost of a few passes over the data instead of tens of products.
 
+        Args:
+            y: the answers, one per row.
+            zero: optional boolean mask over the cells (C order) held at 0:
+                the minimiser over x with x[zero] = 0 (a known cell has
+                variance 0; NNLS's active-set steps use this).
+
         Raises:
-            ValueError: for the transpose, a y of the wrong size or non-finite
-                values, or a zero leaf weight (then A is rank deficient).
+            ValueError: for the transpose, a y or mask of the wrong size or
+                non-finite values, or a zero leaf weight (then A is rank
+                deficient).
         """
         if self.transposed:
             raise ValueError("lstsq needs the tree itself, not its transpose")
@@ -543,18 +550,29 @@ class Hierarchy(EMatrix):
         if not np.all(np.isfinite(y)):
             raise ValueError("y must be finite")
         n = self.num_cells
+        grid = (1, *self.domain_shape, 1)
         w_leaf = self._leaf_weight()
         if w_leaf is None:
             w_cells = np.asarray(self.level_weights)[self._cell_leaf_depths()]
             if not np.all(w_cells != 0):
                 raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
-            z = (y[:n] / w_cells).reshape((1, *self.domain_shape, 1))
-            V = (1.0 / (w_cells * w_cells)).reshape(z.shape)
+            z = (y[:n] / w_cells).reshape(grid)
+            V = (1.0 / (w_cells * w_cells)).reshape(grid)
         else:
             if w_leaf == 0:
                 raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
-            z = (y[:n] / w_leaf).reshape((1, *self.domain_shape, 1))
-            V = np.full(z.shape, 1.0 / (w_leaf * w_leaf))
+            z = (y[:n] / w_leaf).reshape(grid)
+            V = np.full(grid, 1.0 / (w_leaf * w_leaf))
+        known = False
+        if zero is not None:
+            mask = np.asarray(zero)
+            if mask.dtype != np.bool_ or mask.shape != (n,):
+                raise ValueError(f"zero must be a boolean mask of {n} cells, got {mask.shape}")
+            known = bool(mask.any())
+            if known:
+                keep = ~mask.reshape(grid)
+                z *= keep
+                V *= keep
         # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
         zs: list[np.ndarray] = [z]
         Vs: list[np.ndarray] = [V]
@@ -568,11 +586,16 @@ class Hierarchy(EMatrix):
                 Vs.append(v_s)
                 continue
             wy = self._absorb(y[None, self._offset[t] : self._offset[t + 1], None], t)
-            precision = 1.0 / v_s
+            exact = v_s == 0 if known else None  # subtrees of cells held at 0
+            precision = 1.0 / (v_s if exact is None else np.where(exact, 1.0, v_s))
             mask = self._singles(t)
             own = w * w if mask is None else np.where(mask.reshape(s.shape), w * w, 0.0)
             V_t = 1.0 / (precision + own)
-            zs.append((wy + s * precision) * V_t)
+            z_t = (wy + s * precision) * V_t
+            if exact is not None:
+                z_t = np.where(exact, s, z_t)
+                V_t = np.where(exact, 0.0, V_t)
+            zs.append(z_t)
             Vs.append(V_t)
         # Down pass: the estimates of the top depth are final.
         x = zs.pop()
@@ -580,8 +603,12 @@ class Hierarchy(EMatrix):
         for t in range(self._first, self.height):
             s, v_s = sums.pop()
             z_c, V_c = zs.pop(), Vs.pop()
+            if known:
+                correction = np.divide(x - s, v_s, out=np.zeros(s.shape), where=v_s > 0)
+            else:
+                correction = (x - s) / v_s
             share = np.zeros(z_c.shape)
-            self._expand_into(share, (x - s) / v_s, t)
+            self._expand_into(share, correction, t)
             share *= V_c
             share += z_c
             x = share

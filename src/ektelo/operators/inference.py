@@ -48,6 +48,7 @@ from ..matrix import (
     Diagonal,
     EMatrix,
     Hierarchy,
+    Kronecker,
     Product,
     RangeQueries,
     Total,
@@ -74,8 +75,8 @@ class SolveInfo:
     """How an iterative inference ran (returned with ``return_info=True``).
 
     Attributes:
-        method: the algorithm ("lsmr", "tree", "projected_newton", "lbfgsb",
-            "mw").
+        method: the algorithm ("lsmr", "tree", "kronecker",
+            "projected_newton", "tree_active_set", "lbfgsb", "mw").
         converged: True when the stopping rule was met.
         iterations: outer iterations (LSMR steps, Newton steps, L-BFGS-B
             iterations or MW passes).
@@ -365,7 +366,11 @@ def least_squares(
             queries (`Hierarchy.lstsq`, Hay et al. 2010), for one measurement
             whose query on the root is a `Hierarchy` (H2, HB, QuadTree) and
             no public facts; or "auto" (default): "tree" where it applies,
-            else "lsmr". Both give the same estimate (up to LSMR's tol).
+            the factors' pseudo-inverses for one Kronecker measurement with
+            small factors (≤ 512 columns, ≤ 2²¹ entries: HDMM, striped
+            strategies; (A ⊗ B)⁺ =
+            A⁺ ⊗ B⁺), else "lsmr". All give the same estimate (up to LSMR's
+            tol; the minimum-norm one when the system is under-determined).
         return_info: also return a `SolveInfo`.
 
     Returns:
@@ -383,12 +388,15 @@ def least_squares(
     if method != "lsmr":
         tree = _tree_of(system)
         if tree is not None:
-            return _tree_solve(tree, system, return_info)
+            return _direct_solve(tree, tree.lstsq, system, "tree", return_info)
         if method == "tree":
             raise ValueError(
                 "method='tree' needs one measurement whose query on the root is a "
                 "Hierarchy, and no known_total or prior"
             )
+        if _small_kronecker(system.A):
+            solve = _kronecker_pinv(system.A)
+            return _direct_solve(system.A, solve, system, "kronecker", return_info)
     m, n = system.A.shape
     limit = _check_maxiter(maxiter, min(10 * min(m, n) + 100, 100_000))
     counter = _Counter(system.A)
@@ -416,16 +424,48 @@ def _tree_of(system: _System) -> Hierarchy | None:
     return A if A.leaves_measured else None
 
 
-def _tree_solve(tree: Hierarchy, system: _System, return_info: bool) -> Any:
-    x = tree.lstsq(system.b)
+# A Kronecker strategy is solved through its factors' pseudo-inverses when
+# every factor is this small (a dense pinv costs O(m n²): ≤ 10⁹ flops here).
+_KRON_FACTOR_COLUMNS = 512
+_KRON_FACTOR_ENTRIES = 2**21
+
+
+def _small_kronecker(A: EMatrix) -> bool:
+    return (
+        type(A) is Kronecker
+        and len(A.factors) > 1
+        and all(
+            f.shape[1] <= _KRON_FACTOR_COLUMNS and f.shape[0] * f.shape[1] <= _KRON_FACTOR_ENTRIES
+            for f in A.factors
+        )
+    )
+
+
+def _kronecker_pinv(A: Kronecker) -> Any:
+    """y ↦ (A₁ ⊗ … ⊗ A_d)⁺ y = (A₁⁺ ⊗ … ⊗ A_d⁺) y, one factor (axis) at a time:
+    the minimum-norm least-squares solution, as LSMR's from x = 0."""
+    pinvs = [np.linalg.pinv(f.dense()) for f in A.factors]
+
+    def solve(y: np.ndarray) -> np.ndarray:
+        Y = y.reshape([f.shape[0] for f in A.factors])
+        for axis, P in enumerate(pinvs):
+            Y = np.moveaxis(np.tensordot(P, Y, axes=([1], [axis])), 0, axis)
+        return Y.reshape(-1)
+
+    return solve
+
+
+def _direct_solve(A: EMatrix, solve: Any, system: _System, how: str, return_info: bool) -> Any:
+    """An exact solve `solve(b)` of the system, with LSMR's measures in the info."""
+    x = solve(system.b)
     if not return_info:
         return x
-    r = tree.matvec(x) - system.b
+    r = A.matvec(x) - system.b
     normr = _norm(r)
-    norm_a = math.sqrt(float(tree.column_norms(2).sum()))  # Frobenius, as LSMR's estimate
-    normar = _norm(tree.T.matvec(r))
+    norm_a = math.sqrt(float(A.column_norms(2).sum()))  # Frobenius, as LSMR's estimate
+    normar = _norm(A.T.matvec(r))
     rel = normar / (norm_a * normr) if norm_a > 0 and normr > 0 else 0.0
-    info = SolveInfo("tree", True, 0, 0, "exact two-pass tree solve", normr, rel)
+    info = SolveInfo(how, True, 0, 0, f"exact {how} solve", normr, rel)
     return x, info
 
 
@@ -497,7 +537,8 @@ def nnls(
     if method not in ("projected_newton", "lbfgsb"):
         raise ValueError(f"method must be 'projected_newton' or 'lbfgsb', got {method!r}")
     counter = _Counter(system.A)
-    x0 = _nnls_start(start, system, counter)
+    tree = _tree_of(system)
+    x0 = _nnls_start(start, system, counter, tree)
     scale = float(np.abs(counter.rmatvec(system.b)).max())
     if scale == 0.0:  # the gradient vanishes at x = 0: it is optimal (convex f)
         x = np.zeros(system.size)
@@ -506,6 +547,8 @@ def nnls(
         return (x, info) if return_info else x
     if method == "lbfgsb":
         x, info = _lbfgsb(system, counter, x0, tol, scale, _check_maxiter(maxiter, 15_000))
+    elif tree is not None:
+        x, info = _tree_active_set(tree, system, counter, x0, tol, scale, maxiter)
     else:
         x, info = _projected_newton(system, counter, x0, tol, scale, _check_maxiter(maxiter, 200))
     if not np.all(np.isfinite(x)):
@@ -524,10 +567,14 @@ def _norm(v: np.ndarray) -> float:
     return float(np.sqrt(np.dot(v, v)))
 
 
-def _nnls_start(start: Any, system: _System, counter: _Counter) -> np.ndarray:
+def _nnls_start(
+    start: Any, system: _System, counter: _Counter, tree: Hierarchy | None = None
+) -> np.ndarray:
     if isinstance(start, str):
         if start == "zeros":
             return np.zeros(system.size)
+        if start == "ls" and tree is not None:
+            return tree.lstsq(system.b)
         if start == "ls":
             m, n = system.A.shape
             x, *_ = _lsmr(counter, system.b, 1e-8, min(10 * min(m, n) + 100, 100_000))
@@ -667,6 +714,54 @@ def _active_set_phase(
 
 
 _PDAS_C = 0.1
+
+
+def _tree_active_set(
+    tree: Hierarchy,
+    system: _System,
+    counter: _Counter,
+    x0: np.ndarray,
+    tol: float,
+    scale: float,
+    maxiter: int | None,
+) -> tuple[np.ndarray, SolveInfo]:
+    """NNLS on one tree measurement: the primal–dual active-set steps of
+    `_active_set_phase`, each solved exactly by `Hierarchy.lstsq` with the
+    active cells held at 0 (O(N) per step instead of an LSMR solve). Stops
+    when the active set repeats and the projected gradient is below the
+    tolerance; otherwise the safeguarded projected Newton method finishes
+    from the best projected point, so convergence does not rest on the
+    (unguaranteed) active-set iteration."""
+    b = system.b
+    hdiag = np.maximum(tree.column_norms(2), np.finfo(np.float64).tiny)
+    limit = _check_maxiter(maxiter, 200)
+    x = np.array(x0, copy=True)
+    best_x, best_f = None, math.inf
+    previous: np.ndarray | None = None
+    it = 0
+    while it < min(limit, _ACTIVE_SET_MAXITER):
+        it += 1
+        r = counter.matvec(x) - b
+        g = counter.rmatvec(r)
+        xp = np.maximum(x, 0.0)
+        if np.array_equal(xp, x):  # feasible: r and g are the projected point's
+            f = 0.5 * float(np.dot(r, r))
+            opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+            if f < best_f:
+                best_x, best_f = x, f
+            if opt <= tol:
+                info = SolveInfo(
+                    "tree_active_set", True, it, counter.count,
+                    "projected gradient below tolerance", _norm(r), opt,
+                )  # fmt: skip
+                return x, info
+        active = x - _PDAS_C * g / hdiag <= 0
+        if previous is not None and np.array_equal(active, previous):
+            break  # the iteration has stalled short of the tolerance
+        previous = active
+        x = tree.lstsq(b, zero=active)
+    start = np.maximum(x, 0.0) if best_x is None else best_x
+    return _projected_newton(system, counter, start, tol, scale, limit)
 # Truncated inner solves: more iterations per step buy fewer steps; 20
 # minimised the total work on HB-style measurements of sparse data. The
 # first step, often the last when few bounds are active, gets half.
