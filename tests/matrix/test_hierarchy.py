@@ -292,6 +292,23 @@ def test_tree_lstsq_with_level_weights(dims, b, weights, rng):
     np.testing.assert_allclose(H.lstsq(y), expected, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize(("dims", "b"), [((17,), 2), ((100,), 4), ((13, 7), 2), ((3, 3, 5), 3)])
+@pytest.mark.parametrize("fraction", [0.3, 0.9, 1.0])
+def test_tree_lstsq_with_cells_held_at_zero(dims, b, fraction, rng):
+    """zero=mask: the least-squares fit over the other cells (whole subtrees
+    held at 0 included)."""
+    H = Hierarchy(dims, b)
+    A = ref_dense(dims, b)
+    y = rng.normal(size=A.shape[0])
+    zero = rng.random(A.shape[1]) < fraction
+    expected = np.zeros(A.shape[1])
+    if not zero.all():
+        expected[~zero] = np.linalg.lstsq(A[:, ~zero], y, rcond=None)[0]
+    got = H.lstsq(y, zero=zero)
+    assert np.all(got[zero] == 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
 def test_tree_lstsq_refuses_what_it_cannot_solve(rng):
     H = Hierarchy(8, 2)
     with pytest.raises(ValueError, match="transpose"):
@@ -300,6 +317,8 @@ def test_tree_lstsq_refuses_what_it_cannot_solve(rng):
         H.lstsq(np.zeros(14))
     with pytest.raises(ValueError, match="finite"):
         H.lstsq(np.full(15, np.nan))
+    with pytest.raises(ValueError, match="boolean mask of 8 cells"):
+        H.lstsq(np.zeros(15), zero=np.zeros(7, dtype=bool))
     rank_deficient = Hierarchy(8, 2, level_weights=[1, 1, 1, 0])
     assert not rank_deficient.leaves_measured and H.leaves_measured
     with pytest.raises(ValueError, match="leaf weights"):
