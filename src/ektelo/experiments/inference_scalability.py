@@ -145,8 +145,8 @@ def inference_job(
         M: Any = Sparse(Q.sparse())
     elif implementation == "iterative-implicit":
         M = Q
-        if method == "LS":  # the paper's iterative method, not the automatic tree solve
-            options["method"] = "lsmr"
+        # the paper's iterative methods, not the automatic exact tree solves
+        options["method"] = "lsmr" if method == "LS" else "projected_newton"
     elif implementation == "implicit, method=auto":
         if method != "LS":
             raise ValueError("method=auto is a least-squares series")

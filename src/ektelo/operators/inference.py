@@ -481,7 +481,7 @@ def nnls(
     prior: Any = None,
     tol: float = 1e-6,
     maxiter: int | None = None,
-    method: str = "projected_newton",
+    method: str = "auto",
     start: str | Any = "ls",
     exact_scale: float = 1e-3,
     return_info: bool = False,
@@ -505,7 +505,12 @@ def nnls(
     does on its reduced problems.
 
     Methods:
-        "projected_newton" (default): an active-set Newton method whose
+        "auto" (default): "tree_active_set" for one measurement of a tree
+            of range queries (H2, HB, QuadTree) without public facts — the
+            primal–dual active-set steps below, each solved exactly in O(N)
+            by `Hierarchy.lstsq` with the active cells held at 0, finished
+            by projected Newton if they stall — else "projected_newton".
+        "projected_newton": an active-set Newton method whose
             steps are LSMR solves restricted to the free variables, so it
             keeps LSMR's fast convergence on implicit strategies. Phase 1:
             primal–dual active-set steps (Hintermüller, Ito & Kunisch 2002)
@@ -534,10 +539,12 @@ def nnls(
     """
     system, _ = _system(measurements, known_total, prior, exact_scale)
     tol = _check_tol(tol)
-    if method not in ("projected_newton", "lbfgsb"):
-        raise ValueError(f"method must be 'projected_newton' or 'lbfgsb', got {method!r}")
+    if method not in ("auto", "projected_newton", "lbfgsb"):
+        raise ValueError(
+            f"method must be 'auto', 'projected_newton' or 'lbfgsb', got {method!r}"
+        )
     counter = _Counter(system.A)
-    tree = _tree_of(system)
+    tree = _tree_of(system) if method == "auto" else None
     x0 = _nnls_start(start, system, counter, tree)
     scale = float(np.abs(counter.rmatvec(system.b)).max())
     if scale == 0.0:  # the gradient vanishes at x = 0: it is optimal (convex f)
