@@ -496,3 +496,51 @@ def test_mw_rejects_bad_arguments(rng: np.random.Generator) -> None:
         inf.multiplicative_weights([m], iterations=0)
     with pytest.raises(ValueError, match="mode"):
         inf.multiplicative_weights([m], mode="batch")
+
+
+def _literal_mw(ms: list, T: float, x0: np.ndarray, passes: int) -> np.ndarray:
+    """The MW update one query at a time, normalised after each (the loop
+    `multiplicative_weights` documents), on dense rows."""
+    ref = x0 * T / x0.sum()
+    rows = np.vstack([m.query_on_root.dense() for m in ms])
+    ys = np.concatenate([m.answers for m in ms])
+    unit = min(m.noise_scale for m in ms)
+    ws = np.concatenate([np.full(m.answers.size, unit / m.noise_scale) for m in ms])
+    for _ in range(passes):
+        for q, a, w in zip(rows, ys, ws, strict=True):
+            ref = ref * np.exp(w * q * (a - q @ ref) / (2 * T))
+            ref *= T / ref.sum()
+    return ref
+
+
+@pytest.mark.parametrize(
+    ("width", "keep"),
+    [(1, 0.9), (4, 0.9), (8, 0.8), (1, 0.2), (2, 0.3), (16, 0.3), (3, 0.9)],
+)
+def test_mw_cyclic_aligned_equal_length_blocks_match_the_literal_loop(
+    width: int, keep: float, rng: np.random.Generator
+) -> None:
+    """MWEM's augmented rounds: ranges of one length L aligned to multiples
+    of L, some left out (holes; few, or most of them), in one disjoint block
+    (vectorised: one row per chunk, or only the rows' chunks), and
+    a ragged block of ranges. With a
+    big-box query and a total measured between rounds, as the plan does."""
+    n = 64 * width
+    x = rng.integers(0, 20, n).astype(float)
+    lower = np.arange(0, n, width)
+    free = rng.random(lower.size) < keep
+    free[:10] = True  # enough rows to vectorise
+    ranges = RangeQueries(n, lower[free], lower[free] + width - 1)
+    ragged = RangeQueries(n, np.array([0, 3, 9, 10, 20, 31, 33, 40, 47]),
+                          np.array([1, 7, 9, 17, 29, 31, 38, 45, 50]))  # fmt: skip
+    ms = [
+        measure(ranges, x, 3.0, rng),
+        measure(Total(n), x, 3.0, rng),
+        measure(ragged, x, 6.0, rng),
+        measure(RangeQueries(n, lower[free], lower[free] + width - 1), x, 3.0, rng),
+    ]
+    T = float(x.sum())
+    x0 = rng.random(n) + 0.1
+    est = inf.multiplicative_weights(ms, total=T, x0=x0, iterations=9)
+    ref = _literal_mw(ms, T, x0, 9)
+    np.testing.assert_allclose(est, ref, rtol=1e-9)

@@ -858,8 +858,12 @@ def multiplicative_weights(
       once by fixed-point iteration (exact after at most |block| steps, as
       S_r depends only on earlier rows; in practice 1–3 steps, as the
       coupling is Σ_r (p_r / S)²/2), stopped when no exponent moves by more
-      than 1e-13, else finished by the literal loop. Then one vectorised
-      multiplication applies the block. Updates are thus identical to the
+      than 1e-13, else finished by the literal loop (after the first step,
+      the factors move by exp(δ) for tiny δ, applied as its Taylor terms to
+      within an ulp). Then one vectorised multiplication applies the block.
+      Rows of one length L aligned to multiples of L (MWEM's dyadic ranges)
+      are the rows of the span reshaped to (-1, L), chunks no row covers
+      being rows with factor exactly 1. Updates are thus identical to the
       literal loop's up to floating-point rounding.
 
     Args:
@@ -919,6 +923,10 @@ _BLOCK_VECTOR_ROWS = 8
 # moves by more than this; give up (literal loop) after this many steps.
 _BLOCK_EXPONENT_TOL = 1e-13
 _BLOCK_MAX_STEPS = 30
+# Later steps of that iteration update the factors e ← e·exp(δ) by Taylor
+# terms: first order up to |δ| ≤ 2⁻²⁷, second order up to 1e-5, else exp.
+_TAYLOR_FIRST = 2.0**-27
+_TAYLOR_SECOND = 1e-5
 
 
 def _empty() -> np.ndarray:
@@ -948,7 +956,16 @@ class _SegBlock:
     alpha: np.ndarray = field(default_factory=_empty)
     beta: np.ndarray = field(default_factory=_empty)
     alpha_range: tuple[float, float] = (0.0, 0.0)
-    increments: np.ndarray | None = None  # last pass's mass increments (warm start)
+    # the running masses before each row (and after the block) at the last
+    # pass, and that pass's starting mass: the next pass's first guess
+    masses: np.ndarray | None = None
+    masses_start: float = 0.0
+    # Regular blocks (every row of one length L, aligned to multiples of L
+    # from `start`): the span is x[start:stop].reshape(-1, L), one row of it
+    # per chunk; chunks no row covers (holes) are rows with alpha = beta = 0,
+    # whose factor is exp(0) = 1 exactly and mass increment 0 exactly.
+    width: int = 0  # L, or 0 when not regular
+    chunks: np.ndarray | None = None  # the rows' chunks when holes are many
 
 
 @dataclass
@@ -1126,13 +1143,26 @@ def _seg_block(parts: list[np.ndarray], n: int, T: float) -> _SegBlock:
     if lo.size > _BLOCK_VECTOR_ROWS:
         block.vectorised = True
         block.start, block.stop = int(lo[0]), int(hi[-1]) + 1
-        cuts = np.empty(2 * lo.size, dtype=np.int64)
-        cuts[0::2], cuts[1::2] = lo - block.start, hi + 1 - block.start
-        block.cuts = cuts[:-1]  # on x[start:stop]
-        block.lengths = np.diff(cuts)  # row, gap, row, ..., row
         # exponent_r = w v (a − T v p / S) / (2T) = alpha_r − beta_r · p_r / S
-        block.alpha = weight * value * answer / (2.0 * T)
-        block.beta = weight * value * value / 2.0
+        alpha = weight * value * answer / (2.0 * T)
+        beta = weight * value * value / 2.0
+        width = int(hi[0] - lo[0]) + 1
+        chunks = (block.stop - block.start) // width
+        offset = lo - block.start
+        if np.all(hi - lo + 1 == width) and np.all(offset % width == 0):
+            block.width = width
+            if chunks <= 2 * lo.size:  # few holes: every chunk is a row
+                block.alpha, block.beta = np.zeros(chunks), np.zeros(chunks)
+                block.alpha[offset // width], block.beta[offset // width] = alpha, beta
+            else:  # many holes: only the rows' chunks, gathered
+                block.chunks = offset // width
+                block.alpha, block.beta = alpha, beta
+        else:
+            cuts = np.empty(2 * lo.size, dtype=np.int64)
+            cuts[0::2], cuts[1::2] = offset, hi + 1 - block.start
+            block.cuts = cuts[:-1]  # on x[start:stop]
+            block.lengths = np.diff(cuts)  # row, gap, row, ..., row
+            block.alpha, block.beta = alpha, beta
         block.alpha_range = (float(block.alpha.min()), float(block.alpha.max()))
     return block
 
@@ -1192,38 +1222,50 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
     """All rows of a disjoint block at once. The running masses before each
     row solve S_r = S_0 + Σ_{j<r} p_j·expm1(z_j), z_j = alpha_j − beta_j·p_j/S_j;
     they are found by fixed-point iteration started from the previous pass's
-    increments, accepted when no exponent moves by more than the tolerance;
-    then x is multiplied chunk by chunk. Falls back to the literal loop if
-    the iteration does not settle or the mass leaves the safe range."""
-    # rows' masses: every other chunk of x's span (a zero-length gap gives a
-    # junk entry there, unused)
+    masses (shifted by the change in S_0), accepted when no exponent moves
+    by more than the tolerance; then x is multiplied row by row. Falls back
+    to the literal loop if the iteration does not settle or the mass leaves
+    the safe range.
+
+    Only the first step evaluates exp: later steps move each exponent by a
+    tiny δ (the iteration contracts fast), and e·exp(δ) is e·(1 + δ) when
+    |δ| ≤ 2⁻²⁷ (δ²/2 is below half an ulp), e·(1 + δ + δ²/2) when
+    |δ| ≤ 10⁻⁵ (δ³/6 below one ulp), else exp(z) afresh."""
     span = x[block.start : block.stop]
-    p = np.add.reduceat(span, block.cuts)[0::2].copy()
-    m = p.size
-    beta = block.beta * p
-    mass = np.empty(m)  # S before each row
-    if block.increments is None:
-        mass.fill(S0)
+    L = block.width
+    chunks = block.chunks
+    if chunks is not None:
+        p = span.take(chunks) if L == 1 else span.reshape(-1, L).take(chunks, 0) @ np.ones(L)
+    elif L == 1:
+        p = span  # read only until the final multiplication
+    elif L > 1:
+        p = span.reshape(-1, L) @ np.ones(L)
     else:
-        mass[0] = 0.0
-        np.cumsum(block.increments[:-1], out=mass[1:])
-        mass += S0
-    beta_max = float(beta.max())
+        # rows' masses: every other chunk of x's span (a zero-length gap
+        # gives a junk entry there, unused)
+        p = np.add.reduceat(span, block.cuts)[0::2].copy()
+    m = p.size
+    alpha = block.alpha
+    beta = block.beta * p
+    # acc[r] = S_0 + Σ_{j<r} d_j (the mass before row r; acc[m] after the
+    # block), summed in the literal loop's order as the cumsum of [S_0, d]
+    inc = np.empty(m + 1)
+    inc[0] = S0
+    d = inc[1:]
+    warm = block.masses
+    acc = np.full(m + 1, S0) if warm is None else warm + (S0 - block.masses_start)
+    mass = acc[:-1]
     low, high = block.alpha_range
     pull = np.empty(m)  # beta/S of the masses behind the current factors e
     fresh = np.empty(m)
-    z, e, d = np.empty(m), np.empty(m), np.empty(m)
-    S, settled, last_move = math.nan, False, math.inf
+    z, e = np.empty(m), np.empty(m)
+    S, settled, last_move, clipped = math.nan, False, math.inf, False
     for step in range(_BLOCK_MAX_STEPS):
-        smallest = float(mass.min())
-        if not smallest > 0:
-            break
         np.divide(beta, mass, out=fresh)
-        final = False
+        final, move = False, math.inf
         if step > 0:
-            np.subtract(fresh, pull, out=z)
-            np.abs(z, out=z)
-            move = float(z.max())
+            np.subtract(pull, fresh, out=z)  # δ = z_new − z_old
+            move = max(float(z.max()), -float(z.min()))  # NaN if any is
             if move <= _BLOCK_EXPONENT_TOL:
                 settled = True  # e and d (from the previous masses) stand
                 break
@@ -1233,26 +1275,53 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
             final = q < 0.5 and move * q / (1.0 - q) <= _BLOCK_EXPONENT_TOL
             last_move = move
         pull, fresh = fresh, pull
-        np.subtract(block.alpha, pull, out=z)
-        if high > _MAX_EXPONENT or low - beta_max / smallest < -_MAX_EXPONENT:
-            np.clip(z, -_MAX_EXPONENT, _MAX_EXPONENT, out=z)
-        np.exp(z, out=e)  # the factors; exp(z) − 1 is exact enough for the mass:
+        if move <= _TAYLOR_SECOND and not clipped:
+            if move > _TAYLOR_FIRST:  # z ← δ(1 + δ/2)
+                np.multiply(z, 0.5, out=d)
+                d += 1.0
+                z *= d
+            np.multiply(e, z, out=d)  # e ← e + e·δ(…)
+            e += d
+        else:
+            smallest = float(mass.min())
+            if not smallest > 0:  # (rounding only: the masses are positive)
+                break
+            np.subtract(alpha, pull, out=z)
+            clipped = high > _MAX_EXPONENT or low - float(beta.max()) / smallest < -_MAX_EXPONENT
+            if clipped:
+                np.clip(z, -_MAX_EXPONENT, _MAX_EXPONENT, out=z)
+            np.exp(z, out=e)  # the factors; exp(z) − 1 is exact enough for the mass:
         np.multiply(p, e, out=d)  # its error p·2⁻⁵² is the literal loop's own
-        np.subtract(d, p, out=d)
-        S = S0 + float(d.sum())
+        d -= p
         if final:
+            S = S0 + float(d.sum())
             settled = True
             break
-        mass[0] = 0.0
-        np.cumsum(d[:-1], out=mass[1:])
-        mass += S0
+        np.cumsum(inc, out=acc)
+        S = float(acc[-1])
     if not (settled and T / _MASS_RANGE < S < T * _MASS_RANGE):
-        block.increments = None
+        block.masses = None
         return _segs_literal(block, x, T, S0)
-    block.increments = d.copy()
-    factors = np.ones(block.lengths.size)
-    factors[0::2] = e
-    span *= np.repeat(factors, block.lengths)
+    block.masses, block.masses_start = acc, S0
+    if chunks is not None and L == 1:
+        span[chunks] *= e
+        return S
+    if chunks is not None:  # every chunk's factor (1 in the holes)
+        factors = np.ones(span.size // L)
+        factors[chunks] = e
+        e = factors
+    if L == 1:
+        span *= e
+    elif L > 1 and L <= 4:  # (strided products beat broadcasting here)
+        for j in range(L):
+            span[j::L] *= e
+    elif L > 1:
+        view = span.reshape(-1, L)
+        view *= e[:, None]
+    else:
+        factors = np.ones(block.lengths.size)
+        factors[0::2] = e
+        span *= np.repeat(factors, block.lengths)
     return S
 
 
