@@ -562,7 +562,8 @@ class Hierarchy(EMatrix):
             if w_leaf == 0:
                 raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
             z = (y[:n] / w_leaf).reshape(grid)
-            V = np.full(grid, 1.0 / (w_leaf * w_leaf))
+            # one variance for every cell: a read-only broadcast, no N-vector
+            V = np.broadcast_to(1.0 / (w_leaf * w_leaf), grid)
         known = False
         if zero is not None:
             mask = np.asarray(zero)
@@ -572,7 +573,7 @@ class Hierarchy(EMatrix):
             if known:
                 keep = ~mask.reshape(grid)
                 z *= keep
-                V *= keep
+                V = V * keep
         # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
         zs: list[np.ndarray] = [z]
         Vs: list[np.ndarray] = [V]
@@ -607,6 +608,10 @@ class Hierarchy(EMatrix):
                 correction = np.divide(x - s, v_s, out=np.zeros(s.shape), where=v_s > 0)
             else:
                 correction = (x - s) / v_s
+            if V_c.strides == (0,) * V_c.ndim:  # equal variances: z_c += V·correction, in place
+                self._expand_into(z_c, correction * V_c.flat[0], t)
+                x = z_c
+                continue
             share = np.zeros(z_c.shape)
             self._expand_into(share, correction, t)
             share *= V_c
