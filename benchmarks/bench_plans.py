@@ -43,7 +43,6 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +54,7 @@ import ektelo
 from ektelo import plans
 from ektelo import workload as wl
 from ektelo.datasets import census_like
+from ektelo.experiments.common import clear_library_caches
 from ektelo.workload.naive_bayes import naive_bayes
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dpbench"
@@ -76,17 +76,6 @@ TABLE_PLANS = ("privbayes", "privbayes_ls", "cdf_estimator")
 NB_PLANS = ("nb_workload", "nb_workload_ls", "nb_select_ls")
 ONLY_2D = ("quadtree", "uniform_grid", "adaptive_grid", "hb_striped", "hb_striped_kron",
            "dawa_striped")
-
-
-def clear_library_caches() -> None:
-    """Empty every memo (anything with `cache_clear`) in ektelo's modules."""
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "ektelo" or name.startswith("ektelo.")):
-            continue
-        for value in list(vars(module).values()):
-            clear = getattr(value, "cache_clear", None)
-            if callable(clear):
-                clear()
 
 
 def vector_settings() -> dict[str, tuple[np.ndarray, Any]]:

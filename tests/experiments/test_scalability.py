@@ -12,6 +12,7 @@ import pytest
 
 import ektelo
 from ektelo import plans
+from ektelo.experiments import common
 from ektelo.experiments import inference_scalability as inf_exp
 from ektelo.experiments import plan_scalability as plan_exp
 from ektelo.matrix import Dense, Identity, Kronecker, Prefix, Sparse
@@ -65,7 +66,7 @@ def test_worker_empties_library_memos_before_each_job(monkeypatch):
     monkeypatch.setitem(sys.modules, "ektelo._memo_probe", probe)
     probe.square(3)
     assert probe.square.cache_info().currsize == 1
-    plan_exp._clear_library_caches()
+    common.clear_library_caches()
     assert probe.square.cache_info().currsize == 0
 
 

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import experiment, progress, save_outputs
+from .common import clear_library_caches, experiment, progress, save_outputs
 
 __all__ = [
     "CPU_LIMIT",
@@ -122,19 +122,6 @@ def _reset_peak() -> None:
         pass
 
 
-def _clear_library_caches() -> None:
-    """Empty every memo (`functools.lru_cache`) in ektelo's loaded modules, so
-    each run pays for its own work (e.g. HDMM's memoised strategy), whatever
-    ran before it in the same worker."""
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "ektelo" or name.startswith("ektelo.")):
-            continue
-        for value in list(vars(module).values()):
-            clear = getattr(value, "cache_clear", None)
-            if callable(clear):
-                clear()
-
-
 def _serve(conn: Any, memory_bytes: int) -> None:
     """Worker loop: build a job, say "ready", time it, send the outcome."""
     if memory_bytes > 0:
@@ -155,7 +142,7 @@ def _serve(conn: Any, memory_bytes: int) -> None:
         job: Callable[[], Any] | None = None
         try:
             module, _, name = target.partition(":")
-            _clear_library_caches()
+            clear_library_caches()
             job = getattr(importlib.import_module(module), name)(*args)
             gc.collect()
             _reset_peak()
