@@ -741,6 +741,8 @@ def _tree_active_set(
     (unguaranteed) active-set iteration."""
     b = system.b
     hdiag = np.maximum(tree.column_norms(2), np.finfo(np.float64).tiny)
+    if hdiag.size and hdiag.min() == hdiag.max():  # one norm for all (complete trees)
+        hdiag = float(hdiag[0])
     limit = _check_maxiter(maxiter, 200)
     x = np.array(x0, copy=True)
     best_x, best_f = None, math.inf
@@ -748,10 +750,10 @@ def _tree_active_set(
     it = 0
     while it < min(limit, _ACTIVE_SET_MAXITER):
         it += 1
-        r = counter.matvec(x) - b
+        r = counter.matvec(x)
+        r -= b
         g = counter.rmatvec(r)
-        xp = np.maximum(x, 0.0)
-        if np.array_equal(xp, x):  # feasible: r and g are the projected point's
+        if x.min() >= 0:  # feasible: r and g are the projected point's
             f = 0.5 * float(np.dot(r, r))
             opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
             if f < best_f:
@@ -762,7 +764,9 @@ def _tree_active_set(
                     "projected gradient below tolerance", _norm(r), opt,
                 )  # fmt: skip
                 return x, info
-        active = x - _PDAS_C * g / hdiag <= 0
+        # x − c·g/h ≤ 0, with h > 0
+        active = np.less_equal(x * (hdiag / _PDAS_C), g, out=np.empty(x.size, dtype=bool))
+        del r, g
         if previous is not None and np.array_equal(active, previous):
             break  # the iteration has stalled short of the tolerance
         previous = active
