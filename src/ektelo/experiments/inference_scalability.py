@@ -39,7 +39,6 @@ when they all find the least-squares solution) and, for NNLS, min(x̂).
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,8 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import experiment, progress, save_outputs
-from .plan_scalability import LimitedRunner, Point, panel_axes, sweep, synthetic_data
+from .common import experiment, save_outputs
+from .plan_scalability import Point, as_table, panel_axes, sweep_series, synthetic_data
 
 __all__ = ["h2_answers", "inference_job"]
 
@@ -246,45 +245,40 @@ def run_experiment(
     cpu_limit = cpu_limit if cpu_limit is not None else (10.0 if quick else CPU_LIMIT)
     memory_gb = memory_gb if memory_gb is not None else (3.0 if quick else MEMORY_GB)
     h2_sizes, hb_sizes = _sizes(quick)
-    series = [(m, impl, "h2", h2_sizes) for m, impls in IMPLEMENTATIONS.items() for impl in impls]
-    series.append(("LS", "iterative-implicit", "hb", hb_sizes))
-    rows: list[dict[str, Any]] = []
-    target = f"{__name__}:inference_job"
-    partial = out / f"{NAME}.partial.csv"
-    with LimitedRunner(cpu_limit=cpu_limit, memory_gb=memory_gb) as runner:
-        for method, impl, strategy, sizes in progress(series, NAME):
-            name = impl if strategy == "h2" else f"{impl} (HB)"
-            label = {"method": method, "implementation": name, "measurements": strategy}
-            points = [Point({"n": n}, (method, impl, strategy, n)) for n in sizes]
-            rows += sweep(runner, target, label, points, trials)
-            sys.stderr.write(f"  {method}/{name}: {rows[-1]['status']} at n={rows[-1]['n']}\n")
-            pd.DataFrame(rows).to_csv(partial, index=False)  # survives an interrupted run
-    partial.unlink(missing_ok=True)
-    table = pd.DataFrame(rows)
-    columns = [
-        "method",
-        "implementation",
-        "measurements",
-        "n",
-        "rows",
-        "status",
-        "trials",
-        "runtime_s",
-        "runtime_std",
-        "runtime_min",
-        "wall_s",
-        "peak_gb",
-        "solver",
-        "iterations",
-        "products",
-        "rel_residual",
-        "min_estimate",
-        "message",
-    ]
-    for column in columns:
-        if column not in table:
-            table[column] = np.nan
-    table = table[columns]
+    jobs = [(m, impl, "h2", h2_sizes) for m, impls in IMPLEMENTATIONS.items() for impl in impls]
+    jobs.append(("LS", "iterative-implicit", "hb", hb_sizes))
+    series = []
+    for method, impl, strategy, sizes in jobs:
+        name = impl if strategy == "h2" else f"{impl} (HB)"
+        label = {"method": method, "implementation": name, "measurements": strategy}
+        points = [Point({"n": n}, (method, impl, strategy, n)) for n in sizes]
+        series.append((f"{method}/{name}", label, points))
+    rows = sweep_series(
+        NAME, out, f"{__name__}:inference_job", series, trials, cpu_limit, memory_gb
+    )
+    table = as_table(
+        rows,
+        [
+            "method",
+            "implementation",
+            "measurements",
+            "n",
+            "rows",
+            "status",
+            "trials",
+            "runtime_s",
+            "runtime_std",
+            "runtime_min",
+            "wall_s",
+            "peak_gb",
+            "solver",
+            "iterations",
+            "products",
+            "rel_residual",
+            "min_estimate",
+            "message",
+        ],
+    )
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(f"\nLargest size within {cpu_limit:g} CPU s and {memory_gb:g} GB:")
         print(_summary(table).to_string(index=False))

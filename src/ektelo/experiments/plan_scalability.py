@@ -70,9 +70,11 @@ __all__ = [
     "Outcome",
     "Point",
     "Represented",
+    "as_table",
     "panel_axes",
     "represent",
     "sweep",
+    "sweep_series",
     "synthetic_data",
 ]
 
@@ -361,6 +363,39 @@ def sweep(
             failed = True
         rows.append(row)
     return rows
+
+
+def sweep_series(
+    name: str,
+    out: Path,
+    target: str,
+    series: Sequence[tuple[str, dict[str, Any], Sequence[Point]]],
+    trials: int,
+    cpu_limit: float,
+    memory_gb: float,
+) -> list[dict[str, Any]]:
+    """`sweep` every (tag, label, points) series in one limited worker, with
+    progress, a line per series on stderr and a partial CSV kept up to date
+    in `out` (it survives an interrupted run; removed at the end)."""
+    rows: list[dict[str, Any]] = []
+    partial = out / f"{name}.partial.csv"
+    with LimitedRunner(cpu_limit=cpu_limit, memory_gb=memory_gb) as runner:
+        for tag, label, points in progress(series, name):
+            rows += sweep(runner, target, label, points, trials)
+            sys.stderr.write(f"  {tag}: {rows[-1]['status']} at n={rows[-1]['n']}\n")
+            pd.DataFrame(rows).to_csv(partial, index=False)
+    partial.unlink(missing_ok=True)
+    return rows
+
+
+def as_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    """The rows as a frame with exactly `columns`, in order (NaN where no row
+    set one, e.g. when every point failed)."""
+    table = pd.DataFrame(rows)
+    for column in columns:
+        if column not in table:
+            table[column] = np.nan
+    return table[list(columns)]
 
 
 # ---------------------------------------------------------------------------
@@ -677,39 +712,24 @@ def run_experiment(
     trials = trials if trials is not None else (1 if quick else DEFAULT_TRIALS)
     cpu_limit = cpu_limit if cpu_limit is not None else (10.0 if quick else CPU_LIMIT)
     memory_gb = memory_gb if memory_gb is not None else (3.0 if quick else MEMORY_GB)
-    series = _series(quick)
-    jobs = [(s, rep) for s in series for rep in s.representations]
-    rows: list[dict[str, Any]] = []
-    target = f"{__name__}:plan_job"
-    partial = out / f"{NAME}.partial.csv"
-    with LimitedRunner(cpu_limit=cpu_limit, memory_gb=memory_gb) as runner:
-        for s, rep in progress(jobs, NAME):
-            points = [
+    series = [
+        (
+            f"{s.plan}/{rep}",
+            {"panel": s.panel, "plan": s.plan, "representation": rep},
+            [
                 Point(
                     {"shape": "x".join(map(str, shape)), "n": math.prod(shape)},
                     (s.plan, rep, shape, s.workload, s.keep_kronecker),
                 )
                 for shape in s.shapes
-            ]
-            label = {"panel": s.panel, "plan": s.plan, "representation": rep}
-            rows += sweep(runner, target, label, points, trials)
-            sys.stderr.write(f"  {s.plan}/{rep}: {rows[-1]['status']} at n={rows[-1]['n']}\n")
-            pd.DataFrame(rows).to_csv(partial, index=False)  # survives an interrupted run
-    partial.unlink(missing_ok=True)
-    table = pd.DataFrame(rows)
-    for column in (
-        "runtime_s",
-        "runtime_std",
-        "runtime_min",
-        "wall_s",
-        "peak_gb",
-        "measured_rows",
-        "finite",
-        "message",
-    ):
-        if column not in table:
-            table[column] = np.nan
-    table = table[
+            ],
+        )
+        for s in _series(quick)
+        for rep in s.representations
+    ]
+    rows = sweep_series(NAME, out, f"{__name__}:plan_job", series, trials, cpu_limit, memory_gb)
+    table = as_table(
+        rows,
         [
             "panel",
             "plan",
@@ -726,8 +746,8 @@ def run_experiment(
             "measured_rows",
             "finite",
             "message",
-        ]
-    ]
+        ],
+    )
     summary = _summary(table)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(
