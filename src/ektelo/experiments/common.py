@@ -113,3 +113,22 @@ def clear_library_caches() -> None:
             clear = getattr(value, "cache_clear", None)
             if callable(clear):
                 clear()
+
+
+class HandleProxy:
+    """Base of the experiments' stand-ins for a protected vector: `shape`,
+    `size` and every attribute not overridden are the wrapped handle's."""
+
+    def __init__(self, handle: Any):
+        self._handle = handle
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._handle.shape
+
+    @property
+    def size(self) -> int:
+        return self._handle.size
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)

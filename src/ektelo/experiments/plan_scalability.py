@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import clear_library_caches, experiment, progress, save_outputs
+from .common import HandleProxy, clear_library_caches, experiment, progress, save_outputs
 
 __all__ = [
     "CPU_LIMIT",
@@ -440,7 +440,7 @@ def represent(M: Any, representation: str, *, keep_kronecker: bool = False) -> A
     return Dense(M.dense()) if representation == "dense" else Sparse(M.sparse())
 
 
-class Represented:
+class Represented(HandleProxy):
     """A stand-in for a `ProtectedVector` that measures in one representation.
 
     `laplace` materialises the matrix (`represent`) before the kernel sees
@@ -457,7 +457,7 @@ class Represented:
         keep_kronecker: bool = False,
         _rows: list[int] | None = None,
     ):
-        self._handle = handle
+        super().__init__(handle)
         self._rep = representation
         self._kron = keep_kronecker
         self._rows = [0] if _rows is None else _rows
@@ -468,14 +468,6 @@ class Represented:
     @property
     def rows(self) -> int:
         return self._rows[0]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._handle.shape
-
-    @property
-    def size(self) -> int:
-        return self._handle.size
 
     def laplace(self, M: Any, *, eps: float) -> Any:
         Q = represent(M, self._rep, keep_kronecker=self._kron)
@@ -490,9 +482,6 @@ class Represented:
 
     def transform(self, M: Any) -> Represented:
         return self._wrap(self._handle.transform(M))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._handle, name)
 
 
 # ---------------------------------------------------------------------------

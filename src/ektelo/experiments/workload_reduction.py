@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import dpbench_1d, dpbench_2d, experiment, progress, save_outputs
+from .common import HandleProxy, dpbench_1d, dpbench_2d, experiment, progress, save_outputs
 from .plan_scalability import LimitedRunner, panel_axes
 
 __all__ = ["ALGORITHMS", "PAPER", "reduced_domain_estimate", "small_ranges", "trial_job"]
@@ -116,22 +116,15 @@ def _resample(x: np.ndarray, records: int, seed: int) -> np.ndarray:
     return counts.reshape(x.shape).astype(np.float64)
 
 
-class _Recorder:
+class _Recorder(HandleProxy):
     """A stand-in for a protected vector that records every measurement with
     the partitions between the plan's input and the measured vector (for the
     reduced-domain inference diagnostic); everything else is the handle's."""
 
     def __init__(self, handle: Any, path: tuple[Any, ...] = (), log: list[Any] | None = None):
-        self._handle, self._path = handle, path
+        super().__init__(handle)
+        self._path = path
         self.log: list[tuple[Any, tuple[Any, ...]]] = [] if log is None else log
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._handle.shape
-
-    @property
-    def size(self) -> int:
-        return self._handle.size
 
     def laplace(self, M: Any, *, eps: float) -> Any:
         m = self._handle.laplace(M, eps=eps)
@@ -140,9 +133,6 @@ class _Recorder:
 
     def reduce_by_partition(self, P: Any) -> _Recorder:
         return _Recorder(self._handle.reduce_by_partition(P), (*self._path, P), self.log)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._handle, name)
 
 
 def reduced_domain_estimate(log: list[tuple[Any, tuple[Any, ...]]]) -> np.ndarray:
