@@ -28,15 +28,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 import ektelo
+from bench_plans import vector_settings  # this directory: scripts run as files
 from ektelo import plans
 from ektelo import workload as wl
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dpbench"
 PLANS = ("mwem", "mwem_b", "mwem_c", "mwem_d")
 EPS = 0.1
 TARGET = 2.0
@@ -44,15 +43,9 @@ ORIGINAL = {("mwem", "2-D"): "≈ 33", ("mwem_b", "1-D"): "> 300", ("mwem_d", "?
 
 
 def settings() -> dict[str, tuple[np.ndarray, object]]:
-    rng = np.random.default_rng(0)
-    one = SHARED / "1d" / "HEPTH.n4096.npy"
-    two = SHARED / "2d" / "Adult_2D_256_256.npy"
-    x1 = np.load(one).astype(float) if one.exists() else rng.poisson(50, 4096).astype(float)
-    x2 = np.load(two).astype(float) if two.exists() else rng.poisson(5, (256, 256)).astype(float)
-    return {
-        "1-D": (x1, wl.random_range(4096, 1000, seed=0)),
-        "2-D": (x2, wl.random_range((256, 256), 2000, seed=0)),
-    }
+    """bench_plans' 1-D and 2-D cases (same data and workloads)."""
+    cases = vector_settings()
+    return {name: cases[name] for name in ("1-D", "2-D")}
 
 
 def run(plan: str, x: np.ndarray, W: object, seed: int) -> tuple[float, float, float]:
