@@ -309,6 +309,25 @@ def test_tree_lstsq_with_cells_held_at_zero(dims, b, fraction, rng):
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("dims", "b", "weights"),
+    [((100,), 3, [0.0, 2.0, 1.0, 0.5, 3.0, 1.5]), ((13, 7), 2, [1.0, 0.5, 2.0, 1.0, 3.0]),
+     ((64,), 4, [1.0, 1.0, 1.0, 2.0])],
+)
+def test_tree_lstsq_with_cells_held_at_zero_and_level_weights(dims, b, weights, rng):
+    """The mask with weighted depths: equal leaf weights (64 = 4³, the
+    broadcast variance path) and leaves at several weighted depths."""
+    H = Hierarchy(dims, b, level_weights=weights)
+    A = H.dense()
+    y = rng.normal(size=A.shape[0])
+    zero = rng.random(A.shape[1]) < 0.5
+    expected = np.zeros(A.shape[1])
+    expected[~zero] = np.linalg.lstsq(A[:, ~zero], y, rcond=None)[0]
+    got = H.lstsq(y, zero=zero)
+    assert np.all(got[zero] == 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
 def test_tree_lstsq_refuses_what_it_cannot_solve(rng):
     H = Hierarchy(8, 2)
     with pytest.raises(ValueError, match="transpose"):

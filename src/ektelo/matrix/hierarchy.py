@@ -565,21 +565,34 @@ class Hierarchy(EMatrix):
             # one variance for every cell: a read-only broadcast, no N-vector
             V = np.broadcast_to(1.0 / (w_leaf * w_leaf), grid)
         known = False
+        free: np.ndarray | None = None  # 1.0 per free cell, when V stays one broadcast value
         if zero is not None:
             mask = np.asarray(zero)
             if mask.dtype != np.bool_ or mask.shape != (n,):
                 raise ValueError(f"zero must be a boolean mask of {n} cells, got {mask.shape}")
             known = bool(mask.any())
             if known:
-                keep = ~mask.reshape(grid)
+                # 1.0/0.0 rather than bools: products with a float mask are
+                # several times faster than masked assignment
+                keep = np.logical_not(mask, out=np.empty(n)).reshape(grid)
                 z *= keep
-                V = V * keep
+                if V.strides == (0,) * V.ndim:
+                    # equal variances: keep V a broadcast and count the free
+                    # cells per parent instead (NNLS calls this every step, so
+                    # the N-sized variance array and its passes are worth saving)
+                    free = keep
+                else:
+                    V = V * keep
         # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
         zs: list[np.ndarray] = [z]
         Vs: list[np.ndarray] = [V]
         sums: list[tuple[np.ndarray, np.ndarray]] = []
         for t in range(self.height - 1, self._first - 1, -1):
-            s, v_s = self._reduce(zs[-1], t), self._reduce(Vs[-1], t)
+            s = self._reduce(zs[-1], t)
+            if free is not None and len(zs) == 1:  # V = v·[cell free]: v · free count
+                v_s = self._reduce(free, t) * float(V.flat[0])
+            else:
+                v_s = self._reduce(Vs[-1], t)
             sums.append((s, v_s))
             w = self.weight(t)
             if not self._inner[t] or w == 0:
@@ -610,6 +623,8 @@ class Hierarchy(EMatrix):
                 correction = (x - s) / v_s
             if V_c.strides == (0,) * V_c.ndim:  # equal variances: z_c += V·correction, in place
                 self._expand_into(z_c, correction * V_c.flat[0], t)
+                if free is not None and not zs:  # the cells: held ones have variance 0
+                    z_c *= free
                 x = z_c
                 continue
             share = np.zeros(z_c.shape)
