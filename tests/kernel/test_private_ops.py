@@ -233,23 +233,72 @@ class TestDAWA:
     def test_interval_costs_move_at_most_two_units_each(self) -> None:
         rng = np.random.default_rng(12)
         n = 40
-        a_idx, e_idx = np.triu_indices(n + 1, k=1)
-        lengths = (e_idx - a_idx).astype(np.int64)
         for _ in range(30):
             x = rng.integers(0, 20, n)
             y = x.copy()
             y[rng.integers(n)] += rng.choice([-1, 1])
-            r = dawa._units(dawa._all_interval_devs(x)[a_idx, e_idx], lengths)
-            s = dawa._units(dawa._all_interval_devs(y)[a_idx, e_idx], lengths)
+            r = dawa._interval_devs(x, fixed_point=True)
+            s = dawa._interval_devs(y, fixed_point=True)
             assert np.abs(r - s).max() <= 2 ** (dawa._S + 1)
 
-    def test_all_interval_devs_match_brute_force(self) -> None:
-        v = np.random.default_rng(3).integers(-5, 20, 30)
-        T = dawa._all_interval_devs(v)
-        for a in range(30):
-            for e in range(a + 1, 31):
-                w = v[a:e]
-                assert T[a, e] == np.abs((e - a) * w - w.sum()).sum()
+    @pytest.mark.parametrize("values", ["small", "signed", "spread"])
+    def test_all_interval_devs_match_brute_force(self, values: str) -> None:
+        rng = np.random.default_rng(3)
+        v = {
+            "small": rng.integers(0, 20, 30),
+            "signed": rng.integers(-5, 20, 30),
+            "spread": rng.integers(0, 2**30, 30),  # ranks by search, not by lookup
+        }[values]
+        a, e, lengths, _ = dawa._intervals(30)
+        T = dawa._interval_devs(v)
+        assert T.size == a.size == 30 * 31 // 2
+        for i in range(T.size):
+            w = v[a[i] : e[i]]
+            assert T[i] == np.abs((e[i] - a[i]) * w - w.sum()).sum()
+        assert np.array_equal(dawa._interval_devs(v, fixed_point=True), dawa._units(T, lengths))
+
+    def test_interval_devs_batches_agree(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        v = np.random.default_rng(5).integers(0, 50, 70)
+        whole = dawa._interval_devs(v, fixed_point=True)
+        monkeypatch.setattr(dawa, "_DEV_BATCH", 7)
+        assert np.array_equal(dawa._interval_devs(v, fixed_point=True), whole)
+
+    @pytest.mark.parametrize("n", [1, 2, 17, 64])
+    def test_exact_partition_is_the_literal_chain_dp(self, n: int) -> None:
+        """The exact DP against a literal rendering of T2: every interval's
+        fixed-point cost, computed cell by cell, noised in one call in
+        (start, end) order, the public penalty added, and the chain DP taking
+        the first (longest last bucket) minimum — same labels for the same bits."""
+        rng = np.random.default_rng(n)
+        for trial in range(4):
+            v = rng.poisson(rng.choice([1, 30]), n) * rng.integers(0, 2, n)
+            eps = [0.01, 0.1, 1.0, 10.0][trial]
+            got = dawa._exact_partition(v, eps, RandomSource(trial), 40)
+            source = RandomSource(trial)
+            pairs = [(a, e) for a in range(n) for e in range(a + 1, n + 1)]
+            costs = []
+            for a, e in pairs:
+                w, L = v[a:e], e - a
+                T = int(np.abs(L * w - w.sum()).sum())
+                costs.append((T // L << dawa._S) + (((T % L) << (dawa._S + 1)) + L) // (2 * L))
+            draw = source.laplace(
+                np.array(costs, dtype=np.float64), sensitivity=float(dawa._SHIFT),
+                epsilon=eps, integral=True,
+            )  # fmt: skip
+            scale = dawa.laplace_scale_for(float(dawa._SHIFT), eps, integral=True)
+            penalty = 40 + round(dawa._PENALTY * scale)
+            noisy = {p: int(c) + penalty for p, c in zip(pairs, draw.values, strict=True)}
+            best, start = [0], [0]
+            for e in range(1, n + 1):
+                totals = [best[a] + noisy[(a, e)] for a in range(e)]
+                start.append(totals.index(min(totals)))
+                best.append(min(totals))
+            want = np.empty(n, dtype=np.int64)
+            e, g = n, 0
+            while e > 0:
+                want[start[e] : e] = g
+                e, g = start[e], g + 1
+            assert np.array_equal(got, want)
 
     def test_two_dimensional_input_goes_through_the_hilbert_order(self) -> None:
         quad = np.kron(np.array([[5, 200], [60, 0]]), np.ones((8, 8), dtype=np.int64))

@@ -65,6 +65,7 @@ singletons and no clamp.  So T1 and T2 replace it.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -81,7 +82,7 @@ _PENALTY = 2.0  # T2's public per-bucket penalty, in units of the noise scale λ
 _EXACT_AUTO_MAX = 1024  # approximate=None: exact DP up to this many cells
 _EXACT_MAX = 2048  # the exact DP's O(n²) tables are refused beyond this
 _MAX_TOTAL = 2**36  # ‖x‖₁ bound that keeps every int64 sum exact
-_DEV_BATCH = 1 << 15  # intervals per vectorised batch in `_all_interval_devs`
+_DEV_BATCH = 1 << 13  # intervals per vectorised batch in `_interval_devs`
 
 
 def dawa_partition(
@@ -231,19 +232,18 @@ def _tree_dp(noisy: list[np.ndarray], n: int) -> np.ndarray:
 # ---- exact: all intervals, O(n²) chain DP (T2) --------------------------------
 def _exact_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -> np.ndarray:
     n = v.size
-    T = _all_interval_devs(v)  # T[a, e] = L·dev of [a, e), L = e − a
-    a_idx, e_idx = np.triu_indices(n + 1, k=1)
-    units = _units(T[a_idx, e_idx], (e_idx - a_idx).astype(np.int64))
-    del T
-    scale = laplace_scale_for(float(_SHIFT), eps, integral=True)  # λ, public
-    penalty = bucket_cost + round(_PENALTY * scale)
-    noisy = np.zeros((n + 1, n + 1), dtype=np.int64)
-    noisy[a_idx, e_idx] = _laplace_int(units, _SHIFT, eps, source) + penalty
+    units = _interval_devs(v, fixed_point=True)
+    penalty = bucket_cost + round(_PENALTY * _exact_noise_scale(eps))  # public
+    # noisy[e, a]: the noisy cost of the last bucket [a, e) (row e holds every
+    # candidate ending at e contiguously, the order the chain DP reads them in).
+    noisy = np.zeros((n + 1) * (n + 1), dtype=np.int64)
+    noisy[_intervals(n)[3]] = _laplace_int(units, _SHIFT, eps, source) + penalty
+    noisy = noisy.reshape(n + 1, n + 1)
     best = np.zeros(n + 1, dtype=np.int64)
     start = np.zeros(n + 1, dtype=np.int64)
     for e in range(1, n + 1):
-        total = best[:e] + noisy[:e, e]
-        a = int(np.argmin(total))  # first minimum: the longest last bucket (fixed order)
+        total = best[:e] + noisy[e, :e]
+        a = int(total.argmin())  # first minimum: the longest last bucket (fixed order)
         best[e], start[e] = total[a], a
     labels = np.empty(n, dtype=np.int64)
     e, g = n, 0
@@ -253,40 +253,64 @@ def _exact_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -
     return labels
 
 
-def _all_interval_devs(v: np.ndarray) -> np.ndarray:
-    """T[a, e] = Σ_{a≤j<e} |L·v_j − S| for every interval (L = e − a, S its sum), exact.
+@lru_cache(maxsize=16)
+def _exact_noise_scale(eps: float) -> float:
+    """T2's noise scale λ in cost units (public: a function of eps alone), memoised
+    because a striped plan runs the exact DP once per stripe with the same eps."""
+    return laplace_scale_for(float(_SHIFT), eps, integral=True)
 
-    Counts and sums of the cells ≤ floor(S/L) come from 2-D prefix tables over
-    (position, value rank); cells above contribute L·v_j − S, those at or below
-    S − L·v_j (the one equal to S/L, if any, contributes 0 either way).
+
+@lru_cache(maxsize=4)
+def _intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every interval [a, e) of n cells, 0 ≤ a < e ≤ n, in `np.triu_indices`
+    order (by start, then end): (a, e, length e − a, position e·(n+1) + a of
+    its cost in the DP's by-end table). Public (depends on n only) and read-only;
+    memoised because a striped plan asks for the same n once per stripe."""
+    a, e = np.triu_indices(n + 1, k=1)
+    out = (a.astype(np.int64), e.astype(np.int64))
+    out += (out[1] - out[0], out[1] * (n + 1) + out[0])
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
+def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
+    """L·dev(v, [a, e)) = Σ_{a≤j<e} |L·v_j − S| (L = e − a, S the interval's sum)
+    for every interval in `_intervals` order, exact in int64; with
+    `fixed_point`, the costs r = round(2^S·dev) (`_units`) instead.
+
+    With c and s the count and sum of the interval's cells at or below
+    ⌊S/L⌋ (those have L·v_j ≤ S, the others L·v_j > S) the sum is
+    (S·c − L·s) + (L·(S − s) − S·(L − c)) = 2·(S·c − L·s). c and s come from
+    2-D prefix tables over (position, value rank). The intervals go in
+    batches of `_DEV_BATCH`: temporaries of 64 KiB stay in the allocator's
+    pool, where larger ones cost a fresh mapping (page faults) each.
     """
     n = v.size
+    a_all, e_all, l_all, _ = _intervals(n)
     values, rank = np.unique(v, return_inverse=True)
-    u = values.size
-    onehot = np.zeros((n + 1, u + 1), dtype=np.int64)
-    onehot[np.arange(1, n + 1), rank + 1] = 1
-    cnt = onehot.cumsum(axis=0).cumsum(axis=1)  # cnt[p, t]: cells j < p of rank < t
-    onehot[np.arange(1, n + 1), rank + 1] = v
-    tot = onehot.cumsum(axis=0).cumsum(axis=1)
+    width = values.size + 1
+    onehot = np.zeros((n + 1, width), dtype=np.int64)
+    onehot[np.arange(1, n + 1), rank.reshape(-1) + 1] = 1
+    cnt = onehot.cumsum(axis=0).cumsum(axis=1).reshape(-1)  # [p·width + t]: j < p, rank < t
+    onehot[np.arange(1, n + 1), rank.reshape(-1) + 1] = v
+    tot = onehot.cumsum(axis=0).cumsum(axis=1).reshape(-1)
     del onehot
     prefix = np.concatenate([[0], np.cumsum(v)])
-    T = np.zeros((n + 1, n + 1), dtype=np.int64)
-    # The intervals by length L = 1..n (starts a = 0..n−L), a few lengths per
-    # batch of at most _DEV_BATCH intervals: the same per-interval formula,
-    # fewer NumPy calls than one batch per length.
-    first = 0  # lengths first+1 .. last of this batch; n − i intervals of length i + 1
-    while first < n:
-        last, size = first + 1, n - first
-        while last < n and size + n - last <= _DEV_BATCH:
-            size, last = size + n - last, last + 1
-        cnt_l = n - np.arange(first, last, dtype=np.int64)
-        L = np.repeat(np.arange(first + 1, last + 1, dtype=np.int64), cnt_l)
-        a = np.arange(size, dtype=np.int64) - np.repeat(np.cumsum(cnt_l) - cnt_l, cnt_l)
-        e = a + L
-        first = last
+    low, span = int(values[0]), int(values[-1]) - int(values[0])
+    below = None  # ranks by lookup when the values are close (counts), else by search
+    if span <= 4 * n + 1024:
+        below = np.searchsorted(values, np.arange(low, low + span + 1), side="right")
+    out = np.empty(a_all.size, dtype=np.int64)
+    for lo in range(0, a_all.size, _DEV_BATCH):
+        batch = slice(lo, lo + _DEV_BATCH)
+        a, e, L = a_all[batch], e_all[batch], l_all[batch]
         S = prefix[e] - prefix[a]
-        t = np.searchsorted(values, np.floor_divide(S, L), side="right")
-        c_le = cnt[e, t] - cnt[a, t]
-        s_le = tot[e, t] - tot[a, t]
-        T[a, e] = (S * c_le - L * s_le) + (L * (S - s_le) - S * (L - c_le))
-    return T
+        mean = S // L  # ⌊S/L⌋ ∈ [min v, max v]
+        t = np.searchsorted(values, mean, side="right") if below is None else below[mean - low]
+        ae, aa = e * width + t, a * width + t
+        c = cnt[ae] - cnt[aa]
+        s = tot[ae] - tot[aa]
+        T = 2 * (S * c - L * s)
+        out[lo : lo + a.size] = _units(T, L) if fixed_point else T
+    return out
