@@ -309,3 +309,92 @@ def test_spec_round_trip_of_compositions(M):
         assert copy == M
         np.testing.assert_array_equal(copy.dense(), M.dense())
         assert copy.sensitivity(1) == M.sensitivity(1)
+
+
+# -- weighted ranges (GreedyH strategies and their striped unions, §5.2) -------------------
+
+WEIGHTS = st.sampled_from([-2.0, -0.5, 0.0, 0.1, 1 / 3, 0.5, 1.0, 2.0, 3.0, 0.7071067811865476])
+
+
+@st.composite
+def weighted_ranges(draw: st.DrawFn) -> Product:
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    count = draw(st.integers(1, 6))
+    lower, upper = [], []
+    for _ in range(count):
+        pairs = [sorted(draw(st.tuples(st.integers(0, s - 1), st.integers(0, s - 1))))
+                 for s in shape]  # fmt: skip
+        lower.append([p[0] for p in pairs])
+        upper.append([p[1] for p in pairs])
+    d = np.array(draw(st.lists(WEIGHTS, min_size=count, max_size=count)))
+    return Product(Diagonal(d), RangeQueries(shape, np.array(lower), np.array(upper)))
+
+
+@MANY
+@given(weighted_ranges())
+def test_weighted_ranges_norms_and_integrality_are_exact(M):
+    D = M.dense()
+    assert M.is_integral() == bool(np.all(np.round(D) == D))
+    for p in (1, 2):
+        np.testing.assert_allclose(M.column_norms(p), true_norms(D, p), rtol=1e-15, atol=0)
+        assert M.sensitivity(p) >= true_sensitivity(D, p) * (1 - 1e-15)
+
+
+@MANY
+@given(weighted_ranges())
+def test_weighted_ranges_norms_agree_with_the_prefix_form(M):
+    import ektelo.matrix.ranges as ranges
+
+    direct = M.column_norms(1)
+    saved = ranges._MAX_DIRECT_ENTRIES
+    ranges._MAX_DIRECT_ENTRIES = 0  # force the generic (prefix-sum) path
+    try:
+        generic = M.column_norms(1)
+    finally:
+        ranges._MAX_DIRECT_ENTRIES = saved
+    np.testing.assert_allclose(direct, generic, rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_coverage_is_within_the_recursive_summation_bound():
+    """The kernel pads a non-integral sensitivity by (max_column_nnz + 16)·2⁻⁵²
+    (`kernel.sensitivity_of`); the direct column sums of weighted ranges must be
+    within (c − 1)·2⁻⁵³ of the exact sums of their c terms (checked in exact
+    rational arithmetic), whatever the sizes of the partial sums elsewhere."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    shape = (6, 50)
+    m = 400
+    lo = np.column_stack([rng.integers(0, 6, m), rng.integers(0, 50, m)])
+    hi = np.minimum(lo + rng.integers(0, 40, (m, 2)), np.array(shape) - 1)
+    d = rng.random(m) * 10.0 ** rng.integers(-8, 8, m)  # wildly different magnitudes
+    M = Product(Diagonal(d), RangeQueries(shape, lo, hi))
+    got = M.column_norms(1)
+    D = M.dense() != 0
+    for j in range(D.shape[1]):
+        terms = d[D[:, j]]
+        exact = sum((Fraction(float(t)) for t in terms), Fraction(0))
+        c = terms.size
+        assert abs(Fraction(float(got[j])) - exact) <= exact * Fraction(max(c - 1, 0), 2**53) * (
+            1 + Fraction(1, 2**40)
+        )
+    assert M.max_column_nnz() >= int(D.sum(axis=0).max())
+
+
+def test_product_integrality_of_a_diagonal_and_binary_rows():
+    R = RangeQueries(4, np.array([0, 2]), np.array([1, 3]))
+    assert Product(Diagonal([2.0, 3.0]), R).is_integral()
+    assert not Product(Diagonal([2.0, 0.5]), R).is_integral()
+    # rows of a binary matrix that are all zero do not see their weight
+    T = RangeQueries(3, np.array([0, 0]), np.array([0, 1]), transposed=True)  # 3 × 2; row 2 is 0
+    assert Product(Diagonal([1.0, 2.0, 0.5]), T).is_integral()
+    assert not Product(Diagonal([1.0, 0.5, 2.0]), T).is_integral()
+
+
+def test_range_coverage_in_one_dimension_matches_the_corner_form():
+    rng = np.random.default_rng(1)
+    lo = rng.integers(0, 30, 50)
+    hi = np.minimum(lo + rng.integers(0, 30, 50), 29)
+    R = RangeQueries(30, lo, hi)
+    np.testing.assert_array_equal(R.column_norms(1), R.dense().sum(axis=0))
+    assert R.max_column_nnz() == int(R.dense().sum(axis=0).max())

@@ -249,8 +249,38 @@ class Product(EMatrix):
     def max_column_nnz(self) -> int:
         return min(self.shape[0], self.A.max_column_nnz() * self.B.max_column_nnz())
 
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        from .core import Diagonal  # neither module imports this one at load time
+        from .ranges import RangeQueries
+
+        A, B = self.A, self.B
+        if isinstance(A, Diagonal) and isinstance(B, RangeQueries) and not B.transposed:
+            # Weighted ranges (GreedyH's strategies, striped unions of them, §5.2):
+            # entry (i, j) is d_i on range i's cells, so column j's norm is the sum
+            # of |d_i| (p = 1) or d_i² (p = 2) over the ranges containing j, added
+            # term by term (`RangeQueries.weighted_coverage`).
+            sums = B.weighted_coverage(np.abs(A.d) if check_p(p) == 1 else A.d**2)
+            if sums is not None:
+                return sums
+        return super().column_norms(p)
+
     def is_integral(self) -> bool:
-        return (self.A.is_integral() and self.B.is_integral()) or super().is_integral()
+        if self.A.is_integral() and self.B.is_integral():
+            return True
+        from .core import Diagonal  # core does not import this module at load time
+
+        if isinstance(self.A, Diagonal) and self.B.is_binary:
+            # Exact without materialising (the kernel asks this of every weighted
+            # range strategy, e.g. GreedyH's, §5.2): entry (i, j) of diag(d)·B is
+            # d_i where B_ij = 1, else 0, so the product is integral iff d_i is
+            # for every row i of B that holds a 1 — the rows with a positive sum
+            # (binary entries: exact small-integer sums).
+            d = self.A.d
+            fractional = d != np.round(d)
+            if not fractional.any():
+                return True
+            return not bool(np.any(self.B.matvec(np.ones(self.B.shape[1]))[fractional] > 0))
+        return super().is_integral()
 
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)

@@ -24,6 +24,9 @@ from .core import Prefix
 
 __all__ = ["RangeQueries"]
 
+# Most range cells (entries) that `weighted_coverage` expands (≈ 3 × 8 bytes each).
+_MAX_DIRECT_ENTRIES = 2**22
+
 
 class RangeQueries(EMatrix):
     """m range queries over a domain of shape `domain_shape`.
@@ -130,7 +133,14 @@ class RangeQueries(EMatrix):
     is_binary = True
 
     def _coverage(self) -> np.ndarray:
-        """How many ranges cover each cell (the column sums)."""
+        """How many ranges cover each cell (the column sums), exact. In 1-D a
+        difference array (+1 at lower, −1 past upper): the kernel asks for this
+        on every measurement of a range strategy (max_column_nnz, §5.2)."""
+        if len(self.domain_shape) == 1:
+            n = self.domain_shape[0]
+            lo, hi = self.lower[:, 0], self.upper[:, 0]
+            steps = np.bincount(lo, minlength=n + 1) - np.bincount(hi + 1, minlength=n + 1)
+            return np.cumsum(steps[:n]).astype(np.float64)
         S = self.corner_matrix()
         return self._prefix().T.matvec(np.asarray(S.sum(axis=0)).reshape(-1))
 
@@ -148,15 +158,23 @@ class RangeQueries(EMatrix):
         return True
 
     def sparse(self) -> sp.csr_matrix:
-        m, d = self.lower.shape
+        m = self.lower.shape[0]
         n = math.prod(self.domain_shape)
-        extent = self.upper - self.lower + 1
-        sizes = np.prod(extent, axis=1)
+        sizes = self._sizes().astype(np.int64)
         nnz = int(sizes.sum())
         check_sparse_size(nnz, self.shape)
         indptr = np.concatenate([[0], np.cumsum(sizes)])
+        mat = sp.csr_matrix((np.ones(nnz), self._entry_columns(sizes), indptr), shape=(m, n))
+        return mat.T.tocsr() if self.transposed else mat
+
+    def _entry_columns(self, sizes: np.ndarray) -> np.ndarray:
+        """The cell of every entry, range by range (each range's cells in C order)."""
+        d = self.lower.shape[1]
+        extent = self.upper - self.lower + 1
+        nnz = int(sizes.sum())
+        starts = np.cumsum(sizes) - sizes
         # Position of each entry within its range, unravelled in C order.
-        rest = np.arange(nnz, dtype=np.int64) - np.repeat(indptr[:-1], sizes)
+        rest = np.arange(nnz, dtype=np.int64) - np.repeat(starts, sizes)
         cols = np.zeros(nnz, dtype=np.int64)
         stride = 1
         for axis in range(d - 1, -1, -1):
@@ -164,8 +182,29 @@ class RangeQueries(EMatrix):
             cols += (np.repeat(self.lower[:, axis], sizes) + rest % ext) * stride
             rest //= ext
             stride *= self.domain_shape[axis]
-        mat = sp.csr_matrix((np.ones(nnz), cols, indptr), shape=(m, n))
-        return mat.T.tocsr() if self.transposed else mat
+        return cols
+
+    def weighted_coverage(self, weights: np.ndarray) -> np.ndarray | None:
+        """Per cell j, Σ of weights[q] over the ranges q containing j, each added
+        to its cell's total one by one in range order — a plain recursive sum
+        over at most max_column_nnz terms, so for non-negative weights it is
+        within a relative (max_column_nnz − 1)·2⁻⁵³ (to first order) of the
+        exact value, the rounding `kernel.sensitivity_of` allows for. (Sums
+        through the prefix form cancel ± partial sums over the whole domain,
+        with no such bound.) None when the ranges hold more than
+        `_MAX_DIRECT_ENTRIES` cells in all: the caller falls back to the prefix
+        form. Ranges of the untransposed matrix only.
+        """
+        if self.transposed:
+            raise ValueError("weighted_coverage is for the untransposed range matrix")
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.size != self.num_queries:
+            raise ValueError(f"{w.size} weights for {self.num_queries} ranges")
+        sizes = self._sizes().astype(np.int64)
+        if int(sizes.sum()) > _MAX_DIRECT_ENTRIES:
+            return None
+        n = math.prod(self.domain_shape)
+        return np.bincount(self._entry_columns(sizes), np.repeat(w, sizes), minlength=n)
 
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)
