@@ -519,3 +519,85 @@ def test_greedy_h_rows_oracle_matches_the_gram_oracle() -> None:
         assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
     A = greedy_h(n, W)
     assert gh._objective(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
+
+
+# -- GreedyH on small domains: every weighting in one pass on the dense Gram -------------
+
+
+def _small_workload(rng: np.random.Generator, kind: int) -> tuple[int, EMatrix]:
+    n, q = int(rng.integers(1, 120)), int(rng.integers(1, 60))
+    lo = rng.integers(0, n, q)
+    ranges = RangeQueries(n, lo, np.minimum(n - 1, lo + rng.integers(0, n, q)))
+    if kind == 0:  # DAWA-Striped's stripe workload: ranges outside the range forms
+        return n, Product(Identity(q), ranges)
+    if kind == 1:
+        return n, Dense(rng.normal(size=(q, n)))
+    if kind == 2:  # ... reduced by an interval partition (DAWA's buckets)
+        groups = np.cumsum(rng.random(n) < 0.3)
+        P = Partition(groups - groups[0])
+        return P.num_groups, P.reduce_workload(Product(Identity(q), ranges))
+    R = rng.integers(0, 2, size=(q, n)).astype(float)
+    R[:, n // 3 : n // 2] = R[:, n // 3 : n // 3 + 1]  # equal columns: nodes collapse
+    return n, Dense(R)
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2, 3])
+def test_greedy_h_dense_pass_matches_the_gram_oracle_passes(kind: int) -> None:
+    """`_best_fit_dense` (all weightings side by side, n ≤ 256) picks what
+    `_best_fit` picks with the `_GramOracle` of the same workload: the same
+    splits, collapsed nodes and exact error."""
+    rng = np.random.default_rng(20 + kind)
+    collapsed = 0
+    for _ in range(25):
+        n, W = _small_workload(rng, kind)
+        b = int(rng.choice([2, 3]))
+        G = gh._small_gram(W, n)
+        assert G is not None
+        np.testing.assert_allclose(G, gh._dense_gram(W, n), rtol=1e-12, atol=1e-12 * G.max())
+        want = gh._best_fit(gh._Tree.build(n, b), gh._GramOracle(gh._dense_gram(W, n)))
+        got = gh._best_fit_dense(n, b, G[None])[0]
+        for a, c in zip(want.stop, got.stop, strict=True):
+            np.testing.assert_array_equal(a, c)
+        for a, c in zip(want.split, got.split, strict=True):
+            np.testing.assert_allclose(a, c, rtol=1e-12)
+        for a, c in zip(want.error, got.error, strict=True):
+            np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-12)
+        assert got.root_error == pytest.approx(want.root_error, rel=1e-9)
+        internal = [lv.child_count > 0 for lv in gh._tree(n, b).levels]
+        collapsed += sum(int(s[i].sum()) for s, i in zip(got.stop, internal, strict=True))
+        A = greedy_h(n, W, branching=b)
+        assert got.root_error == pytest.approx(dense_error(A, W), rel=1e-7, abs=1e-9)
+    if kind == 3:
+        assert collapsed > 0, "flat nodes were exercised"
+
+
+def test_greedy_h_keeps_range_workloads_on_the_range_oracle() -> None:
+    # ranges in range form (and large domains) keep `_RangeOracle` and "canonical"
+    for W in (Prefix(64), random_range(64, 30, seed=1), Identity(64)):
+        assert gh._small_gram(W, 64) is None
+    groups = Partition(np.arange(64) // 4)
+    assert gh._small_gram(groups.reduce_workload(random_range(64, 30, seed=1)), 16) is None
+    assert gh._small_gram(Dense(np.ones((3, 300))), 300) is None
+
+
+def test_greedy_h_many_equals_one_call_per_workload() -> None:
+    """The batched pass (workloads of equal n together, in chunks) returns each
+    workload's `greedy_h` strategy; range workloads go through `greedy_h`."""
+    rng = np.random.default_rng(7)
+    problems: list[tuple[int, EMatrix]] = [_small_workload(rng, i % 4) for i in range(24)]
+    problems += [(n, W) for n, W in problems[:6]]  # equal n (and equal workloads)
+    problems += [(64, random_range(64, 20, seed=3)), (300, Dense(rng.random((5, 300))))]
+    many = gh.greedy_h_many(problems, branching=3, granularity=50)
+    for (n, W), A in zip(problems, many, strict=True):
+        B = greedy_h(n, W, branching=3, granularity=50)
+        np.testing.assert_array_equal(A.B.lower, B.B.lower)
+        np.testing.assert_array_equal(A.B.upper, B.B.upper)
+        np.testing.assert_allclose(A.A.d, B.A.d, rtol=1e-12)
+    saved = gh._DENSE_BATCH_ENTRIES
+    try:
+        gh._DENSE_BATCH_ENTRIES = 1  # one workload per chunk
+        again = gh.greedy_h_many(problems[:10], branching=3, granularity=50)
+    finally:
+        gh._DENSE_BATCH_ENTRIES = saved
+    for A, B in zip(again, many[:10], strict=True):
+        np.testing.assert_allclose(A.dense(), B.dense(), rtol=1e-12)

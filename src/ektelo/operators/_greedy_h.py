@@ -68,6 +68,14 @@ Two implementations of the workload's part ("oracles") are used:
 Neither says which queries contain a node, so there C_v = 0 and "canonical"
 is the exact local error E_v.
 
+On small domains (n ≤ 256) such non-range workloads skip the oracles: their
+dense Gram (from the ranges' ends when they are ranges wrapped in identity
+products, as DAWA-Striped's reduced stripe workloads are) goes to one
+bottom-up pass that runs H_b and the local objectives side by side
+(`_best_fit_dense`, the choices of `_best_fit` with the Gram oracle), and
+`greedy_h_many` batches such workloads of equal n into that one pass — a
+striped plan (εktelo §9.2) calls GreedyH once per stripe, on tens of groups.
+
 This module is 1-D only. Plans on 2-D data flatten the domain first (DAWA
 uses the Hilbert order); `greedy_h` then sees a 1-D domain of n cells.
 """
@@ -76,6 +84,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -95,7 +104,7 @@ from ..matrix import (
     Weighted,
 )
 
-__all__ = ["greedy_h"]
+__all__ = ["greedy_h", "greedy_h_many"]
 
 # Largest domain for which a general (non-range) workload's dense Gram matrix is
 # formed: 8192² doubles are 512 MiB.
@@ -105,6 +114,14 @@ _MAX_GRAM_N = 8192
 _MAX_ROWS_ENTRIES = 2**26
 # Work arrays of at most this many entries when building a Gram in blocks.
 _BLOCK_ENTRIES = 2**22
+# Largest domain on which a general (non-range) workload goes through the dense
+# Gram matrix with every weighting in one batched pass (`_best_fit_dense`):
+# per tree level a few (lanes × n)·(n × n) products instead of per-node work
+# and one pass per weighting. DAWA-Striped's stripes (εktelo §9.2) reduce to
+# some tens of groups each and call GreedyH once per stripe.
+_SMALL_N = 256
+# Entries of the (workloads × n × n) work arrays of one batched dense pass.
+_DENSE_BATCH_ENTRIES = 2**20
 
 
 def greedy_h(
@@ -145,11 +162,51 @@ def greedy_h(
         raise ValueError(f"workload has {workload.shape[1]} columns; the domain has {n} cells")
     b = _positive_int(branching, "branching", minimum=2)
     g = _positive_int(granularity, "granularity", minimum=1)
-    tree = _Tree.build(n, b)
-    oracle = _oracle_for(workload, n)
-    fit = _best_fit(tree, oracle, granularity=g)
+    tree = _tree(n, b)
+    gram = _small_gram(workload, n)
+    if gram is not None:  # the weightings `_best_fit` would try, on the dense Gram
+        fit = _best_fit_dense(n, b, gram[None], granularity=g)[0]
+    else:
+        fit = _best_fit(tree, _oracle_for(workload, n), granularity=g)
+    return _strategy(tree, fit)
+
+
+def greedy_h_many(
+    problems: Sequence[tuple[int, EMatrix]], *, branching: int = 2, granularity: int = 100
+) -> list[EMatrix]:
+    """`greedy_h(n, W)` for every (n, W) of `problems`: the same strategies,
+    with the small general workloads of equal n (`_small_gram`) weighted in
+    one batched pass (`_best_fit_dense`). For plans that run GreedyH once per
+    piece of the domain, e.g. DAWA-Striped once per stripe (εktelo §9.2):
+    most of a single call on a few tens of cells is per-call overhead."""
+    b = _positive_int(branching, "branching", minimum=2)
+    g = _positive_int(granularity, "granularity", minimum=1)
+    out: list[EMatrix | None] = [None] * len(problems)
+    batches: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for i, (n_or_shape, workload) in enumerate(problems):
+        n = _domain_size(n_or_shape)
+        if not isinstance(workload, EMatrix) or workload.shape[1] != n:
+            out[i] = greedy_h(n, workload, branching=b, granularity=g)  # its error
+            continue
+        gram = _small_gram(workload, n)
+        if gram is None:
+            out[i] = greedy_h(n, workload, branching=b, granularity=g)
+        else:
+            batches.setdefault(n, []).append((i, gram))
+    for n, items in batches.items():
+        tree = _tree(n, b)
+        step = max(1, _DENSE_BATCH_ENTRIES // (n * n))  # bounded (S × n × n) work arrays
+        for lo in range(0, len(items), step):
+            chunk = items[lo : lo + step]
+            fits = _best_fit_dense(n, b, np.stack([G for _, G in chunk]), granularity=g)
+            for (i, _), fit in zip(chunk, fits, strict=True):
+                out[i] = _strategy(tree, fit)
+    return out  # type: ignore[return-value]  # every entry is set above
+
+
+def _strategy(tree: _Tree, fit: _Fit) -> EMatrix:
     lower, upper, weights = _node_weights(tree, fit)
-    return Product(Diagonal(weights), RangeQueries(n, lower, upper))
+    return Product(Diagonal(weights), RangeQueries(tree.n, lower, upper))
 
 
 def _domain_size(n_or_shape: int | Sequence[int]) -> int:
@@ -230,6 +287,18 @@ class _Tree:
             levels.append(_Level(lo, hi, start, count, height))
             below = height
         return _Tree(n, tuple(reversed(levels)))
+
+
+@lru_cache(maxsize=64)
+def _tree(n: int, b: int) -> _Tree:
+    """`_Tree.build(n, b)`, memoised with read-only arrays: the tree depends on
+    n and b only, and a striped plan builds one per stripe (DAWA-Striped's
+    stripes have a few tens of distinct group counts)."""
+    tree = _Tree.build(n, b)
+    for lv in tree.levels:
+        for arr in (lv.lower, lv.upper, lv.child_start, lv.child_count, lv.height):
+            arr.setflags(write=False)
+    return tree
 
 
 # -- the workload's part: oracles ---------------------------------------------
@@ -484,6 +553,81 @@ def _dense_gram(W: EMatrix, n: int) -> np.ndarray:
     return (G + G.T) / 2
 
 
+def _small_gram(W: EMatrix, n: int) -> np.ndarray | None:
+    """WᵀW (n×n, symmetric) when GreedyH takes the dense path: a domain of at
+    most `_SMALL_N` cells and a workload outside the range forms, which keep
+    `_RangeOracle` and its "canonical" objective; None otherwise.
+
+    Ranges that are only wrapped in identity products (DAWA-Striped's stripe
+    workloads, reduced by a partition into intervals: `Partition.reduce_workload`)
+    get their Gram from the ranges' ends (`_range_gram`); any other workload
+    through `_dense_gram`, as `_GramOracle` would.
+    """
+    if n > _SMALL_N or _range_form(W, n) is not None or _reduced_range_form(W, n) is not None:
+        return None
+    bare = _without_identities(W)
+    form = _range_form(bare, n)
+    if form is None:
+        form = _reduced_range_form(bare, n)
+    if form is None:
+        return _dense_gram(W, n)
+    G = _range_gram(n, *form)
+    return (G + G.T) / 2
+
+
+def _without_identities(W: EMatrix) -> EMatrix:
+    """W with the identity factors of its products left out (the same matrix)."""
+    if not isinstance(W, Product):
+        return W
+    A, B = _without_identities(W.A), _without_identities(W.B)
+    if isinstance(A, Identity):
+        return B
+    if isinstance(B, Identity):
+        return A
+    return W if A is W.A and B is W.B else Product(A, B)
+
+
+def _range_gram(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    w2: np.ndarray,
+    fa: np.ndarray | None = None,
+    fb: np.ndarray | None = None,
+) -> np.ndarray:
+    """G = Σ_q ω_q r_q r_qᵀ for `_RangeOracle`'s rows r_q (1 on [A_q, B_q], with
+    the end values fa_q, fb_q when given), in O(q + n²) without the q×n rows.
+
+    r_q = s_q + t_q with s_q = 1_[A,B] and t_q = da·e_A + db·e_B. The s-part
+    Σ ω s sᵀ at (i, j), i ≤ j, is the weight of the ranges with A ≤ i and
+    B ≥ j (a 2-D cumulative sum of the (A, B) histogram); Σ ω s tᵀ puts ω·da
+    on column A and ω·db on column B over the rows A..B (a difference array
+    down each column); Σ ω t tᵀ touches (A, A), (A, B), (B, A), (B, B) only.
+    """
+    hist = np.bincount(a * n + b, w2, n * n).reshape(n, n)  # A ≤ B: upper triangle
+    C = np.cumsum(np.cumsum(hist, axis=0)[:, ::-1], axis=1)[:, ::-1]  # A ≤ i, B ≥ j
+    G = np.triu(C)
+    G += np.triu(C, 1).T
+    if fa is None or fb is None:
+        return G
+    single = a == b
+    da = fa - 1.0
+    db = np.where(single, 0.0, fb - 1.0)
+    # Σ ω s tᵀ: column A += ω·da and column B += ω·db on rows A..B
+    steps = np.bincount(a * n + a, w2 * da, (n + 1) * n)
+    steps -= np.bincount((b + 1) * n + a, w2 * da, (n + 1) * n)
+    steps += np.bincount(a * n + b, w2 * db, (n + 1) * n)
+    steps -= np.bincount((b + 1) * n + b, w2 * db, (n + 1) * n)
+    st = np.cumsum(steps.reshape(n + 1, n), axis=0)[:n]
+    G += st + st.T
+    # Σ ω t tᵀ
+    G += np.bincount(a * n + a, w2 * da * da, n * n).reshape(n, n)
+    G += np.bincount(b * n + b, w2 * db * db, n * n).reshape(n, n)
+    cross = np.bincount(a * n + b, w2 * da * db, n * n).reshape(n, n)
+    G += cross + cross.T
+    return G
+
+
 def _interval_expansion(E: EMatrix, k: int) -> np.ndarray | None:
     """For a partition's expand matrix P⁺ (n × k, entry 1/|g| at (cell, group g))
     whose groups are consecutive intervals in order: the first cell of every
@@ -499,7 +643,8 @@ def _interval_expansion(E: EMatrix, k: int) -> np.ndarray | None:
     if group[-1] != k - 1:
         return None
     starts = np.concatenate((np.searchsorted(group, np.arange(k)), [group.size]))
-    if not np.allclose(S.data, 1.0 / np.diff(starts)[group], rtol=1e-12, atol=0.0):
+    expected = 1.0 / np.diff(starts)[group]
+    if not np.all(np.abs(S.data - expected) <= 1e-12 * expected):  # np.allclose, cheaper
         return None
     return starts
 
@@ -509,11 +654,11 @@ def _reduced_range_form(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | None:
     workload): per row (A, B, ω, fa, fb) in `_RangeOracle`'s terms."""
     if not isinstance(W, Product):
         return None
+    form = _range_form(W.A, W.A.shape[1])  # the cheaper test first
+    if form is None:
+        return None
     starts = _interval_expansion(W.B, n)
     if starts is None:
-        return None
-    form = _range_form(W.A, W.A.shape[1])
-    if form is None:
         return None
     a, b, w2 = form
     group_a = np.searchsorted(starts, a, side="right") - 1
@@ -719,6 +864,153 @@ def _best_fit(tree: _Tree, oracle: _Oracle, *, granularity: int = 100) -> _Fit:
         if fit.root_error < best.root_error:
             best = fit
     return best
+
+
+@dataclass(frozen=True)
+class _DenseLevel:
+    """One tree level's public index arrays for `_best_fit_dense` (internal nodes only)."""
+
+    depth: int
+    internal: np.ndarray  # indices of the level's internal nodes
+    leaves: np.ndarray  # indices of its leaves
+    leaf_cells: np.ndarray  # the leaves' cells
+    start: np.ndarray  # per internal node: its first child in the level below
+    cells: np.ndarray  # the internal nodes' cells, in order
+    offsets: np.ndarray  # per internal node: the position of its first cell in `cells`
+    node_of_cell: np.ndarray  # per entry of `cells`: its internal node
+    corner: np.ndarray  # per entry of `cells`: its node's first cell
+    label: np.ndarray  # per domain cell: its internal node, or a distinct negative label
+    uniform_split: np.ndarray  # H_b's split h/(h + 1) per internal node
+
+
+@lru_cache(maxsize=64)
+def _dense_levels(n: int, b: int) -> tuple[_DenseLevel, ...]:
+    """`_tree(n, b)`'s levels with internal nodes, bottom-up, as `_DenseLevel`s
+    (public: they depend on n and b only; memoised with the tree)."""
+    tree = _tree(n, b)
+    out = []
+    for depth in range(len(tree.levels) - 1, -1, -1):
+        lv = tree.levels[depth]
+        internal = np.flatnonzero(lv.child_count > 0)
+        if not internal.size:
+            continue
+        lo, hi = lv.lower[internal], lv.upper[internal]
+        size = hi - lo + 1
+        cells = _cells(lo, hi)
+        node_of_cell = np.repeat(np.arange(lo.size), size)
+        label = -1 - np.arange(n)
+        label[cells] = node_of_cell
+        height = lv.height[internal]
+        level = _DenseLevel(
+            depth=depth,
+            internal=internal,
+            leaves=np.flatnonzero(lv.child_count == 0),
+            leaf_cells=lv.lower[lv.child_count == 0],
+            start=lv.child_start[internal],
+            cells=cells,
+            offsets=np.cumsum(size) - size,
+            node_of_cell=node_of_cell,
+            corner=lo[node_of_cell],
+            label=label,
+            uniform_split=height / (height + 1.0),
+        )
+        for arr in vars(level).values():
+            if isinstance(arr, np.ndarray):
+                arr.setflags(write=False)
+        out.append(level)
+    return tuple(out)
+
+
+def _best_fit_dense(n: int, b: int, G: np.ndarray, *, granularity: int = 100) -> list[_Fit]:
+    """`_best_fit` on `_tree(n, b)` for general workloads on a small domain, from
+    their dense Grams G (a stack, S × n × n): one fit per workload.
+
+    The weightings `_best_fit` compares for a `_GramOracle` — H_b, then the
+    local objectives "damped", "reference" and "exact" ("canonical" is "exact"
+    there) — with `_greedy_pass`'s formulas, run side by side as "lanes" of
+    (S × 4 × nodes) arrays in one bottom-up pass; per workload the first of
+    least exact error wins, as there. Per level, every internal node's
+    m = u_Sᵀ G_SS u_S is, for all lanes at once, (U·G_L ∘ U) summed over the
+    node's cells, G_L = G on the level's node blocks (zero elsewhere). The
+    "reference" lane carries its damped errors (what its search compares) and,
+    beside them, the exact errors of the same weighting, which `_greedy_pass`
+    gets from a second, evaluating pass (u and k do not depend on the errors).
+    """
+    tree, lanes = _tree(n, b), 4  # lanes: uniform, damped, reference, exact (`_best_fit`'s order)
+    S = G.shape[0]
+    grid = (granularity - np.arange(granularity)) / granularity  # 1, …, 1/g
+    grid2, cogrid2 = grid**2, (1.0 - grid) ** 2
+    branching = max(int(lv.child_count.max()) for lv in tree.levels)
+    gdiag = G[:, np.arange(n), np.arange(n)]
+    tol = 1e-9 * np.maximum(1.0, np.abs(gdiag).max(axis=1))  # `_GramOracle`'s tolerance
+    U = np.ones((S, lanes, n))  # per lane and cell: u of the deepest finished node
+    # per node of the level below, stacked: error carried (damped for "reference"),
+    # exact error, k = 1ᵀ(AᵀA)⁺1 and q = u_Sᵀ G_SS u_S
+    child = np.empty((4, S, lanes, tree.levels[-1].lower.size))
+    child[:] = gdiag[:, None, tree.levels[-1].lower]
+    child[2] = 1.0
+    chosen: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # depth → (p per lane, collapsed)
+    exact_by_depth: dict[int, np.ndarray] = {len(tree.levels) - 1: child[1]}
+    for lv in _dense_levels(n, b):
+        sum_err, sum_exact, sum_k, sum_q = np.add.reduceat(child, lv.start, axis=3)
+        block = lv.label[lv.cells, None] == lv.label[None, :]  # the nodes' rows of G_L
+        rows = G[:, lv.cells]
+        Uc = U[:, :, lv.cells]
+        m = np.add.reduceat(
+            np.matmul(U, np.where(block, rows, 0.0).transpose(0, 2, 1)) * Uc, lv.offsets, axis=2
+        )
+        # search lanes (damped, reference, exact): the split minimising the local objective
+        m_search = m[:, 1:].copy()
+        m1 = sum_q[:, 1:3]  # damped: m₁ + (m − m₁)·b^(−depth/2), m₁ = Σ_c u_cᵀ G_cc u_c
+        m_search[:, :2] = m1 + (m[:, 1:3] - m1) * branching ** (-lv.depth / 2.0)
+        denom = grid2 + cogrid2 * sum_k[:, 1:, :, None]
+        search = (sum_err[:, 1:, :, None] - cogrid2 * m_search[..., None] / denom) / grid2
+        best = np.argmin(search, axis=3)
+        p_v = np.empty_like(m)
+        p_v[:, 0] = lv.uniform_split
+        p_v[:, 1:] = grid[best]
+        q_v = (1.0 - p_v) ** 2
+        scale = 1.0 / (p_v**2 + q_v * sum_k)
+        e_x = (sum_exact - q_v * m / (p_v**2 + q_v * sum_k)) / p_v**2
+        e_c = e_x.copy()
+        e_c[:, 2] = np.take_along_axis(search[:, 1], best[:, 1, :, None], axis=2)[..., 0]
+        # a node the workload cannot see inside collapses (search lanes only)
+        ref = G[:, lv.corner, lv.corner][:, :, None]
+        spread = np.where(block, np.abs(rows - ref), 0.0).max(axis=2)
+        flat = np.maximum.reduceat(spread, lv.offsets, axis=1) <= tol[:, None]
+        U[:, :, lv.cells] = Uc * scale[:, :, lv.node_of_cell]
+        level = np.empty((4, S, lanes, lv.internal.size + lv.leaves.size))
+        level[..., lv.leaves] = gdiag[:, None, lv.leaf_cells]
+        level[2][..., lv.leaves] = 1.0
+        inner = np.stack((e_c, e_x, sum_k * scale, scale**2 * m))
+        if flat.any():  # its total alone: error G_ii, k = 1, u = 1/|S| on its cells
+            fs, fn = np.nonzero(flat)
+            inner[:, fs, 1:, fn] = gdiag[fs, lv.corner[lv.offsets[fn]]][:, None, None]
+            inner[2, fs, 1:, fn] = 1.0
+            sizes = np.diff(np.append(lv.offsets, lv.cells.size))
+            cs, cc = np.nonzero(flat[:, lv.node_of_cell])
+            U[cs, 1:, lv.cells[cc]] = (1.0 / sizes[lv.node_of_cell[cc]])[:, None]
+        level[..., lv.internal] = inner
+        chosen[lv.depth] = (p_v, flat)
+        exact_by_depth[lv.depth] = level[1]
+        child = level
+    root = child[1][:, :, 0]
+    fits = []
+    for s, lane in enumerate(np.argmin(root, axis=1)):  # the first of least error, as there
+        splits, stops, errors = [], [], []
+        for depth, lv in enumerate(tree.levels):
+            internal = lv.child_count > 0
+            split, stop = np.zeros(lv.lower.size), ~internal
+            if depth in chosen:
+                p_v, flat = chosen[depth]
+                collapsed = flat[s] & (lane > 0)
+                split[internal] = np.where(collapsed, 0.0, p_v[s, lane])
+                stop[internal] = collapsed
+            splits.append(split)
+            stops.append(stop)
+            errors.append(exact_by_depth[depth][s, lane])
+        fits.append(_Fit(tuple(splits), tuple(stops), tuple(errors), float(root[s, lane])))
+    return fits
 
 
 def _node_weights(tree: _Tree, fit: _Fit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
