@@ -257,6 +257,18 @@ class TestDAWA:
             assert T[i] == np.abs((e[i] - a[i]) * w - w.sum()).sum()
         assert np.array_equal(dawa._interval_devs(v, fixed_point=True), dawa._units(T, lengths))
 
+    def test_fixed_point_costs_are_exact_at_the_largest_inputs(self) -> None:
+        # ‖x‖₁ = 2^36 (the largest `_counts` accepts) on the largest exact domain:
+        # the one-division rounding stays within int64 and equals `_units`.
+        n = dawa._EXACT_MAX
+        v = np.zeros(n, dtype=np.int64)
+        v[np.random.default_rng(6).permutation(n)[: n // 2]] = 2**36 // (n // 2)
+        assert int(v.sum()) == 2**36
+        lengths = dawa._intervals(n)[2]
+        T = dawa._interval_devs(v)
+        assert T.max() > 2**45
+        assert np.array_equal(dawa._interval_devs(v, fixed_point=True), dawa._units(T, lengths))
+
     def test_interval_devs_batches_agree(self, monkeypatch: pytest.MonkeyPatch) -> None:
         v = np.random.default_rng(5).integers(0, 50, 70)
         whole = dawa._interval_devs(v, fixed_point=True)

@@ -240,11 +240,12 @@ def _exact_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -
     noisy[_intervals(n)[3]] = _laplace_int(units, _SHIFT, eps, source) + penalty
     noisy = noisy.reshape(n + 1, n + 1)
     best = np.zeros(n + 1, dtype=np.int64)
-    start = np.zeros(n + 1, dtype=np.int64)
+    start = [0] * (n + 1)
     for e in range(1, n + 1):
         total = best[:e] + noisy[e, :e]
         a = int(total.argmin())  # first minimum: the longest last bucket (fixed order)
-        best[e], start[e] = total[a], a
+        best[e] = total[a]
+        start[e] = a
     labels = np.empty(n, dtype=np.int64)
     e, g = n, 0
     while e > 0:
@@ -274,15 +275,25 @@ def _intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return out
 
 
+@lru_cache(maxsize=4)
+def _double_lengths(n: int) -> np.ndarray:
+    """2·(e − a) for every interval of `_intervals(n)` (the fixed-point divisor)."""
+    out = 2 * _intervals(n)[2]
+    out.setflags(write=False)
+    return out
+
+
 def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
     """L·dev(v, [a, e)) = Σ_{a≤j<e} |L·v_j − S| (L = e − a, S the interval's sum)
     for every interval in `_intervals` order, exact in int64; with
-    `fixed_point`, the costs r = round(2^S·dev) (`_units`) instead.
+    `fixed_point`, the costs r = `_units`(L·dev, L) = round(2^S·dev) instead.
 
     With c and s the count and sum of the interval's cells at or below
     ⌊S/L⌋ (those have L·v_j ≤ S, the others L·v_j > S) the sum is
-    (S·c − L·s) + (L·(S − s) − S·(L − c)) = 2·(S·c − L·s). c and s come from
-    2-D prefix tables over (position, value rank). The intervals go in
+    (S·c − L·s) + (L·(S − s) − S·(L − c)) = 2·X, X = S·c − L·s. c and s come
+    from 2-D prefix tables over (position, value rank). The fixed-point cost
+    is ⌊(2^(S+2)·X + L) / 2L⌋, `_units`' rounding (half up) in one exact
+    division: X ≤ L·‖x‖₁ ≤ 2^47, so 2^(S+2)·X < 2^57. The intervals go in
     batches of `_DEV_BATCH`: temporaries of 64 KiB stay in the allocator's
     pool, where larger ones cost a fresh mapping (page faults) each.
     """
@@ -301,16 +312,21 @@ def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
     below = None  # ranks by lookup when the values are close (counts), else by search
     if span <= 4 * n + 1024:
         below = np.searchsorted(values, np.arange(low, low + span + 1), side="right")
+    two_l = _double_lengths(n)
     out = np.empty(a_all.size, dtype=np.int64)
     for lo in range(0, a_all.size, _DEV_BATCH):
         batch = slice(lo, lo + _DEV_BATCH)
         a, e, L = a_all[batch], e_all[batch], l_all[batch]
         S = prefix[e] - prefix[a]
         mean = S // L  # ⌊S/L⌋ ∈ [min v, max v]
-        t = np.searchsorted(values, mean, side="right") if below is None else below[mean - low]
+        if below is None:
+            t = np.searchsorted(values, mean, side="right")
+        else:
+            t = below[mean - low] if low else below[mean]
         ae, aa = e * width + t, a * width + t
-        c = cnt[ae] - cnt[aa]
-        s = tot[ae] - tot[aa]
-        T = 2 * (S * c - L * s)
-        out[lo : lo + a.size] = _units(T, L) if fixed_point else T
+        X = S * (cnt[ae] - cnt[aa]) - L * (tot[ae] - tot[aa])
+        if fixed_point:
+            out[lo : lo + a.size] = ((X << (_S + 2)) + L) // two_l[batch]
+        else:
+            out[lo : lo + a.size] = 2 * X
     return out
