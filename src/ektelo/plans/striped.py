@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import lsmr
 
 from ..matrix import (
+    Diagonal,
     EMatrix,
     Identity,
     Kronecker,
@@ -27,7 +28,7 @@ from ..matrix import (
 )
 from ..operators import partition as partition_ops
 from ..operators import selection
-from ..operators.strategies_opt import greedy_h as greedy_h_strategy
+from ..operators._greedy_h import greedy_h_many
 from ._registry import register
 from .budget import check_eps, split
 from .common import estimate
@@ -87,23 +88,122 @@ def dawa_striped(
 ) -> np.ndarray:
     """DAWA-Striped: on each stripe (in parallel, so ε is charged once):
     ratio·ε to DAWA's private partition, the rest to GreedyH's strategy for
-    the workload restricted to the stripe, on the groups; LS over all stripes."""
+    the workload restricted to the stripe, on the groups; LS over all stripes.
+
+    The stripes' strategies are measured by one Laplace call on x: the union
+    of every stripe's GreedyH queries, each group interval written as the
+    range of its cells (the same answers as measuring the stripe's group
+    totals). The stripes share no cell, so the union's sensitivity — computed
+    by the kernel — is the largest of theirs (1 for GreedyH) and its noise
+    that of each stripe's own call; the stripes' partitions are charged
+    ratio·ε once through their split (parallel composition, Algorithm 2), the
+    union (1 − ratio)·ε on x: ε in all, as stripe-by-stripe measurement."""
     eps, axis = check_eps(eps), _axis(x, axis)
     eps_part, eps_meas = split(eps, ratio, 1 - ratio)
     R = partition_ops.stripe(x.shape, axis)
     stripe_workloads = _stripe_workloads(workload, x.shape, axis)
-    strategies: dict[tuple[int, bytes], EMatrix] = {}  # GreedyH is deterministic
-    measurements, groupings, keys = [], [], []
+    problems: dict[tuple[int, bytes], tuple[int, EMatrix]] = {}  # GreedyH is deterministic
+    partitions, keys = [], []
     for s, W_s in zip(x.split_by_partition(R), stripe_workloads, strict=True):
         P = s.dawa_partition(eps=eps_part, ratio=ratio)  # Private→Public
-        groups = s.reduce_by_partition(P)  # Private, 1-stable
         key = (id(W_s), P.groups.tobytes())
-        if key not in strategies:  # Public
-            strategies[key] = greedy_h_strategy(P.num_groups, P.reduce_workload(W_s))
-        measurements.append(groups.laplace(strategies[key], eps=eps_meas))  # Private→Public
-        groupings.append(P)
+        if key not in problems:  # Public from here on
+            problems[key] = (P.num_groups, P.reduce_workload(W_s))
+        partitions.append(P)
         keys.append(key)
-    return _estimate_by_stripe(R, measurements, groupings, keys=keys)
+    strategies = dict(zip(problems, greedy_h_many(list(problems.values())), strict=True))
+    union = _StripeStrategies(R, axis, partitions, [strategies[k] for k in keys], keys)
+    measurement = x.laplace(union.matrix(), eps=eps_meas)  # Private→Public
+    return _estimate_stripe_union(union, measurement)
+
+
+class _StripeStrategies:
+    """Every stripe's GreedyH strategy on its DAWA groups (public), and their
+    union as range queries on the cells of x (`matrix`).
+
+    Stripe g's groups are intervals of the stripe in order (DAWA on a 1-D
+    vector), so its query over groups [a, b] with weight c is c times the sum
+    of the stripe's cells [first(a), last(b)]: a range along `axis` at the
+    stripe's coordinates on the other axes.
+    """
+
+    def __init__(
+        self,
+        R: Partition,
+        axis: int,
+        partitions: list[Partition],
+        strategies: list[EMatrix],
+        keys: list[Hashable],
+    ):
+        self.R, self.axis, self.keys = R, axis, keys
+        self.cells = np.split(np.argsort(R.groups, kind="stable"), np.cumsum(R.sizes)[:-1])
+        self.sizes = [P.sizes for P in partitions]
+        self.weights, self.lower, self.upper = [], [], []  # per stripe: c, group ranges
+        for P, A in zip(partitions, strategies, strict=True):
+            if not (
+                isinstance(A, Product)
+                and isinstance(A.A, Diagonal)
+                and isinstance(A.B, RangeQueries)
+                and not A.B.transposed
+            ):
+                raise TypeError(f"GreedyH returned {A!r}, not weighted ranges")
+            if np.any(np.diff(P.groups) < 0):  # labels in order of first cell
+                raise ValueError("a stripe's DAWA groups are not intervals of the stripe")
+            self.weights.append(A.A.d)
+            self.lower.append(A.B.lower[:, 0])
+            self.upper.append(A.B.upper[:, 0])
+        self.offsets = np.cumsum([0] + [c.size for c in self.weights])
+
+    def matrix(self) -> EMatrix:
+        """The union: Product(Diagonal(c), RangeQueries(x's shape, …)), stripe by stripe."""
+        shape = self.R.domain_shape
+        first = np.array([c[0] for c in self.cells])
+        corner = np.column_stack(np.unravel_index(first, shape))  # the stripe's cell 0
+        count = np.diff(self.offsets)
+        lower = np.repeat(corner, count, axis=0)
+        upper = lower.copy()
+        for g, (P, a, b) in enumerate(zip(self.sizes, self.lower, self.upper, strict=True)):
+            starts = np.concatenate(([0], np.cumsum(P)))  # cell offsets of the groups
+            rows = slice(self.offsets[g], self.offsets[g + 1])
+            lower[rows, self.axis] = corner[g, self.axis] + starts[a]
+            upper[rows, self.axis] = corner[g, self.axis] + starts[b + 1] - 1
+        return Product(Diagonal(np.concatenate(self.weights)), RangeQueries(shape, lower, upper))
+
+    def on_groups(self, g: int) -> np.ndarray:
+        """Stripe g's strategy on its groups, dense (rows × groups)."""
+        a, b, k = self.lower[g], self.upper[g], self.sizes[g].size
+        rows = np.arange(a.size)
+        M = np.zeros((a.size, k + 1))
+        M[rows, a] = 1.0
+        M[rows, b + 1] = -1.0  # a ≤ b: never the same entry
+        return np.cumsum(M, axis=1)[:, :k] * self.weights[g][:, None]
+
+
+def _estimate_stripe_union(union: _StripeStrategies, m: Any) -> np.ndarray:
+    """LS over the union's measurement, on x's domain, stripe by stripe.
+
+    The union is block diagonal over the stripes (each query reads one
+    stripe's cells), so its minimum-norm LS solution is, per stripe, the
+    minimum-norm solution of M·P x = y (M the stripe's strategy on its k
+    groups, P the k × cells group sums, y its answers). With D = P Pᵀ (the
+    group sizes), x = Pᵀ D^(−1/2) w for the minimum-norm LS solution w of
+    (M D^(1/2)) w = y: P x = D^(1/2) w reaches every LS optimum and
+    ‖x‖ = ‖w‖. (M D^(1/2) has the singular values of M·P.) So a k-column
+    solve per stripe, not a cells-column one; stripes with equal keys (the
+    same partition and strategy) share one solve with several right-hand sides.
+    """
+    x_hat = np.zeros(union.R.size)
+    batches: dict[Hashable, list[int]] = {}
+    for g, key in enumerate(union.keys):
+        batches.setdefault(key, []).append(g)
+    for members in batches.values():
+        g = members[0]
+        root = np.sqrt(union.sizes[g])
+        Y = np.column_stack([m.answers[union.offsets[i] : union.offsets[i + 1]] for i in members])
+        Z = np.linalg.lstsq(union.on_groups(g) * root, Y, rcond=None)[0] / root[:, None]
+        spread = np.repeat(Z, union.sizes[g], axis=0)  # a group's total, evenly on its cells
+        x_hat[np.column_stack([union.cells[i] for i in members])] = spread
+    return x_hat
 
 
 def _stripe_workloads(W: EMatrix, shape: tuple[int, ...], axis: int) -> list[EMatrix]:
