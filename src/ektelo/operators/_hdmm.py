@@ -18,16 +18,19 @@ and every parametrisation below has ‖A‖₁ = 1, so only the trace is minimis
       ∇C   = −2·R⁻¹ (ΘĜ) M⁻¹ + 2·1_p yᵀ,  y_i = (M⁻¹Ĝ)_ii / d_i,
       (ΘĜ)M⁻¹ = ΘĜ − (ΘĜΘᵀ) R⁻¹ Θ,
 
-  minimised over Θ ≥ 0 from seeded random starts (entries uniform in
-  [0, 1]) by a projected L-BFGS (`_minimise_nonnegative`) that stops once
-  the objective stalls. ⟨R⁻¹Θ, ΘĜ⟩ = ⟨R⁻¹, ΘĜΘᵀ⟩, so one evaluation costs
-  one product Θ̃·G of the p×n matrix Θ̃ = ΘD with the Gram plus four p×p×n
-  matrix products: O(p²n) — never an n×n inverse. The Gram is applied in
-  closed form where one exists: Prefix, G_ij = n − max(i, j); all ranges,
-  G_ij = (min(i, j) + 1)(n − max(i, j)); any other set of weighted 1-D
-  ranges (RandomRange, a d-D range's per-attribute factors) through prefix
-  sums around a sparse core, O(p(n + m)); else densely, or through the
-  workload's own implicit WᵀW.
+  minimised over Θ ≥ 0 by a projected L-BFGS (`_minimise_nonnegative`)
+  that stops once the objective stalls, from a slightly perturbed hierarchy
+  of intervals (`_interval_levels`; further restarts: seeded random starts,
+  entries uniform in [0, 1]). ⟨R⁻¹Θ, ΘĜ⟩ = ⟨R⁻¹, ΘĜΘᵀ⟩, so one evaluation
+  costs one product Θ̃·G of the p×n matrix Θ̃ = ΘD with the Gram plus three
+  or four p×p×n matrix products: O(p²n) — never an n×n inverse. The Gram is
+  applied in closed form where one exists: Prefix, G_ij = n − max(i, j);
+  all ranges, G_ij = (min(i, j) + 1)(n − max(i, j)); any other set of m
+  weighted 1-D ranges (RandomRange, a d-D range's per-attribute factors)
+  through prefix sums, O(p(n + m)), which for m < n also give Θ̃GΘ̃ᵀ in
+  O(p²m); else densely, or through the workload's own implicit WᵀW. Cells
+  of a run that no range splits share their column of Θ, so m ranges leave
+  at most p·(2m + 1) variables (`_opt_p_identity`).
 * OPT_⊗ (HDMM §5.2), Kronecker workloads W = W₁ ⊗ … ⊗ W_d: for a Kronecker
   strategy A = A₁ ⊗ … ⊗ A_d, ‖A‖₁ = Π‖A_i‖₁ and
   tr((AᵀA)⁻¹ WᵀW) = Π_i tr((A_iᵀA_i)⁻¹ W_iᵀW_i), so each factor is an
@@ -71,7 +74,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg.blas import daxpy as _blas_axpy
+from scipy.linalg.lapack import dtrtrs
 from scipy.optimize import Bounds, minimize
 
 from ..matrix import (
@@ -117,6 +120,13 @@ _STALL_WINDOW = 10
 _STALL_RTOL = 3e-4
 _ARMIJO = 1e-4
 _MAX_BACKTRACKS = 40
+# OPT_0's first start (`_opt_p_identity`): _START_WEIGHT × a hierarchy of
+# intervals (`_interval_levels`) plus _START_NOISE × uniform [0, 1] entries.
+# From it the optimiser stopped in 50–70 % of the iterations it needed from a
+# uniform [0, 1] start, as low or lower, on Prefix(1024), Prefix(4096) and
+# RandomRange(1000) over 4096 cells; weights 0.2–0.5 and noise 0–0.1 did alike.
+_START_WEIGHT = 0.3
+_START_NOISE = 0.01
 # Strategies kept by the memo of `hdmm` (least recently used dropped first).
 _CACHE_SIZE = 32
 
@@ -143,15 +153,17 @@ def hdmm(
             iterations are needed as p grows. On Prefix(4096), p = 64 errs 8 %
             more than p = 128 in under a third of the time, and p = 32 another
             15 % more (`benchmarks/bench_strategies_opt.py --tradeoff`).
-        restarts: random starting points per OPT_0 problem (the best is kept).
-            One by default: another start changed the error by about 1 % on
-            Prefix(1024), for twice the time.
+        restarts: starting points per OPT_0 problem (the best is kept): the
+            first a perturbed hierarchy of intervals, the others random. One
+            by default: a random start as well never did better on
+            Prefix(1024), Prefix(4096), AllRange(1024) or RandomRange(1000)
+            over 4096 cells, for 2.5–4× the time.
         seed: seed of the starting points; the result is a deterministic
             function of (workload, p, restarts, seed, maxiter, rounds).
         maxiter: iteration limit per OPT_0/OPT_M problem. OPT_0 usually stops
             earlier, once the objective fell by less than 0.03 % over the last
-            10 iterations (within 1 % of running to 1500 iterations on
-            Prefix(1024) and Prefix(4096), at a third to a half of the time).
+            10 iterations (within 0.9 % of running to 1500 iterations on the
+            four workloads above, at an eighth to a sixth of the time).
         rounds: block coordinate descent sweeps for unions of products.
 
     Returns:
@@ -362,6 +374,18 @@ class _Gram:
         self._rows(X, out)
         return out
 
+    def rows_quad(self, X: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """X·G into `out`, and X·G·Xᵀ when this representation has it for less
+        than the k×k×n product of X with the rows (else None)."""
+        self._rows(X, out)
+        return out, None
+
+    def segments(self) -> tuple[_Gram, np.ndarray] | None:
+        """(G_r, starts) when G = E G_r Eᵀ for the indicator E of r < n runs of
+        consecutive cells (the first cells of the runs in `starts`): cells no
+        query tells apart. None when unknown or r = n."""
+        return None
+
     def _rows(self, X: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -535,23 +559,52 @@ class _AllRangeGram(_Gram):
 
 class _RangeGram(_Gram):
     """Σ_q w_q 1_q 1_qᵀ through prefix sums: W = C·P̃ with P̃x = (0, x₀, x₀+x₁, …)
-    and C_q = e_{b_q+1} − e_{a_q}, so G = P̃ᵀ H P̃ with the sparse core
-    H = Cᵀ diag(w) C, (n+1)×(n+1) with at most 4m entries."""
+    and C_q = e_{b_q+1} − e_{a_q}, so G = P̃ᵀ Cᵀ diag(w) C P̃. Two ways to apply
+    it to a row block X (k×n), both O(k(n + m)):
+
+    * fewer intervals than cells (m < n): the answers U = C P̃ Xᵀ (m×k, U_q =
+      X·1_q) are differences of two columns of the running sums of X's rows,
+      and X·G is the running sum of the difference array holding +w_q·U_q at
+      column a_q and −w_q·U_q at b_q + 1; the same U gives X G Xᵀ =
+      Uᵀ diag(w) U (`rows_quad`) in O(k²m) instead of O(k²n);
+    * otherwise through the sparse core H = Cᵀ diag(w) C, (n+1)×(n+1) with at
+      most min(4m, (n+1)²) entries, applied to the running sums down P̃Xᵀ.
+    """
 
     def __init__(self, n: int, a: np.ndarray, b: np.ndarray, w: np.ndarray, diag: np.ndarray):
         super().__init__(n, diag)
-        lo, hi = a, b + 1
-        H = sp.csr_matrix(
+        # Repeated intervals are one term of summed weight.
+        key, inverse = np.unique(
+            np.asarray(a, dtype=np.int64) * (n + 1) + np.asarray(b, dtype=np.int64),
+            return_inverse=True,
+        )
+        self.w = np.bincount(inverse.ravel(), np.asarray(w, dtype=np.float64), key.size)
+        self.lo = key // (n + 1)
+        self.hi = key % (n + 1) + 1
+        lo, hi, w = self.lo, self.hi, self.w
+        self.H = sp.csr_matrix(
             (
                 np.concatenate([w, w, -w, -w]),
                 (np.concatenate([lo, hi, lo, hi]), np.concatenate([lo, hi, hi, lo])),
             ),
             shape=(n + 1, n + 1),
         )
-        H.sum_duplicates()
-        self.H = H
+        self.H.sum_duplicates()
+        self._scatter: dict[int, np.ndarray] = {}
 
     def _rows(self, X: np.ndarray, out: np.ndarray) -> None:
+        if self.w.size < self.n:
+            self._by_answers(X, out, quad=False)
+        else:
+            self._by_core(X, out)
+
+    def rows_quad(self, X: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.w.size < self.n:
+            return out, self._by_answers(X, out, quad=True)
+        self._by_core(X, out)
+        return out, None
+
+    def _by_core(self, X: np.ndarray, out: np.ndarray) -> None:
         n, k = self.n, X.shape[0]
         Y = self._array("y", (n + 1, k))  # P̃Xᵀ, column-major for the sparse product
         Y[0] = 0.0
@@ -561,6 +614,44 @@ class _RangeGram(_Gram):
         S = self._array("s", (n, k))
         np.cumsum(Z[:0:-1], axis=0, out=S)
         out[...] = S[::-1].T
+
+    def _by_answers(self, X: np.ndarray, out: np.ndarray, quad: bool) -> np.ndarray | None:
+        n, k, m = self.n, X.shape[0], self.w.size
+        # Row-major throughout: NumPy's running sum along a row is ~1.7× faster
+        # than down the columns, and a transposed copy of a p×n block costs about
+        # as much as one sum.
+        P = self._array("p", (k, n + 1))
+        P[:, 0] = 0.0
+        np.cumsum(X, axis=1, out=P[:, 1:])
+        U = P[:, self.hi]
+        U -= P[:, self.lo]
+        E = self._array("e", (k, 2 * m))  # [w·U, −w·U], added into columns a_q and b_q + 1
+        np.multiply(U, self.w, out=E[:, :m])
+        np.negative(E[:, :m], out=E[:, m:])
+        D = self._array("d", (k, n + 1))
+        D.fill(0.0)
+        np.add.at(D.reshape(-1), self._positions(k), E.reshape(-1))
+        np.cumsum(D[:, :n], axis=1, out=out)
+        return E[:, :m] @ U.T if quad else None
+
+    def segments(self) -> tuple[_Gram, np.ndarray] | None:
+        # Runs between consecutive interval ends: an interval covers whole runs.
+        starts = np.unique(np.concatenate([[0], self.lo, self.hi]))
+        starts = starts[starts < self.n]
+        if starts.size == self.n:
+            return None
+        a = np.searchsorted(starts, self.lo)  # the run that begins at a_q
+        b = np.searchsorted(starts, self.hi) - 1  # the run that ends at b_q
+        return _Gram.ranges(starts.size, a, b, self.w), starts
+
+    def _positions(self, k: int) -> np.ndarray:
+        """Flat indices into a k×(n+1) array of the entries of E: row r's
+        columns a_q, then b_q + 1."""
+        pos = self._scatter.get(k)
+        if pos is None:
+            cols = np.concatenate([self.lo, self.hi])
+            pos = self._scatter[k] = (np.arange(k)[:, None] * (self.n + 1) + cols).ravel()
+        return pos
 
 
 def _is_all_range(n: int, a: np.ndarray, b: np.ndarray) -> bool:
@@ -585,39 +676,55 @@ def _range_gram(n: int, a: np.ndarray, b: np.ndarray, w2: np.ndarray) -> np.ndar
 
 class _PIdentityObjective:
     """C(Θ) = tr((A(Θ)ᵀA(Θ))⁻¹ G) and its gradient (module docstring), with
-    the p×n work arrays allocated once. Per evaluation: one product Θ̃·G and
-    four p×p×n matrix products, never an n×n solve."""
+    the p×n work arrays allocated once. Per evaluation: one product Θ̃·G, three
+    p×p×n matrix products (a fourth, Θ̃GΘ̃ᵀ, when the Gram does not give it for
+    less, `_Gram.rows_quad`) and never an n×n solve."""
 
-    def __init__(self, gram: _Gram, p: int):
+    def __init__(self, gram: _Gram, p: int, sizes: np.ndarray | None = None):
         self.gram, self.p, self.n = gram, p, gram.n
+        # √s per merged cell (`_opt_p_identity`), None for single cells (s = 1).
+        self.root = None if sizes is None else np.sqrt(sizes)
         self._scaled = np.empty((p, self.n))
         self._product = np.empty((p, self.n))
         self._work = np.empty((p, self.n))
 
-    def __call__(self, x: np.ndarray, grad: np.ndarray) -> float:
-        """C at Θ = x.reshape(p, n); the gradient is written into `grad` (same size)."""
-        p, n = self.p, self.n
-        theta = x.reshape(p, n)
-        d = 1.0 + theta.sum(axis=0)
+    def __call__(self, x: np.ndarray, grad: np.ndarray, scale: float = 1.0) -> float:
+        """scale·C at Θ = x.reshape(p, n); scale·∇C is written into `grad` (same
+        size). The scale is folded into p×p factors, saving passes over p×n arrays.
+
+        With `sizes` s (runs of cells merged, `_opt_p_identity`), this Gram is
+        G_r with G = E G_r Eᵀ (E the n×r run indicator), and x holds
+        Z = Θ_r diag(√s) for the Θ equal to Θ_r[:, c] on every cell of run c.
+        Then ΘΘᵀ = ZZᵀ, ΘĜΘᵀ = X G_r Xᵀ with X = Θ_r diag(s·d) = Z diag(e),
+        and tr Ĝ = Σ_c (G_r)_cc e_c², where e = √s·d = √s + 1ᵀZ: the expression
+        below with Z for Θ and e for d. So is the gradient in Z (∇C summed over
+        each run, divided by √s), and the Euclidean metric on Z is the one on
+        Θ: the optimiser takes the full problem's steps, restricted to
+        run-constant Θ."""
+        p = self.p
+        theta = x.reshape(p, self.n)
+        d = theta.sum(axis=0)
+        d += 1.0 if self.root is None else self.root
         np.multiply(theta, d, out=self._scaled)
-        B = self.gram.rows(self._scaled, self._product)  # Θ D G
+        B, K = self.gram.rows_quad(self._scaled, self._product)  # Θ̃G, Θ̃GΘ̃ᵀ = ΘĜΘᵀ
         B *= d  # Θ Ĝ, Ĝ = D G D
+        if K is None:
+            K = theta @ B.T
         R = theta @ theta.T
         R.flat[:: p + 1] += 1.0
         # R = I + ΘΘᵀ has every eigenvalue ≥ 1: its small explicit inverse is accurate.
         R_inv = np.linalg.inv(R)
-        K = theta @ B.T  # Θ Ĝ Θᵀ (symmetric)
         diag_hat = self.gram.diag * d**2
         value = float(diag_hat.sum() - np.vdot(R_inv, K))  # tr Ĝ − ⟨R⁻¹Θ, ΘĜ⟩
-        V = np.matmul(R_inv, B, out=self._work)  # R⁻¹ΘĜ
-        # ∇ = −2(R⁻¹ΘĜ − R⁻¹KR⁻¹Θ) + 2·1yᵀ, y_i = (M⁻¹Ĝ)_ii / d_i.
-        y = (diag_hat - np.einsum("ij,ij->j", theta, V)) / d
-        out = grad.reshape(p, n)
-        np.matmul((R_inv @ K) @ R_inv, theta, out=out)
-        out -= V
+        c = 2.0 * scale
+        V = np.matmul(R_inv * -c, B, out=self._work)  # −c·R⁻¹ΘĜ
+        # ∇ = 2(R⁻¹KR⁻¹Θ − R⁻¹ΘĜ) + 2·1yᵀ, y_i = (M⁻¹Ĝ)_ii / d_i.
+        y = (c * diag_hat + np.einsum("ij,ij->j", theta, V)) / d
+        out = grad.reshape(p, self.n)
+        np.matmul((R_inv @ K @ R_inv) * c, theta, out=out)
+        out += V
         out += y
-        out *= 2.0
-        return value
+        return value * scale
 
 
 def _p_identity_objective(theta: np.ndarray, gram: _Gram) -> tuple[float, np.ndarray]:
@@ -642,15 +749,6 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.einsum("i,i->", a, b))  # pragma: no cover - depends on the environment
 
 
-def _axpy(alpha: float, x: np.ndarray, y: np.ndarray, work: np.ndarray) -> None:
-    """y += α·x in place (BLAS or NumPy, as for `_dot`)."""
-    if _threadpool_limits is not None:
-        _blas_axpy(x, y, a=alpha)
-    else:  # pragma: no cover - depends on the environment
-        np.multiply(x, alpha, out=work)
-        y += work
-
-
 def _minimise_nonnegative(
     fun: Callable[[np.ndarray, np.ndarray], float],
     x0: np.ndarray,
@@ -663,82 +761,111 @@ def _minimise_nonnegative(
     """Projected L-BFGS for min f(x) subject to x ≥ 0; returns (x, f(x)).
 
     `fun(x, g)` returns f(x) and writes ∇f(x) into g. The direction is the
-    two-loop L-BFGS product with the projected gradient, zeroed on the
-    variables held at their bound (x = 0 with ∂f > 0); the step is an Armijo
-    backtracking search along the projection arc max(x + t·d, 0). It stops
-    after `maxiter` iterations, when f fell by no more than rtol·|f| over the
-    last `window` iterations, or when no descent step is found.
+    L-BFGS product with the projected gradient, zeroed on the variables held
+    at their bound (x = 0 with ∂f > 0); the step is an Armijo backtracking
+    search along the projection arc max(x + t·d, 0). It stops after `maxiter`
+    iterations, when f fell by no more than rtol·|f| over the last `window`
+    iterations, or when no descent step is found.
 
     Written for this problem instead of SciPy's L-BFGS-B, whose per-iteration
     overhead (≈100–200 ns per variable, Cauchy-point breakpoint search) was
-    3–10× the cost of the objective itself here; every vector operation below
-    reuses preallocated arrays (and BLAS only when pinned to one thread, `_dot`).
+    3–10× the cost of the objective itself here. With 10⁵–10⁶ variables the
+    stored pairs outgrow the caches and the iteration is bound by memory
+    traffic, so they are kept as the rows of one float32 matrix and the
+    product uses the compact form of the inverse Hessian (Byrd, Nocedal &
+    Schnabel, Math. Prog. 63, 1994, eq. 3.1): three passes over it per
+    iteration instead of the two-loop recursion's 4·memory vector passes at
+    twice the width (measured 11 → 5.5 ms per iteration at 64×4096 variables).
+    float32 only shapes the direction, which is still checked for descent
+    against the float64 gradient, and every step is taken in float64.
     """
     N = x0.size
+    m = memory
     x = np.maximum(x0, 0.0)
     g = np.empty(N)
     f = fun(x, g)
     x_new, g_new = np.empty(N), np.empty(N)
-    q, s, y, tmp = np.empty(N), np.empty(N), np.empty(N), np.empty(N)
-    at_bound, rising = np.empty(N, dtype=bool), np.empty(N, dtype=bool)
-    free = np.empty(N)  # 1.0 where the variable may move, 0.0 where it is held at 0
-    S = [np.empty(N) for _ in range(memory)]  # ring buffers of the curvature pairs
-    Y = [np.empty(N) for _ in range(memory)]
-    rho = np.empty(memory)
-    alpha = np.empty(memory)
-    stored, newest = 0, -1
+    q, u = np.empty(N), np.empty(N)  # projected gradient, then the step s; H·q, then y
+    q32, u32 = np.empty(N, dtype=np.float32), np.empty(N, dtype=np.float32)
+    positive, free = np.empty(N, dtype=bool), np.empty(N, dtype=bool)
+    pairs = np.zeros((2 * m, N), dtype=np.float32)  # s_i in row i, y_i in row m + i
+    sy = np.zeros((m, m))  # s_iᵀy_j (used for i ≤ j in storage order)
+    yy = np.zeros((m, m))  # y_iᵀy_j
+    order: list[int] = []  # rows of the stored pairs, oldest first
+    pending = -1  # the newest pair, its products with the others not yet taken
+    sy_new = yy_new = 1.0  # that pair's sᵀy and yᵀy, in float64
     history = [f]
     for _ in range(maxiter):
-        np.less_equal(x, 0.0, out=at_bound)
-        np.greater(g, 0.0, out=rising)
-        np.logical_and(at_bound, rising, out=at_bound)
-        np.logical_not(at_bound, out=rising)
-        np.copyto(free, rising)
-        np.multiply(g, free, out=q)  # the projected gradient
-        largest = max(float(q.max()), -float(q.min()))
-        if largest == 0.0 or not math.isfinite(f):
+        if not math.isfinite(f):
             break
-        order = [(newest - k) % memory for k in range(stored)]  # newest first
-        for k in order:
-            alpha[k] = rho[k] * _dot(S[k], q)
-            _axpy(-alpha[k], Y[k], q, tmp)
-        if stored:
-            q *= 1.0 / (rho[newest] * _dot(Y[newest], Y[newest]))  # sᵀy / yᵀy
+        np.greater(x, 0.0, out=positive)
+        np.less_equal(g, 0.0, out=free)
+        np.logical_or(free, positive, out=free)  # may move: x > 0 or ∂f ≤ 0
+        np.multiply(g, free, out=q)  # the projected gradient
+        if order:
+            idx = np.array(order)
+            if pending >= 0:  # the newest pair's products with the stored ones
+                col = (pairs @ pairs[m + pending]).astype(np.float64)
+                sy[idx, pending] = col[idx]
+                yy[idx, pending] = yy[pending, idx] = col[m + idx]
+                sy[pending, pending], yy[pending, pending] = sy_new, yy_new  # exact
+                pending = -1
+            np.copyto(q32, q, casting="same_kind")
+            prods = (pairs @ q32).astype(np.float64)  # Sᵀq and Yᵀq
+            # In storage order: R = the upper triangle of SᵀY (all LAPACK's trtrs
+            # reads), D = diag(R), and
+            # H = γI + [S γY]·[[R⁻ᵀ(D + γYᵀY)R⁻¹, −R⁻ᵀ], [−R⁻¹, 0]]·[Sᵀ; γYᵀ].
+            R = sy[idx][:, idx]
+            newest = order[-1]
+            gamma = sy[newest, newest] / yy[newest, newest]
+            c1 = dtrtrs(R, prods[idx])[0]
+            rhs = np.diag(R) * c1 + gamma * (yy[idx][:, idx] @ c1 - prods[m + idx])
+            coef = np.zeros(2 * m, dtype=np.float32)
+            coef[idx] = dtrtrs(R, rhs, trans=1)[0]
+            coef[m + idx] = -gamma * c1
+            np.matmul(coef, pairs, out=u32)
+            np.multiply(q, gamma, out=u)
+            u += u32  # H·q
+            u *= free
+            slope = _dot(g, u)
         else:
-            q *= 1.0 / largest
-        for k in reversed(order):
-            beta = rho[k] * _dot(Y[k], q)
-            _axpy(alpha[k] - beta, S[k], q, tmp)
-        q *= free
-        q *= -1.0  # the direction d
-        if not _dot(g, q) < 0.0:  # not a descent direction: restart from −∇
-            stored = 0
-            np.multiply(g, free, out=q)
-            q *= -1.0 / largest
+            slope = 0.0
+        if not slope > 0.0:  # no pairs, or not a descent direction: −∇, scaled
+            order.clear()
+            pending = -1
+            largest = max(float(q.max()), -float(q.min()))
+            if largest == 0.0:
+                break
+            np.multiply(q, 1.0 / largest, out=u)
+        # Step x − t·u on the projection arc; s = x_new − x goes into q.
         t, accepted = 1.0, False
         for _ in range(_MAX_BACKTRACKS):
-            np.multiply(q, t, out=x_new)
-            x_new += x
+            if t == 1.0:
+                np.subtract(x, u, out=x_new)
+            else:
+                np.multiply(u, -t, out=x_new)
+                x_new += x
             np.maximum(x_new, 0.0, out=x_new)
             f_new = fun(x_new, g_new)
-            np.subtract(x_new, x, out=s)
-            if f_new <= f + _ARMIJO * _dot(g, s):
+            np.subtract(x_new, x, out=q)
+            if f_new <= f + _ARMIJO * _dot(g, q):
                 accepted = True
                 break
             t *= 0.5
         if not accepted:
-            if stored == 0:
+            if not order:
                 break
-            stored = 0  # retry along the projected steepest descent
+            order.clear()  # retry along the projected steepest descent
+            pending = -1
             continue
-        np.subtract(g_new, g, out=y)
-        sy = _dot(s, y)
-        if sy > 1e-12 * _dot(y, y):  # keep pairs with positive curvature only
-            slot = (newest + 1) % memory
-            S[slot], s = s, S[slot]
-            Y[slot], y = y, Y[slot]
-            rho[slot] = 1.0 / sy
-            newest, stored = slot, min(stored + 1, memory)
+        np.subtract(g_new, g, out=u)  # y
+        sy_step, yy_step = _dot(q, u), _dot(u, u)
+        if sy_step > 1e-12 * yy_step:  # keep pairs with positive curvature only
+            slot = order.pop(0) if len(order) == m else min(set(range(m)) - set(order))
+            pairs[slot] = q
+            pairs[m + slot] = u
+            order.append(slot)
+            pending, sy_new, yy_new = slot, sy_step, yy_step
         x, x_new = x_new, x
         g, g_new = g_new, g
         f = f_new
@@ -757,8 +884,18 @@ def _opt_p_identity(
     maxiter: int,
     start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
-    """Θ minimising C(Θ) over Θ ≥ 0: the best of `restarts` random starts
-    (entries uniform in [0, 1]), `start` (if given) and Θ = 0 (the Identity)."""
+    """Θ minimising C(Θ) over Θ ≥ 0: the best of `restarts` starts (the first a
+    perturbed hierarchy of intervals, `_interval_levels`; the others with
+    entries uniform in [0, 1]), `start` (if given) and Θ = 0 (the Identity).
+
+    When no query tells apart the cells of a run of consecutive cells
+    (`_Gram.segments`: the r ≤ 2m + 1 runs between the ends of m ranges), Θ
+    is optimised constant on each run, in p×r variables (`_PIdentityObjective`
+    with `sizes`). The runs refine the εktelo paper's workload-based partition
+    (§"Workload-based partition selection"), but here the strategy stays a
+    p-Identity strategy on all n cells. On RandomRange(1000) over 4096 cells
+    (r = 1544) the run-constant optimum erred 0.1 % more than the unrestricted
+    one after as many iterations, each 2.6× cheaper."""
     n = gram.n
     if p * n > _MAX_THETA_ENTRIES:
         raise ValueError(
@@ -770,22 +907,59 @@ def _opt_p_identity(
     if best_value <= 0:
         return best, 0.0
     scale = 1.0 / best_value  # the Identity strategy scores 1
-    objective = _PIdentityObjective(gram, p)
+    runs = gram.segments()
+    if runs is None:
+        objective = _PIdentityObjective(gram, p)
+    else:
+        merged, first = runs
+        length = np.diff(np.append(first, n))
+        objective = _PIdentityObjective(merged, p, length.astype(np.float64))
+        root = np.sqrt(length)
+
+    def variables(theta: np.ndarray) -> np.ndarray:
+        """The optimiser's variables for Θ (Z = run means of Θ times √s, see
+        `_PIdentityObjective`; Θ itself without runs)."""
+        return theta if runs is None else np.add.reduceat(theta, first, axis=1) / root
 
     def fun(x: np.ndarray, grad: np.ndarray) -> float:
-        value = objective(x, grad)
-        grad *= scale
-        return value * scale
+        return objective(x, grad, scale)
 
-    starts = [] if start is None else [start]
-    starts += [rng.uniform(0.0, 1.0, size=(p, n)) for _ in range(restarts)]
+    starts = [] if start is None else [variables(start)]
+    for k in range(restarts):
+        noise = rng.uniform(0.0, 1.0, size=(p, n))
+        if k == 0:  # the first start: a hierarchy of intervals, slightly perturbed
+            noise *= _START_NOISE
+            noise += _START_WEIGHT * _interval_levels(p, n)
+        starts.append(variables(noise))
     for x0 in starts:
-        x, _ = _minimise_nonnegative(fun, x0.reshape(-1), maxiter=maxiter)
-        theta = x.reshape(p, n)
-        value = _p_identity_value(theta, gram)
-        if value < best_value:
-            best, best_value = theta.copy(), value
+        x, f = _minimise_nonnegative(fun, x0.reshape(-1), maxiter=maxiter)
+        if f / scale < best_value:
+            best_value = f / scale
+            z = x.reshape(p, -1)
+            best = z.copy() if runs is None else np.repeat(z / root, length, axis=1)
     return best, best_value
+
+
+def _interval_levels(p: int, n: int) -> np.ndarray:
+    """p rows of interval indicators in levels, coarsest first, each level
+    cutting [0, n) into equal intervals; from the finest, each level takes
+    three quarters of the rows left (p = 64: levels of 1, 3, 12 and 48
+    intervals, like a hierarchy of branching 3–4). OPT_0's first start,
+    weighted (`_START_WEIGHT`)."""
+    counts: list[int] = []
+    left = p
+    while left > 0:
+        k = max(1, left - left // 4)
+        counts.append(k)
+        left -= k
+    rows = np.zeros((p, n))
+    r = 0
+    for k in reversed(counts):
+        edges = np.linspace(0, n, k + 1).round().astype(np.int64)
+        for i in range(k):
+            rows[r, edges[i] : edges[i + 1]] = 1.0
+            r += 1
+    return rows
 
 
 def _p_identity_matrix(theta: np.ndarray) -> EMatrix:
