@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 import time
 import zlib
@@ -81,6 +80,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 import ektelo
 
@@ -364,33 +364,14 @@ def _reference_lookup(ref: pd.DataFrame) -> dict[tuple[str, int, str, float], pd
     }
 
 
-_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     """One BLAS thread for the plan calls (the reference ran single-threaded):
     a threaded BLAS on a busy machine spends its time synchronising (HDMM's
     LSMR on 65536 cells: 16 s instead of 1.8 s of CPU on two shared cores)
-    and CPU seconds would count that. Through threadpoolctl when installed;
-    otherwise the environment decides (`_blas_warning`)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
+    and CPU seconds would count that."""
     return threadpool_limits(limits=1, user_api="blas")
-
-
-def _blas_warning() -> str | None:
-    try:
-        import threadpoolctl  # noqa: F401
-    except ImportError:
-        if not any(os.environ.get(v) == "1" for v in _THREAD_VARS):
-            return (
-                "BLAS may run several threads (no threadpoolctl, OPENBLAS_NUM_THREADS unset): "
-                "on a busy machine CPU seconds include their synchronisation; "
-                "run with OPENBLAS_NUM_THREADS=1 to compare runtimes."
-            )
-    return None
 
 
 def run_experiment(
@@ -409,9 +390,6 @@ def run_experiment(
     ref = _reference_lookup(load_reference())
     jobs = _jobs(quick, trials, only, dims)
     rows = []
-    warning = _blas_warning()
-    if warning:
-        print("warning:", warning, file=sys.stderr)
     started = time.perf_counter()
     with _one_blas_thread():
         for job in progress(jobs, "dpbench"):
@@ -422,7 +400,7 @@ def run_experiment(
     table["ref_over_expected"] = table["ref_mean_error"] / table["expected_error"]
     elapsed = time.perf_counter() - started
     summary = summarise(table)
-    _write(out, table, summary, elapsed, warning)
+    _write(out, table, summary, elapsed)
     return table
 
 
@@ -542,7 +520,6 @@ def _write(
     table: pd.DataFrame,
     summary: pd.DataFrame,
     elapsed: float,
-    warning: str | None = None,
 ) -> None:
     import matplotlib
 
@@ -562,8 +539,6 @@ def _write(
         print(shown.to_string(index=False))
     for note in NOTES:
         print("note:", note)
-    if warning:
-        print("warning:", warning)
     print(f"total wall time {elapsed:.0f} s; wrote {out / (NAME + '.csv')}, "
           f"{out / (NAME + '_summary.csv')} and {out / (NAME + '.png')}")
 

@@ -76,6 +76,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.lapack import dtrtrs
 from scipy.optimize import Bounds, minimize
+from threadpoolctl import threadpool_limits
 
 from ..matrix import (
     Dense,
@@ -93,11 +94,6 @@ from ..matrix import (
 from ..matrix import Diagonal as _Diagonal
 from ..matrix.spec import rebuild, to_spec
 from ._greedy_h import _dense_gram, _range_form
-
-try:  # optional: keeps BLAS single-threaded while optimising (see _blas_single_thread)
-    from threadpoolctl import threadpool_limits as _threadpool_limits
-except ImportError:  # pragma: no cover - depends on the environment
-    _threadpool_limits = None
 
 __all__ = ["hdmm"]
 
@@ -238,16 +234,13 @@ def _optimise(
 
 
 def _blas_single_thread() -> contextlib.AbstractContextManager[Any]:
-    """One BLAS thread while optimising, when threadpoolctl is installed.
+    """One BLAS thread while optimising.
 
     The optimisation makes thousands of small and mid-sized BLAS calls (p×n
     by n×p products, dot products over Θ); on a busy machine a threaded BLAS
     spends more time synchronising its threads than computing (measured
-    10–40× slower on two shared cores). Without threadpoolctl the BLAS keeps
-    its own setting (e.g. OPENBLAS_NUM_THREADS)."""
-    if _threadpool_limits is None:  # pragma: no cover - depends on the environment
-        return contextlib.nullcontext()
-    return _threadpool_limits(limits=1, user_api="blas")
+    10–40× slower on two shared cores)."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _int_at_least(value: object, name: str, minimum: int) -> int:
@@ -741,12 +734,9 @@ def _p_identity_value(theta: np.ndarray, gram: _Gram) -> float:
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    """aᵀb for vectors: BLAS when `_blas_single_thread` pins it to one thread,
-    else NumPy's own loop (a threaded BLAS dot on a busy machine was measured
-    at milliseconds where this loop takes microseconds)."""
-    if _threadpool_limits is not None:
-        return float(np.dot(a, b))
-    return float(np.einsum("i,i->", a, b))  # pragma: no cover - depends on the environment
+    """aᵀb for vectors, by BLAS: called inside `_blas_single_thread` (a
+    threaded BLAS dot on a busy machine was measured at milliseconds)."""
+    return float(np.dot(a, b))
 
 
 def _minimise_nonnegative(
