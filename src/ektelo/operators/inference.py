@@ -40,17 +40,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import lstsq as dense_lstsq
 from scipy.optimize import Bounds, minimize
 from scipy.sparse.linalg import LinearOperator, lsmr
 
 from ..kernel.measurement import Measurement
 from ..matrix import (
+    Dense,
     Diagonal,
     EMatrix,
     Hierarchy,
+    Identity,
     Kronecker,
+    Ones,
     Product,
     RangeQueries,
+    Sparse,
     Total,
     VStack,
     Weighted,
@@ -82,7 +88,8 @@ class SolveInfo:
             iterations or MW passes).
         products: matrix–vector products with the stacked query matrix or
             its transpose (the cost measure of implicit inference; 0 for
-            multiplicative weights, which works row by row).
+            multiplicative weights, which works row by row; NNLS's
+            products with its materialised free columns are not counted).
         message: the solver's reason for stopping.
         residual: the weighted residual norm ‖D(Qx̂ − y)‖₂ at the estimate.
         optimality: the scale-free optimality measure the stopping rule used
@@ -502,7 +509,9 @@ def nnls(
     measurements' own scale instead, the penalised problem is too ill
     conditioned for the projected steps to converge; pass a tighter tol
     (and a larger exact_scale) when the optimum matters, as `plans.mwem`
-    does on its reduced problems.
+    does on its reduced problems. The limitation does not apply where the
+    active-set steps are exact (few free variables, see below): they run
+    to the optimum's KKT conditions whatever the tolerance.
 
     Methods:
         "auto" (default): "tree_active_set" for one measurement of a tree
@@ -520,7 +529,15 @@ def nnls(
             Bertsekas' (1982) projected Newton — fix the ε-binding variables
             (near 0, gradient pushing down), Newton step on the others by
             LSMR, Armijo backtracking along the projected path max(x + t·d, 0),
-            with a scaled projected-gradient step as fallback.
+            with a scaled projected-gradient step as fallback. Where the
+            matrix is built of explicit or simple blocks (Sparse, Dense,
+            Identity, Diagonal, Ones/Total, Weighted, row-weighted and
+            stacked), both phases solve on its free columns themselves —
+            the rows they touch only — instead of masked products with all
+            of it: exactly (dense QR) when those are few (sparse optima),
+            then phase 1 stops only at a repeated active set, which is the
+            optimum. From a warm start near the optimum (the last estimate
+            of an iterative plan), that takes a few steps of a few products.
         "lbfgsb": scipy.optimize L-BFGS-B on f with bounds x ≥ 0 (the
             original εktelo choice); gtol as above, ftol = 1e-15. Much slower
             here when many bounds are active at the optimum (hundreds of
@@ -602,6 +619,106 @@ def _objective(counter: _Counter, b: np.ndarray, x: np.ndarray) -> tuple[np.ndar
     return r, 0.5 * float(np.dot(r, r))
 
 
+def _columns(M: EMatrix, cols: np.ndarray) -> Any:
+    """M[:, cols] (CSC, m × len(cols)) read from M's structure, at a cost in
+    the entries of those columns rather than in M's size; None when M's type
+    gives no such access (the caller then multiplies by M as before)."""
+    t = type(M)
+    k = cols.size
+    if t is Sparse:  # the rows of its cached CSR transpose are its columns
+        return M.T.matrix[cols].T
+    if t is Dense:
+        return sp.csc_matrix(M.array[:, cols])
+    if t in (Ones, Total) and M.shape[0] * k <= _COLUMN_ENTRIES:
+        return sp.csc_matrix(np.ones((M.shape[0], k)))
+    if t is Identity:
+        return sp.csc_matrix((np.ones(k), (cols, np.arange(k))), shape=(M.shape[0], k))
+    if t is Diagonal:
+        d = np.asarray(M.d, dtype=np.float64)[cols]
+        return sp.csc_matrix((d, (cols, np.arange(k))), shape=(M.shape[0], k))
+    if t is Weighted:
+        sub = _columns(M.base, cols)
+        return None if sub is None else sub * M.weight
+    if t is Product and type(M.A) is Diagonal:  # row weights (`_stack`) on a block
+        sub = _columns(M.B, cols)
+        return None if sub is None else sp.csc_matrix(sp.diags(M.A.d) @ sub)
+    if t is VStack:
+        parts = [_columns(block, cols) for block in M.blocks]
+        return None if any(p is None for p in parts) else sp.vstack(parts, format="csc")
+    return None
+
+
+# Materialise all-ones blocks (a total row, say) up to this many entries.
+_COLUMN_ENTRIES = 1 << 22
+
+
+@dataclass
+class _FreeBlock:
+    """The columns `cols` of A restricted to the rows they touch, `rows`
+    (CSR, len(rows) × len(cols)): for x zero outside `cols`, A·x is this
+    block's product on those rows and 0 elsewhere."""
+
+    cols: np.ndarray
+    rows: np.ndarray
+    matrix: Any
+
+    @classmethod
+    def of(cls, A: EMatrix, free: np.ndarray) -> _FreeBlock | None:
+        """The block of the free columns, or None where materialising them
+        does not pay: A's type gives no cheap access to its columns, or most
+        of many columns are free (the block would be about A itself, rebuilt
+        per step, for an inexact solve all the same)."""
+        cols = np.flatnonzero(free)
+        if 2 * cols.size > free.size and cols.size > _FEW_COLUMNS:
+            return None
+        csc = _columns(A, cols)
+        if csc is None:
+            return None
+        csc = sp.csc_matrix(csc)
+        touched = np.zeros(csc.shape[0], dtype=bool)
+        touched[csc.indices] = True
+        rows = np.flatnonzero(touched)
+        local = np.cumsum(touched) - 1  # row i of A is row local[i] of the block
+        matrix = sp.csc_matrix(
+            (csc.data, local[csc.indices], csc.indptr), shape=(rows.size, cols.size)
+        ).tocsr()
+        return cls(cols, rows, matrix)
+
+    def residual(self, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """b − A·x for x zero outside the block's columns (no product with A)."""
+        r = np.array(b, dtype=np.float64, copy=True)
+        if self.cols.size:
+            r[self.rows] -= self.matrix @ x[self.cols]
+        return r
+
+    def lstsq(self, r: np.ndarray, tol: float, maxiter: int) -> tuple[np.ndarray, bool]:
+        """d on the block's columns minimising ‖A_F d − r‖ (r: a residual on
+        all rows; only the block's rows matter), of minimum norm — the limit
+        of LSMR on the masked operator, so the same step is taken when A_F
+        is rank deficient — and whether exactly: by a dense solve when that
+        is cheap, else by LSMR on the block (the masked-operator solve, with
+        products on the block only; exact when it converges within
+        `maxiter`)."""
+        k, m = self.cols.size, self.rows.size
+        if k == 0 or m == 0:  # no free variable, or none that any row sees
+            return np.zeros(k), True
+        rhs = r[self.rows]
+        if k * m <= _EXACT_ENTRIES and k * k * m <= _EXACT_FLOPS:
+            d = dense_lstsq(self.matrix.toarray(), rhs, lapack_driver="gelsy", check_finite=False)
+            return d[0], True
+        d, istop = lsmr(self.matrix, rhs, atol=tol, btol=tol, conlim=0.0, maxiter=maxiter)[:2]
+        return d, istop != 7  # 7: iteration limit
+
+
+# Free sets this small always get a block (cheap, and its solve is exact).
+_FEW_COLUMNS = 256
+# Exact restricted solves when the dense block has at most this many entries
+# and its QR costs at most this many flops (~10 ms): the few free variables
+# of sparse optima, where MWEM's rounds end, say.
+_EXACT_ENTRIES = 1 << 21
+_EXACT_FLOPS = float(1 << 24)
+
+
 def _projected_newton(
     system: _System, counter: _Counter, x0: np.ndarray, tol: float, scale: float, maxiter: int
 ) -> tuple[np.ndarray, SolveInfo]:
@@ -625,7 +742,12 @@ def _projected_newton(
         eps_b = min(float(np.abs(x - np.maximum(x - g / hdiag, 0.0)).max()), 1e-3 * _scale_x(x))
         free = ~((x <= eps_b) & (g > 0))
         inner_tol = min(1e-2, max(opt, 1e-2 * tol))
-        d, *_ = _lsmr(counter, r, inner_tol, _INNER_MAXITER, mask=free)
+        block = _FreeBlock.of(counter.A, free)
+        if block is None:
+            d, *_ = _lsmr(counter, r, inner_tol, _INNER_MAXITER, mask=free)
+        else:  # the same step on A's free columns themselves (exact when few)
+            d = np.zeros(x.size)
+            d[block.cols] = block.lstsq(r, inner_tol, _INNER_MAXITER)[0]
         # Newton on the free variables, a scaled gradient step on the binding
         # ones (which the projection then holds at 0).
         d = np.where(free, d, -g / hdiag)
@@ -665,17 +787,26 @@ def _active_set_phase(
     tol: float,
     scale: float,
     maxiter: int,
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Primal–dual active-set iterations (Hintermüller, Ito & Kunisch 2002).
 
     Active set A = {i : x_i − c·g_i/h_ii ≤ 0}; x_A = 0 and x on the rest by
-    an LSMR solve restricted to it (full steps, negative entries allowed).
-    These change many bounds per step, so they find the active set of the
-    optimum in a few solves; they carry no global convergence guarantee, so
-    the phase stops as soon as the projected objective fails to improve and
-    the safeguarded projected Newton phase finishes from the best point.
-    Returns the best projected point, its residual b − Ax and gradient, and
-    the iterations used.
+    a least-squares solve restricted to it (full steps, negative entries
+    allowed). These change many bounds per step, so they find the active set
+    of the optimum in a few solves; they carry no global convergence
+    guarantee, so the phase stops once the projected objective stops
+    improving and the safeguarded projected Newton phase finishes from the
+    best point. Returns the best projected point, its residual b − Ax and
+    gradient, and the iterations used.
+
+    The restricted solve uses A's free columns themselves where its
+    structure gives them cheaply (`_FreeBlock`): exactly (dense QR) when
+    they are few — then a repeated active set is the exact optimum (KKT:
+    g = 0 on the free set, x > 0 there, g ≥ 0 on the active one), so the
+    phase runs to it instead of stopping at the tolerance, which is loose
+    when public facts dominate its scale (see `nnls`), and a few
+    non-improving exact steps are allowed on the way — else by truncated
+    LSMR on the block; otherwise by truncated LSMR on the masked operator.
     """
     x = np.array(x0, copy=True)
     r, _ = _objective(counter, b, x)
@@ -696,28 +827,58 @@ def _active_set_phase(
             break
         previous = active
         free = ~active
-        xf = np.where(free, x, 0.0)
-        del x, r, g  # (memory: only xf is needed from here on)
-        rf, _ = _objective(counter, b, xf)
+        del r, g  # (memory: only x is needed from here on)
         steps = _INNER_MAXITER_PDAS if it > 1 else _INNER_MAXITER_PDAS // 2
-        d, *_ = _lsmr(counter, rf, 1e-10, steps, mask=free)
-        del rf
-        x = xf + np.where(free, d, 0.0)
-        del xf, d
+        block = _FreeBlock.of(counter.A, free)
+        exact = False
+        if block is not None:
+            xf = np.zeros(x.size)
+            xf[block.cols] = x[block.cols]
+            d, exact = block.lstsq(block.residual(b, xf), 1e-10, steps)
+            del x
+            xf[block.cols] += d
+            x = xf
+            del xf, d
+        else:
+            xf = np.where(free, x, 0.0)
+            del x
+            rf, _ = _objective(counter, b, xf)
+            d, *_ = _lsmr(counter, rf, 1e-10, steps, mask=free)
+            del rf
+            x = xf + np.where(free, d, 0.0)
+            del xf, d
         xp = np.maximum(x, 0.0)
-        rp, fp = _objective(counter, b, xp)
+        feasible = np.array_equal(xp, x)
+        # x and xp are zero outside the block: residuals without products
+        if block is not None:
+            rp = block.residual(b, xp)
+            fp = 0.5 * float(np.dot(rp, rp))
+        else:
+            rp, fp = _objective(counter, b, xp)
+        gp: np.ndarray | None = None
         if fp < best_f * (1 - 1e-12):
             gp = -counter.rmatvec(rp)
             best_x, best_r, best_g, best_f, stalls = xp, rp, gp, fp, 0
-            if float(np.abs(_projected_gradient(xp, gp)).max()) / scale <= tol:
+            if not exact and float(np.abs(_projected_gradient(xp, gp)).max()) / scale <= tol:
                 break
         else:
             stalls += 1
-            if stalls >= 2:
+            if stalls >= (_EXACT_STALLS if exact else 2):
                 break
-        r, _ = _objective(counter, b, x)
-        g = -counter.rmatvec(r)
+        if feasible:  # the projected point is x itself
+            r = rp
+            g = -counter.rmatvec(r) if gp is None else gp
+        else:
+            r = block.residual(b, x) if block is not None else _objective(counter, b, x)[0]
+            g = -counter.rmatvec(r)
+        del xp, rp, gp
     return best_x, best_r, best_g, it
+
+
+# Consecutive non-improving exact steps allowed: the primal–dual steps are
+# not monotone, and from a warm start the first ones often overshoot (on
+# MWEM's rounds, up to 4 before the optimum).
+_EXACT_STALLS = 10
 
 
 _PDAS_C = 0.1

@@ -1,0 +1,117 @@
+"""NNLS's restricted solves on A's free columns (`inference._FreeBlock`):
+the columns read from the matrix's structure, the exact steps reaching the
+optimum whatever the start (warm or cold) and whatever the tolerance, and the
+same optimum as the masked-product path and scipy's NNLS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize as so
+import scipy.sparse as sp
+
+from ektelo.kernel.measurement import Measurement
+from ektelo.matrix import (
+    Dense,
+    Diagonal,
+    EMatrix,
+    Identity,
+    Ones,
+    Product,
+    RangeQueries,
+    Sparse,
+    Total,
+    VStack,
+    Weighted,
+)
+from ektelo.operators import inference as inf
+
+
+def _measure(Q: EMatrix, x: np.ndarray, scale: float, rng: np.random.Generator) -> Measurement:
+    y = Q.matvec(x) + rng.laplace(0.0, scale, Q.shape[0])
+    return Measurement(y, Q, Q, scale, 1.0, "root", (Q.shape[1],))
+
+
+def _ranges(n: int, m: int, rng: np.random.Generator) -> RangeQueries:
+    lo, hi = rng.integers(0, n, m), rng.integers(0, n, m)
+    return RangeQueries(n, np.minimum(lo, hi), np.maximum(lo, hi))
+
+
+def _objective(ms: list[Measurement], x: np.ndarray, total: float) -> float:
+    system, _ = inf._system(ms, total, None, 1e-3)
+    r = system.A.matvec(x) - system.b
+    return 0.5 * float(r @ r)
+
+
+def _reference(ms: list[Measurement], total: float) -> tuple[np.ndarray, float]:
+    """scipy's NNLS (Lawson–Hanson, exact) on the same weighted system."""
+    system, _ = inf._system(ms, total, None, 1e-3)
+    x, _ = so.nnls(system.A.dense(), system.b, maxiter=100 * system.size)
+    return x, _objective(ms, x, total)
+
+
+def test_columns_are_the_matrix_columns(rng: np.random.Generator) -> None:
+    n = 12
+    cols = np.array([0, 3, 4, 11])
+    S = Sparse(sp.random(7, n, density=0.4, random_state=rng, format="csr"))
+    D = Dense(rng.normal(size=(3, n)))
+    matrices = [
+        S,
+        D,
+        Identity(n),
+        Diagonal(rng.normal(size=n)),
+        Ones(2, n),
+        Total(n),
+        Weighted(S, 2.5),
+        Product(Diagonal(rng.normal(size=7)), S),
+        VStack([S, Weighted(Total(n), 1e3), D]),
+    ]
+    for M in matrices:
+        got = inf._columns(M, cols)
+        np.testing.assert_allclose(got.toarray(), M.dense()[:, cols], rtol=1e-15, atol=0)
+    assert inf._columns(_ranges(n, 5, rng), cols) is None  # implicit: masked products
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_warm_and_cold_starts_reach_the_same_optimum(seed: int) -> None:
+    """Sparse data, a heavily weighted known total (the case where the
+    tolerance is loose): from the LS start, from zeros and from a warm start
+    near the optimum (the last round's estimate, as MWEM passes it), the
+    estimate is scipy's NNLS optimum, not just within the tolerance (its
+    fitted answers: cells with equal columns can share mass differently)."""
+    rng = np.random.default_rng(seed)
+    n = 150
+    x = np.where(rng.random(n) < 0.9, 0.0, rng.integers(50, 400, n).astype(float))
+    total = float(x.sum())
+    first = [_measure(Sparse(_ranges(n, 60, rng).sparse()), x, 20.0, rng)]
+    ms = [*first, _measure(Sparse(_ranges(n, 60, rng).sparse()), x, 20.0, rng)]
+    ref, f_ref = _reference(ms, total)
+    system, _ = inf._system(ms, total, None, 1e-3)
+    last_round = inf.nnls(first, known_total=total)  # a warm start near the optimum
+    for start in ("ls", "zeros", last_round):
+        est, info = inf.nnls(ms, known_total=total, start=start, return_info=True)
+        assert info.converged and np.all(est >= 0)
+        assert _objective(ms, est, total) <= f_ref * (1 + 1e-9)
+        fitted, fitted_ref = system.A.matvec(est), system.A.matvec(ref)
+        np.testing.assert_allclose(fitted, fitted_ref, rtol=0, atol=1e-8 * fitted_ref.max())
+
+
+def test_free_columns_and_masked_products_reach_the_same_optimum(
+    rng: np.random.Generator,
+) -> None:
+    """The same measurements as an explicit matrix (restricted solves on its
+    columns) and as implicit ranges (masked products): one optimum."""
+    n = 120
+    x = np.where(rng.random(n) < 0.8, 0.0, rng.integers(10, 100, n).astype(float))
+    R = _ranges(n, 90, rng)
+    y = R.matvec(x) + rng.laplace(0.0, 5.0, R.shape[0])
+    implicit = [Measurement(y, R, R, 5.0, 1.0, "root", (n,))]
+    S = Sparse(R.sparse())
+    explicit = [Measurement(y, S, S, 5.0, 1.0, "root", (n,))]
+    a = inf.nnls(implicit, tol=1e-10)
+    b = inf.nnls(explicit, tol=1e-10)
+    ref = so.nnls(R.dense() / 5.0, y / 5.0, maxiter=100 * n)[0]
+    for est in (a, b):
+        f = 0.5 * float(np.sum((R.dense() @ est - y) ** 2))
+        fref = 0.5 * float(np.sum((R.dense() @ ref - y) ** 2))
+        assert f <= fref * (1 + 1e-8)
