@@ -11,6 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from scipy.optimize import nnls as so_nnls
 
 import ektelo
 from ektelo import plans
@@ -329,3 +331,44 @@ def test_nnls_on_groups_reaches_the_optimum() -> None:
     cols = np.unique(Q.T, axis=0, return_inverse=True)[1]
     for g in np.unique(cols):
         assert np.ptp(est[cols == g]) <= 1e-9 * T
+
+
+def test_warm_started_fit_on_many_groups_is_the_cold_optimum() -> None:
+    """mwem_d's large reduced problems (more than _SMALL groups) start from
+    the last round's estimate: the fit is the cold fit's optimum (scipy's
+    NNLS on the full dense system), whatever the start."""
+    module = _mwem_module()
+    rng = np.random.default_rng(7)
+    shape = (40, 40)
+    n = 1600
+    x = np.where(rng.random(shape) < 0.85, 0.0, rng.poisson(40.0, shape)).astype(float)
+    T = float(x.sum())
+    ms = []
+    for k, box in enumerate([([0, 0], [29, 31]), ([5, 3], [36, 33])], start=1):
+        chosen = RangeQueries(shape, [box[0]], [box[1]])
+        inside = chosen.dense()[0] > 0
+        length = 2 ** (k - 1)
+        lo = np.arange(0, n, length)
+        hi = lo + length - 1
+        free = np.array([not inside[a : b + 1].any() for a, b in zip(lo, hi, strict=True)])
+        dyadic = RangeQueries(n, lo[free], hi[free])
+        Q = Sparse(sp.vstack([chosen.sparse(), dyadic.sparse()]))
+        ms.append(_measure(Q, x, 20.0, rng))
+    fit = module._NNLS(n)
+    first = fit(ms[:1], T)
+    groups = int(module._refine(fit.groups, ms[1].query_on_root.sparse().tocsc()).max()) + 1
+    assert groups > module._SMALL and 2 * groups <= n  # the warm-started case
+    cold = module._NNLS(n)(ms, T)
+    warm = fit(ms, T, first)
+    Q = np.vstack([m.query_on_root.dense() for m in ms])
+    y = np.concatenate([m.answers for m in ms])
+    A = np.vstack([Q, 1e3 * np.ones((1, n))])  # the total's weight 1/exact_scale
+    ref, _ = so_nnls(A, np.append(y, 1e3 * T), maxiter=50 * n)
+
+    def objective(v: np.ndarray) -> float:
+        return float(np.sum((A @ v - np.append(y, 1e3 * T)) ** 2))
+
+    for est in (cold, warm):
+        assert np.all(est >= 0)
+        assert objective(est) <= objective(ref) * (1 + 1e-9)
+    np.testing.assert_allclose(Q @ warm, Q @ cold, rtol=1e-7, atol=1e-7 * T)

@@ -16,7 +16,8 @@ Choices (stated because the sources differ):
   (Algorithm 2: ε/2T each);
 * MW inference cycles all measurements 100 times per round from the last
   estimate (DPBench's MWEM); NNLS refits all measurements each round (the
-  original εktelo code fitted only the latest one, which throws away data);
+  original εktelo code fitted only the latest one, which throws away data),
+  warm-started from the last estimate where that reaches the optimum;
 * augmented selection adds unit ranges in round 1, as §9.1 says (the
   original code started at width 2). On an n-D domain the dyadic ranges run
   over the flattened (C-order) vector, as in the original.
@@ -73,7 +74,7 @@ def _mwem(
         if how == "mw":
             x_hat = inference.multiplicative_weights(measurements, total=total, x0=x_hat)
         else:
-            x_hat = fit(measurements, total)
+            x_hat = fit(measurements, total, x_hat)
     return x_hat
 
 
@@ -121,7 +122,11 @@ class _NNLS:
         self.queries: list[Any] = []  # CSC copy of each measured query on the root
         self.groups: np.ndarray | None = np.zeros(n, dtype=np.int64)
 
-    def __call__(self, measurements: list[Measurement], total: float) -> np.ndarray:
+    def __call__(
+        self, measurements: list[Measurement], total: float, last: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The NNLS estimate from all measurements; `last`, the previous
+        round's estimate (public), is a warm start on large reduced problems."""
         for m in measurements[len(self.queries) :]:
             Q = m.query_on_root.sparse().tocsc()
             Q.sum_duplicates()
@@ -140,6 +145,23 @@ class _NNLS:
         queries = [Q[:, first] @ sp.diags(scale) for Q in self.queries]
         reduced = _stacked(measurements, queries, root=(f"{measurements[0].root_id}/g", (k,)))
         total_row = (Dense(scale.reshape(1, -1)), np.array([total]))
+        if k > _SMALL and last is not None:
+            # Warm start (mwem_d): the last estimate is uniform on these groups
+            # (they refine the last round's), so last[first]·scale is its image.
+            # Its optimum has few positive groups, so NNLS's active-set steps
+            # are exact solves on them and reach the optimum (KKT) in a few
+            # steps. Accepted only then; otherwise — the default tolerance is
+            # loose with a known total and can stop near the start — the cold
+            # fit below, as before. Either way the optimal fit.
+            try:
+                u, info = inference.nnls(
+                    reduced, prior=total_row, start=last[first] * scale, return_info=True
+                )
+            except inference.ConvergenceError:
+                pass
+            else:
+                if info.optimality <= _WARM_ACCEPT:
+                    return (u / scale)[groups]
         options = {"tol": 1e-10, "exact_scale": 1e-2, "maxiter": 2000} if k <= _SMALL else {}
         try:
             u = inference.nnls(reduced, prior=total_row, **options)
@@ -196,6 +218,10 @@ def _stacked(
 # and far cheaper than a tight tolerance.
 _SMALL = 512
 _REDUCED_ACCEPT = 1e-7
+# A warm-started fit is kept when its projected gradient is this small relative
+# to the scale (a KKT point: exact active-set steps end at ~1e-16 on 2-D MWEM
+# rounds; stopping at the loose default tolerance leaves ~1e-7).
+_WARM_ACCEPT = 1e-12
 
 
 def _refine(groups: np.ndarray | None, Q: Any) -> np.ndarray | None:
