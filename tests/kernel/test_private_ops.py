@@ -269,6 +269,25 @@ class TestDAWA:
         assert T.max() > 2**45
         assert np.array_equal(dawa._interval_devs(v, fixed_point=True), dawa._units(T, lengths))
 
+    @pytest.mark.parametrize("block", [1, 3, 16, 100])
+    def test_chain_dp_takes_the_first_minimum(
+        self, block: int, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # many ties (costs in -2..2): the blocked DP must still return the
+        # smallest start a among the minimisers, as one argmin over a < e does
+        monkeypatch.setattr(dawa, "_DP_BLOCK", block)
+        rng = np.random.default_rng(block)
+        for n in (1, 2, 15, 16, 17, 50):
+            noisy = np.zeros((n + 1, n + 1), dtype=np.int64)
+            for e in range(1, n + 1):
+                noisy[e, :e] = rng.integers(-2, 3, e)
+            best, want = [0], [0]
+            for e in range(1, n + 1):
+                totals = [best[a] + int(noisy[e, a]) for a in range(e)]
+                want.append(totals.index(min(totals)))
+                best.append(min(totals))
+            assert dawa._chain_dp(noisy) == want
+
     def test_interval_devs_batches_agree(self, monkeypatch: pytest.MonkeyPatch) -> None:
         v = np.random.default_rng(5).integers(0, 50, 70)
         whole = dawa._interval_devs(v, fixed_point=True)

@@ -83,6 +83,7 @@ _EXACT_AUTO_MAX = 1024  # approximate=None: exact DP up to this many cells
 _EXACT_MAX = 2048  # the exact DP's O(n²) tables are refused beyond this
 _MAX_TOTAL = 2**36  # ‖x‖₁ bound that keeps every int64 sum exact
 _DEV_BATCH = 1 << 13  # intervals per vectorised batch in `_interval_devs`
+_DP_BLOCK = 16  # ends per vectorised step of `_chain_dp`
 
 
 def dawa_partition(
@@ -238,20 +239,47 @@ def _exact_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -
     # candidate ending at e contiguously, the order the chain DP reads them in).
     noisy = np.zeros((n + 1) * (n + 1), dtype=np.int64)
     noisy[_intervals(n)[3]] = _laplace_int(units, _SHIFT, eps, source) + penalty
-    noisy = noisy.reshape(n + 1, n + 1)
-    best = np.zeros(n + 1, dtype=np.int64)
-    start = [0] * (n + 1)
-    for e in range(1, n + 1):
-        total = best[:e] + noisy[e, :e]
-        a = int(total.argmin())  # first minimum: the longest last bucket (fixed order)
-        best[e] = total[a]
-        start[e] = a
+    start = _chain_dp(noisy.reshape(n + 1, n + 1))
     labels = np.empty(n, dtype=np.int64)
     e, g = n, 0
     while e > 0:
         labels[start[e] : e] = g
         e, g = int(start[e]), g + 1
     return labels
+
+
+def _chain_dp(noisy: np.ndarray) -> list[int]:
+    """The chain DP over the by-end table noisy[e, a] (cost of the last bucket
+    [a, e)): best[0] = 0, best[e] = min over a < e of best[a] + noisy[e, a];
+    returns start[e], the first (smallest) a attaining it — the longest last
+    bucket, T2's fixed order on partitions. Exact int64 sums (bounded by
+    `_laplace_int`'s range check; Python ints in the inner loop).
+
+    The ends go in blocks of `_DP_BLOCK`: the candidates a before the block
+    for all its ends in one vectorised step (first minimum), then the few
+    a inside the block end by end, replacing the candidate only when strictly
+    smaller — the same first minimum as one argmin over all a < e.
+    """
+    n = noisy.shape[0] - 1
+    best = np.zeros(n + 1, dtype=np.int64)
+    best_py = [0] * (n + 1)
+    start = [0] * (n + 1)
+    for e0 in range(1, n + 1, _DP_BLOCK):
+        e1 = min(n + 1, e0 + _DP_BLOCK)
+        outer = noisy[e0:e1, :e0] + best[:e0]
+        first = outer.argmin(axis=1)
+        value = outer[np.arange(e1 - e0), first].tolist()
+        first = first.tolist()
+        inner = noisy[e0:e1, e0:e1].tolist()
+        for i in range(e1 - e0):
+            v, a, row = value[i], first[i], inner[i]
+            for j in range(i):  # a = e0 + j, in increasing order: strict < keeps the first
+                candidate = best_py[e0 + j] + row[j]
+                if candidate < v:
+                    v, a = candidate, e0 + j
+            best_py[e0 + i], start[e0 + i] = v, a
+        best[e0:e1] = best_py[e0:e1]
+    return start
 
 
 @lru_cache(maxsize=16)
