@@ -601,3 +601,23 @@ def test_greedy_h_many_equals_one_call_per_workload() -> None:
         gh._DENSE_BATCH_ENTRIES = saved
     for A, B in zip(again, many[:10], strict=True):
         np.testing.assert_allclose(A.dense(), B.dense(), rtol=1e-12)
+
+
+def test_greedy_h_many_reduces_by_a_partition_like_reduce_workload() -> None:
+    """(P, W) problems: GreedyH on W·P⁺ over P's groups, as
+    greedy_h(P.num_groups, P.reduce_workload(W)) — also when W is in range form
+    (the oracles) or P's groups are not intervals."""
+    rng = np.random.default_rng(9)
+    problems = []
+    for i in range(12):
+        n = int(rng.integers(2, 200))
+        lo = rng.integers(0, n, 30)
+        ranges = RangeQueries(n, lo, np.minimum(n - 1, lo + rng.integers(0, n, 30)))
+        groups = np.cumsum(rng.random(n) < 0.2)
+        if i % 4 == 3:
+            groups = rng.integers(0, 5, n)  # not intervals
+        W = ranges if i % 4 == 2 else Product(Identity(30), ranges)
+        problems.append((Partition(groups - groups.min()), W))
+    for (P, W), A in zip(problems, gh.greedy_h_many(problems), strict=True):
+        B = greedy_h(P.num_groups, P.reduce_workload(W))
+        np.testing.assert_allclose(A.dense(), B.dense(), rtol=1e-12, atol=1e-15)

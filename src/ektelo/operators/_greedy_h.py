@@ -95,6 +95,7 @@ from ..matrix import (
     EMatrix,
     Identity,
     Ones,
+    Partition,
     Prefix,
     Product,
     RangeQueries,
@@ -172,33 +173,52 @@ def greedy_h(
 
 
 def greedy_h_many(
-    problems: Sequence[tuple[int, EMatrix]], *, branching: int = 2, granularity: int = 100
+    problems: Sequence[tuple[int | Partition, EMatrix]],
+    *,
+    branching: int = 2,
+    granularity: int = 100,
 ) -> list[EMatrix]:
     """`greedy_h(n, W)` for every (n, W) of `problems`: the same strategies,
     with the small general workloads of equal n (`_small_gram`) weighted in
     one batched pass (`_best_fit_dense`). For plans that run GreedyH once per
     piece of the domain, e.g. DAWA-Striped once per stripe (εktelo §9.2):
-    most of a single call on a few tens of cells is per-call overhead."""
+    most of a single call on a few tens of cells is per-call overhead.
+
+    A problem (P, W) with a `Partition` P is W reduced by P, i.e.
+    `greedy_h(P.num_groups, P.reduce_workload(W))` (DAWA's GreedyH on its
+    buckets), without building P⁺ when P's groups are intervals in order.
+    """
     b = _positive_int(branching, "branching", minimum=2)
     g = _positive_int(granularity, "granularity", minimum=1)
     out: list[EMatrix | None] = [None] * len(problems)
-    batches: dict[int, list[tuple[int, np.ndarray]]] = {}
-    for i, (n_or_shape, workload) in enumerate(problems):
-        n = _domain_size(n_or_shape)
-        if not isinstance(workload, EMatrix) or workload.shape[1] != n:
-            out[i] = greedy_h(n, workload, branching=b, granularity=g)  # its error
-            continue
-        gram = _small_gram(workload, n)
-        if gram is None:
+    batches: dict[int, list[tuple[int, tuple[np.ndarray, ...] | np.ndarray]]] = {}
+    for i, (n_or_partition, workload) in enumerate(problems):
+        if isinstance(n_or_partition, Partition):
+            P = n_or_partition
+            n, source = P.num_groups, _reduced_gram_source(workload, P)
+            if source is None:
+                workload = P.reduce_workload(workload)  # checks W's columns
+        else:
+            n, source = _domain_size(n_or_partition), None
+        if source is None and isinstance(workload, EMatrix) and workload.shape[1] == n:
+            source = _gram_source(workload, n)
+        if source is None:  # the oracles (or greedy_h's error for a bad workload)
             out[i] = greedy_h(n, workload, branching=b, granularity=g)
         else:
-            batches.setdefault(n, []).append((i, gram))
+            batches.setdefault(n, []).append((i, source))
     for n, items in batches.items():
         tree = _tree(n, b)
         step = max(1, _DENSE_BATCH_ENTRIES // (n * n))  # bounded (S × n × n) work arrays
         for lo in range(0, len(items), step):
             chunk = items[lo : lo + step]
-            fits = _best_fit_dense(n, b, np.stack([G for _, G in chunk]), granularity=g)
+            G = np.empty((len(chunk), n, n))
+            ranged = [j for j, (_, src) in enumerate(chunk) if isinstance(src, tuple)]
+            if ranged:
+                G[ranged] = _range_grams(n, [chunk[j][1] for j in ranged])  # type: ignore[misc]
+            for j, (_, src) in enumerate(chunk):
+                if not isinstance(src, tuple):
+                    G[j] = src
+            fits = _best_fit_dense(n, b, G, granularity=g)
             for (i, _), fit in zip(chunk, fits, strict=True):
                 out[i] = _strategy(tree, fit)
     return out  # type: ignore[return-value]  # every entry is set above
@@ -560,19 +580,41 @@ def _small_gram(W: EMatrix, n: int) -> np.ndarray | None:
 
     Ranges that are only wrapped in identity products (DAWA-Striped's stripe
     workloads, reduced by a partition into intervals: `Partition.reduce_workload`)
-    get their Gram from the ranges' ends (`_range_gram`); any other workload
+    get their Gram from the ranges' ends (`_range_grams`); any other workload
     through `_dense_gram`, as `_GramOracle` would.
     """
+    source = _gram_source(W, n)
+    return _range_grams(n, [source])[0] if isinstance(source, tuple) else source
+
+
+def _gram_source(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | np.ndarray | None:
+    """`_small_gram`'s work up to the Gram: None (not the dense path), the
+    `_RangeOracle` terms (A, B, ω, fa, fb) of wrapped ranges (fa, fb None for
+    plain ones), or any other workload's dense Gram."""
     if n > _SMALL_N or _range_form(W, n) is not None or _reduced_range_form(W, n) is not None:
         return None
     bare = _without_identities(W)
     form = _range_form(bare, n)
-    if form is None:
-        form = _reduced_range_form(bare, n)
-    if form is None:
-        return _dense_gram(W, n)
-    G = _range_gram(n, *form)
-    return (G + G.T) / 2
+    if form is not None:
+        return (*form, None, None)
+    form = _reduced_range_form(bare, n)
+    return form if form is not None else _dense_gram(W, n)
+
+
+def _reduced_gram_source(W: EMatrix, P: Partition) -> tuple[np.ndarray, ...] | None:
+    """`_gram_source(P.reduce_workload(W), P.num_groups)` for ranges wrapped in
+    identity products and a partition of a 1-D domain into intervals in order:
+    the reduced ranges from P's group sizes; None for anything else (the
+    caller then reduces W and asks `_gram_source`)."""
+    if not isinstance(W, EMatrix) or len(P.domain_shape) != 1 or W.shape[1] != P.size:
+        return None
+    k, n = P.num_groups, P.size
+    if k > _SMALL_N or _range_form(W, n) is not None:  # a range form keeps the oracles
+        return None
+    form = _range_form(_without_identities(W), n)
+    if form is None or np.any(np.diff(P.groups) < 0):  # labels in order: intervals
+        return None
+    return _reduce_form(form, np.concatenate(([0], np.cumsum(P.sizes))))
 
 
 def _without_identities(W: EMatrix) -> EMatrix:
@@ -587,45 +629,51 @@ def _without_identities(W: EMatrix) -> EMatrix:
     return W if A is W.A and B is W.B else Product(A, B)
 
 
-def _range_gram(
-    n: int,
-    a: np.ndarray,
-    b: np.ndarray,
-    w2: np.ndarray,
-    fa: np.ndarray | None = None,
-    fb: np.ndarray | None = None,
-) -> np.ndarray:
-    """G = Σ_q ω_q r_q r_qᵀ for `_RangeOracle`'s rows r_q (1 on [A_q, B_q], with
-    the end values fa_q, fb_q when given), in O(q + n²) without the q×n rows.
+def _range_grams(n: int, forms: Sequence[tuple[np.ndarray, ...]]) -> np.ndarray:
+    """G = Σ_q ω_q r_q r_qᵀ for each of `forms`, `_RangeOracle`'s rows r_q
+    given as (A, B, ω, fa, fb) (1 on [A_q, B_q], with the end values fa_q and
+    fb_q when those are not None): a stack (len(forms) × n × n, symmetric), in
+    O(q + n²) per form without the q×n rows.
 
     r_q = s_q + t_q with s_q = 1_[A,B] and t_q = da·e_A + db·e_B. The s-part
     Σ ω s sᵀ at (i, j), i ≤ j, is the weight of the ranges with A ≤ i and
     B ≥ j (a 2-D cumulative sum of the (A, B) histogram); Σ ω s tᵀ puts ω·da
     on column A and ω·db on column B over the rows A..B (a difference array
     down each column); Σ ω t tᵀ touches (A, A), (A, B), (B, A), (B, B) only.
+    The forms share each NumPy call (histograms offset by form): a form's
+    Gram does not depend on the others'.
     """
-    hist = np.bincount(a * n + b, w2, n * n).reshape(n, n)  # A ≤ B: upper triangle
-    C = np.cumsum(np.cumsum(hist, axis=0)[:, ::-1], axis=1)[:, ::-1]  # A ≤ i, B ≥ j
+    S, nn = len(forms), n * n
+    count = [f[0].size for f in forms]
+    form_of = np.repeat(np.arange(S), count)
+    a = np.concatenate([f[0] for f in forms]).astype(np.int64)
+    b = np.concatenate([f[1] for f in forms]).astype(np.int64)
+    w2 = np.concatenate([f[2] for f in forms]).astype(np.float64)
+    at = form_of * nn
+    hist = np.bincount(at + a * n + b, w2, S * nn).reshape(S, n, n)  # A ≤ B
+    C = np.cumsum(np.cumsum(hist, axis=1)[:, :, ::-1], axis=2)[:, :, ::-1]  # A ≤ i, B ≥ j
     G = np.triu(C)
-    G += np.triu(C, 1).T
-    if fa is None or fb is None:
-        return G
-    single = a == b
-    da = fa - 1.0
-    db = np.where(single, 0.0, fb - 1.0)
-    # Σ ω s tᵀ: column A += ω·da and column B += ω·db on rows A..B
-    steps = np.bincount(a * n + a, w2 * da, (n + 1) * n)
-    steps -= np.bincount((b + 1) * n + a, w2 * da, (n + 1) * n)
-    steps += np.bincount(a * n + b, w2 * db, (n + 1) * n)
-    steps -= np.bincount((b + 1) * n + b, w2 * db, (n + 1) * n)
-    st = np.cumsum(steps.reshape(n + 1, n), axis=0)[:n]
-    G += st + st.T
-    # Σ ω t tᵀ
-    G += np.bincount(a * n + a, w2 * da * da, n * n).reshape(n, n)
-    G += np.bincount(b * n + b, w2 * db * db, n * n).reshape(n, n)
-    cross = np.bincount(a * n + b, w2 * da * db, n * n).reshape(n, n)
-    G += cross + cross.T
-    return G
+    G += np.triu(C, 1).transpose(0, 2, 1)
+    if any(f[3] is not None for f in forms):
+        one = [np.ones(c) for c in count]
+        fa = np.concatenate([one[i] if f[3] is None else f[3] for i, f in enumerate(forms)])
+        fb = np.concatenate([one[i] if f[4] is None else f[4] for i, f in enumerate(forms)])
+        da = fa - 1.0
+        db = np.where(a == b, 0.0, fb - 1.0)
+        # Σ ω s tᵀ: column A += ω·da and column B += ω·db on rows A..B
+        steps_at, size = form_of * ((n + 1) * n), S * (n + 1) * n
+        steps = np.bincount(steps_at + a * n + a, w2 * da, size)
+        steps -= np.bincount(steps_at + (b + 1) * n + a, w2 * da, size)
+        steps += np.bincount(steps_at + a * n + b, w2 * db, size)
+        steps -= np.bincount(steps_at + (b + 1) * n + b, w2 * db, size)
+        st = np.cumsum(steps.reshape(S, n + 1, n), axis=1)[:, :n]
+        G += st + st.transpose(0, 2, 1)
+        # Σ ω t tᵀ
+        G += np.bincount(at + a * n + a, w2 * da * da, S * nn).reshape(S, n, n)
+        G += np.bincount(at + b * n + b, w2 * db * db, S * nn).reshape(S, n, n)
+        cross = np.bincount(at + a * n + b, w2 * da * db, S * nn).reshape(S, n, n)
+        G += cross + cross.transpose(0, 2, 1)
+    return (G + G.transpose(0, 2, 1)) / 2
 
 
 def _interval_expansion(E: EMatrix, k: int) -> np.ndarray | None:
@@ -660,6 +708,12 @@ def _reduced_range_form(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | None:
     starts = _interval_expansion(W.B, n)
     if starts is None:
         return None
+    return _reduce_form(form, starts)
+
+
+def _reduce_form(form: tuple[np.ndarray, ...], starts: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Ranges (A, B, ω) over cells, reduced by the interval partition whose
+    groups start at `starts` (plus the cell count): (A, B, ω, fa, fb) over groups."""
     a, b, w2 = form
     group_a = np.searchsorted(starts, a, side="right") - 1
     group_b = np.searchsorted(starts, b, side="right") - 1
