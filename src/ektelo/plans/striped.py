@@ -102,13 +102,12 @@ def dawa_striped(
     eps_part, eps_meas = split(eps, ratio, 1 - ratio)
     R = partition_ops.stripe(x.shape, axis)
     stripe_workloads = _stripe_workloads(workload, x.shape, axis)
-    problems: dict[tuple[int, bytes], tuple[int, EMatrix]] = {}  # GreedyH is deterministic
+    problems: dict[tuple[int, bytes], tuple[Partition, EMatrix]] = {}  # GreedyH is deterministic
     partitions, keys = [], []
     for s, W_s in zip(x.split_by_partition(R), stripe_workloads, strict=True):
         P = s.dawa_partition(eps=eps_part, ratio=ratio)  # Private→Public
         key = (id(W_s), P.groups.tobytes())
-        if key not in problems:  # Public from here on
-            problems[key] = (P.num_groups, P.reduce_workload(W_s))
+        problems.setdefault(key, (P, W_s))  # Public from here on: W_s reduced by P
         partitions.append(P)
         keys.append(key)
     strategies = dict(zip(problems, greedy_h_many(list(problems.values())), strict=True))
