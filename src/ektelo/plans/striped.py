@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lstsq
 from scipy.sparse.linalg import lsmr
 
 from ..matrix import (
@@ -199,7 +200,10 @@ def _estimate_stripe_union(union: _StripeStrategies, m: Any) -> np.ndarray:
         g = members[0]
         root = np.sqrt(union.sizes[g])
         Y = np.column_stack([m.answers[union.offsets[i] : union.offsets[i + 1]] for i in members])
-        Z = np.linalg.lstsq(union.on_groups(g) * root, Y, rcond=None)[0] / root[:, None]
+        # min-norm LS by complete orthogonal factorisation (xGELSY): the same
+        # solution as the SVD's, a third of its time at these sizes
+        w = lstsq(union.on_groups(g) * root, Y, lapack_driver="gelsy", check_finite=False)[0]
+        Z = w / root[:, None]
         spread = np.repeat(Z, union.sizes[g], axis=0)  # a group's total, evenly on its cells
         x_hat[np.column_stack([union.cells[i] for i in members])] = spread
     return x_hat
