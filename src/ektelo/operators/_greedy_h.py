@@ -219,8 +219,10 @@ def greedy_h_many(
                 if not isinstance(src, tuple):
                     G[j] = src
             fits = _best_fit_dense(n, b, G, granularity=g)
-            for (i, _), fit in zip(chunk, fits, strict=True):
-                out[i] = _strategy(tree, fit)
+            for (i, _), (lower, upper, weights) in zip(
+                chunk, _node_weights_many(tree, fits), strict=True
+            ):
+                out[i] = Product(Diagonal(weights), RangeQueries(n, lower, upper))
     return out  # type: ignore[return-value]  # every entry is set above
 
 
@@ -975,9 +977,9 @@ def _dense_levels(n: int, b: int) -> tuple[_DenseLevel, ...]:
     return tuple(out)
 
 
-def _best_fit_dense(n: int, b: int, G: np.ndarray, *, granularity: int = 100) -> list[_Fit]:
+def _best_fit_dense(n: int, b: int, G: np.ndarray, *, granularity: int = 100) -> _Fits:
     """`_best_fit` on `_tree(n, b)` for general workloads on a small domain, from
-    their dense Grams G (a stack, S × n × n): one fit per workload.
+    their dense Grams G (a stack, S × n × n): their fits, stacked (`_Fits`).
 
     The weightings `_best_fit` compares for a `_GramOracle` — H_b, then the
     local objectives "damped", "reference" and "exact" ("canonical" is "exact"
@@ -1049,22 +1051,61 @@ def _best_fit_dense(n: int, b: int, G: np.ndarray, *, granularity: int = 100) ->
         exact_by_depth[lv.depth] = level[1]
         child = level
     root = child[1][:, :, 0]
-    fits = []
-    for s, lane in enumerate(np.argmin(root, axis=1)):  # the first of least error, as there
-        splits, stops, errors = [], [], []
-        for depth, lv in enumerate(tree.levels):
-            internal = lv.child_count > 0
-            split, stop = np.zeros(lv.lower.size), ~internal
-            if depth in chosen:
-                p_v, flat = chosen[depth]
-                collapsed = flat[s] & (lane > 0)
-                split[internal] = np.where(collapsed, 0.0, p_v[s, lane])
-                stop[internal] = collapsed
-            splits.append(split)
-            stops.append(stop)
-            errors.append(exact_by_depth[depth][s, lane])
-        fits.append(_Fit(tuple(splits), tuple(stops), tuple(errors), float(root[s, lane])))
-    return fits
+    lane = np.argmin(root, axis=1)  # per workload: the first of least error, as there
+    every = np.arange(S)
+    splits, stops, errors = [], [], []
+    for depth, lv in enumerate(tree.levels):
+        internal = lv.child_count > 0
+        split = np.zeros((S, lv.lower.size))
+        stop = np.tile(~internal, (S, 1))
+        if depth in chosen:
+            p_v, flat = chosen[depth]
+            collapsed = flat & (lane > 0)[:, None]
+            split[:, internal] = np.where(collapsed, 0.0, p_v[every, lane])
+            stop[:, internal] = collapsed
+        splits.append(split)
+        stops.append(stop)
+        errors.append(exact_by_depth[depth][every, lane])
+    return _Fits(tuple(splits), tuple(stops), tuple(errors), root[every, lane])
+
+
+@dataclass(frozen=True)
+class _Fits:
+    """The `_Fit`s of S workloads on one tree, stacked (S × nodes per level)."""
+
+    split: tuple[np.ndarray, ...]
+    stop: tuple[np.ndarray, ...]
+    error: tuple[np.ndarray, ...]
+    root_error: np.ndarray  # (S,)
+
+    def __len__(self) -> int:
+        return int(self.root_error.size)
+
+    def __getitem__(self, s: int) -> _Fit:
+        return _Fit(
+            tuple(a[s] for a in self.split),
+            tuple(a[s] for a in self.stop),
+            tuple(a[s] for a in self.error),
+            float(self.root_error[s]),
+        )
+
+
+def _node_weights_many(tree: _Tree, fits: _Fits) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`_node_weights` of every fit of `fits`, top-down for all at once."""
+    S = len(fits)
+    pi = np.ones((S, 1))
+    active = np.ones((S, 1), dtype=bool)
+    weights, keeps = [], []
+    for lv, split, stop in zip(tree.levels, fits.split, fits.stop, strict=True):
+        c = np.where(stop, pi, pi * (1.0 - split))
+        keeps.append(active & (c > 0))
+        weights.append(c)
+        pi = np.repeat(pi * split, lv.child_count, axis=1)
+        active = np.repeat(active & ~stop, lv.child_count, axis=1)
+    keep, c = np.concatenate(keeps, axis=1), np.concatenate(weights, axis=1)
+    lower = np.concatenate([lv.lower for lv in tree.levels])
+    upper = np.concatenate([lv.upper for lv in tree.levels])
+    return [(lower[k], upper[k], w[k]) for k, w in zip(keep, c, strict=True)]
 
 
 def _node_weights(tree: _Tree, fit: _Fit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
