@@ -221,6 +221,26 @@ def test_mw_matches_literal_loop_on_augmented_measurements() -> None:
     np.testing.assert_allclose(est, ref, rtol=1e-9, atol=1e-9 * T)
 
 
+@pytest.mark.parametrize("scratch_rows", [1 << 18, 0])
+def test_mw_matches_literal_loop_over_many_passes(scratch_rows: int, monkeypatch) -> None:
+    """Enough passes for the blocks' first guesses to extrapolate the last
+    passes' masses (polynomials up to order 5), and for the huge-block path
+    (no kept scratch, the last masses only): the literal loop's result."""
+    monkeypatch.setattr(inference, "_SCRATCH_ROWS", scratch_rows)
+    rng = np.random.default_rng(4)
+    n = 256
+    x = rng.poisson(2, n).astype(float)
+    x[100:140] += rng.poisson(60, 40)
+    ms = []
+    for k, (a, b) in enumerate([(10, 200), (0, 40), (150, 255), (30, 90)], start=1):
+        chosen = RangeQueries(n, [a], [b])
+        ms.append(_measure(VStack([chosen, _dyadic(n, 2 ** (k - 1), (a, b))]), x, 3.0, rng))
+    x0 = rng.random(n) + 0.05
+    T = float(x.sum())
+    est = inference.multiplicative_weights(ms, total=T, x0=x0, iterations=40)
+    np.testing.assert_allclose(est, _literal_mw(ms, T, x0, 40), rtol=1e-9, atol=1e-9 * T)
+
+
 def test_mw_matches_literal_loop_on_mixed_queries() -> None:
     """Every kind of row: ranges, unit rows, totals, weighted ranges, dense
     rows, prefixes (overlapping), and unequal noise scales."""

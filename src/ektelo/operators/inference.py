@@ -1099,6 +1099,20 @@ def _empty() -> np.ndarray:
 
 
 @dataclass
+class _Scratch:
+    """A vectorised block's work arrays: `work` rows 0–6 hold beta·p, [S_0, d],
+    the first guess, pull, fresh, z and e; `p` the rows' masses, `rows` the
+    gathered rows' cells, `ones` a row of L ones, `factors` every chunk's
+    factor (1 in the holes, which stay so)."""
+
+    work: np.ndarray
+    p: np.ndarray
+    ones: np.ndarray
+    rows: np.ndarray | None = None
+    factors: np.ndarray | None = None
+
+
+@dataclass
 class _SegBlock:
     """Pairwise disjoint rows, each the constant `value` on cells lo..hi of
     the flat vector, in update order (with their answers and weights)."""
@@ -1121,10 +1135,19 @@ class _SegBlock:
     alpha: np.ndarray = field(default_factory=_empty)
     beta: np.ndarray = field(default_factory=_empty)
     alpha_range: tuple[float, float] = (0.0, 0.0)
-    # the running masses before each row (and after the block) at the last
-    # pass, and that pass's starting mass: the next pass's first guess
-    masses: np.ndarray | None = None
-    masses_start: float = 0.0
+    beta_top: float = 0.0  # max(beta)
+    # The running masses before each row (and after the block) of the last
+    # passes, newest at history[slot − 1] (a ring of `_HISTORY` rows, one for
+    # huge blocks), with those passes' starting masses; `count` rows hold
+    # data. The next pass's first guess extrapolates them (see
+    # `_predict_masses`).
+    history: np.ndarray | None = None
+    history_starts: np.ndarray | None = None
+    history_count: int = 0
+    history_slot: int = 0
+    # work arrays reused by every pass (blocks of up to _SCRATCH_ROWS rows)
+    # instead of ~10 fresh arrays of m per pass
+    scratch: _Scratch | None = None
     # Regular blocks (every row of one length L, aligned to multiples of L
     # from `start`): the span is x[start:stop].reshape(-1, L), one row of it
     # per chunk; chunks no row covers (holes) are rows with alpha = beta = 0,
@@ -1329,6 +1352,7 @@ def _seg_block(parts: list[np.ndarray], n: int, T: float) -> _SegBlock:
             block.lengths = np.diff(cuts)  # row, gap, row, ..., row
             block.alpha, block.beta = alpha, beta
         block.alpha_range = (float(block.alpha.min()), float(block.alpha.max()))
+        block.beta_top = float(block.beta.max())
     return block
 
 
@@ -1386,44 +1410,57 @@ def _segs_literal(block: _SegBlock, x: np.ndarray, T: float, S: float) -> float:
 def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> float:
     """All rows of a disjoint block at once. The running masses before each
     row solve S_r = S_0 + Σ_{j<r} p_j·expm1(z_j), z_j = alpha_j − beta_j·p_j/S_j;
-    they are found by fixed-point iteration started from the previous pass's
-    masses (shifted by the change in S_0), accepted when no exponent moves
-    by more than the tolerance; then x is multiplied row by row. Falls back
-    to the literal loop if the iteration does not settle or the mass leaves
-    the safe range.
+    they are found by fixed-point iteration started from the previous
+    passes' masses (extrapolated, `_predict_masses`), accepted when no
+    exponent moves by more than the tolerance; then x is multiplied row by
+    row. Falls back to the literal loop if the iteration does not settle or
+    the mass leaves the safe range.
 
     Only the first step evaluates exp: later steps move each exponent by a
     tiny δ (the iteration contracts fast), and e·exp(δ) is e·(1 + δ) when
     |δ| ≤ 2⁻²⁷ (δ²/2 is below half an ulp), e·(1 + δ + δ²/2) when
-    |δ| ≤ 10⁻⁵ (δ³/6 below one ulp), else exp(z) afresh."""
+    |δ| ≤ 10⁻⁵ (δ³/6 below one ulp), else exp(z) afresh. With the
+    extrapolated guess, most passes settle at the first check (one exp, one
+    cumulative sum)."""
     span = x[block.start : block.stop]
     L = block.width
     chunks = block.chunks
-    if chunks is not None:
-        p = span.take(chunks) if L == 1 else span.reshape(-1, L).take(chunks, 0) @ np.ones(L)
+    buf = block.scratch
+    if buf is None:
+        buf = _scratch(block)
+    if chunks is not None and L == 1:
+        p = np.take(span, chunks, out=buf.p, mode="clip")  # (valid: no buffering)
+    elif chunks is not None:
+        rows = np.take(span.reshape(-1, L), chunks, axis=0, out=buf.rows, mode="clip")
+        p = np.matmul(rows, buf.ones, out=buf.p)
     elif L == 1:
         p = span  # read only until the final multiplication
     elif L > 1:
-        p = span.reshape(-1, L) @ np.ones(L)
+        p = np.matmul(span.reshape(-1, L), buf.ones, out=buf.p)
     else:
         # rows' masses: every other chunk of x's span (a zero-length gap
         # gives a junk entry there, unused)
         p = np.add.reduceat(span, block.cuts)[0::2].copy()
     m = p.size
     alpha = block.alpha
-    beta = block.beta * p
+    work = buf.work
+    beta = np.multiply(block.beta, p, out=work[0, :m])
     # acc[r] = S_0 + Σ_{j<r} d_j (the mass before row r; acc[m] after the
-    # block), summed in the literal loop's order as the cumsum of [S_0, d]
-    inc = np.empty(m + 1)
+    # block), summed in the literal loop's order as the cumsum of [S_0, d];
+    # the first guess is extrapolated into work[2], and the sums go to the
+    # history's free row
+    inc = work[1]
     inc[0] = S0
     d = inc[1:]
-    warm = block.masses
-    acc = np.full(m + 1, S0) if warm is None else warm + (S0 - block.masses_start)
+    acc = _predict_masses(block, S0, work[2])
+    history = block.history
+    assert history is not None
+    target = history[block.history_slot]
     mass = acc[:-1]
     low, high = block.alpha_range
-    pull = np.empty(m)  # beta/S of the masses behind the current factors e
-    fresh = np.empty(m)
-    z, e = np.empty(m), np.empty(m)
+    pull = work[3, :m]  # beta/S of the masses behind the current factors e
+    fresh = work[4, :m]
+    z, e = work[5, :m], work[6, :m]
     S, settled, last_move, clipped = math.nan, False, math.inf, False
     for step in range(_BLOCK_MAX_STEPS):
         np.divide(beta, mass, out=fresh)
@@ -1452,7 +1489,13 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
             if not smallest > 0:  # (rounding only: the masses are positive)
                 break
             np.subtract(alpha, pull, out=z)
-            clipped = high > _MAX_EXPONENT or low - float(beta.max()) / smallest < -_MAX_EXPONENT
+            # z ≥ low − max(beta)/smallest, and beta_r = block.beta_r·p_r ≤
+            # beta_top·S_0 (a row's mass is at most x's, S_0 up to rounding):
+            # that bound spares the pass over beta unless it is near the limit
+            clipped = high > _MAX_EXPONENT or (
+                low - 2.0 * block.beta_top * S0 / smallest < -_MAX_EXPONENT
+                and low - float(beta.max()) / smallest < -_MAX_EXPONENT
+            )
             if clipped:
                 np.clip(z, -_MAX_EXPONENT, _MAX_EXPONENT, out=z)
             np.exp(z, out=e)  # the factors; exp(z) − 1 is exact enough for the mass:
@@ -1462,19 +1505,27 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
             S = S0 + float(d.sum())
             settled = True
             break
+        acc = target
+        mass = acc[:-1]
         np.cumsum(inc, out=acc)
         S = float(acc[-1])
+    if not (settled and T / _MASS_RANGE < S < T * _MASS_RANGE) or acc is not target:
+        block.history_count = 0  # (a settled block has summed into target)
     if not (settled and T / _MASS_RANGE < S < T * _MASS_RANGE):
-        block.masses = None
         return _segs_literal(block, x, T, S0)
-    block.masses, block.masses_start = acc, S0
-    if chunks is not None and L == 1:
-        span[chunks] *= e
+    _remember_masses(block, S0)
+    if chunks is not None and L == 1:  # p holds those cells' values
+        span[chunks] = np.multiply(p, e, out=p)
+        return S
+    if chunks is not None and 2 * chunks.size * L < span.size:  # the rows' cells only
+        assert buf.rows is not None
+        np.multiply(buf.rows, e[:, None], out=buf.rows)
+        span.reshape(-1, L)[chunks] = buf.rows
         return S
     if chunks is not None:  # every chunk's factor (1 in the holes)
-        factors = np.ones(span.size // L)
-        factors[chunks] = e
-        e = factors
+        assert buf.factors is not None
+        buf.factors[chunks] = e
+        e = buf.factors
     if L == 1:
         span *= e
     elif L > 1 and L <= 4:  # (strided products beat broadcasting here)
@@ -1488,6 +1539,76 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
         factors[0::2] = e
         span *= np.repeat(factors, block.lengths)
     return S
+
+
+def _scratch(block: _SegBlock) -> _Scratch:
+    """The block's work arrays and an empty history; kept on the block up to
+    _SCRATCH_ROWS rows (beyond, fresh each pass and one history row, as
+    memory matters more there than allocation)."""
+    m = block.alpha.size
+    L = max(block.width, 1)
+    chunks = block.chunks
+    buf = _Scratch(work=np.empty((7, m + 1)), p=np.empty(m), ones=np.ones(L))
+    if chunks is not None and L > 1:
+        buf.rows = np.empty((m, L))
+    if chunks is not None:
+        buf.factors = np.ones((block.stop - block.start) // L)
+    if block.history is None:
+        depth = _HISTORY if m <= _SCRATCH_ROWS else 1
+        block.history = np.zeros((depth, m + 1))  # zeros: weight 0 · row is 0
+        block.history_starts = np.zeros(depth)
+    if m <= _SCRATCH_ROWS:
+        block.scratch = buf
+    return buf
+
+
+def _predict_masses(block: _SegBlock, S0: float, out: np.ndarray) -> np.ndarray:
+    """The first guess of this pass's running masses: the last passes' mass
+    profiles (masses minus their start) extrapolated by the polynomial
+    through them (order count − 1, at most _HISTORY − 1: weights
+    (−1)^i·C(k+1, i+1) on the i-th newest), plus S_0. The profiles change
+    smoothly from pass to pass once MW settles, so the guess is typically
+    within 1e-13 in exponent terms (one step settles) where the last
+    profile alone is ~1e-8 off (three steps)."""
+    count = block.history_count
+    history, starts = block.history, block.history_starts
+    assert history is not None and starts is not None
+    if count == 0:
+        out.fill(S0)
+        return out
+    depth = history.shape[0]
+    weights = _EXTRAPOLATION[depth][count - 1, block.history_slot]
+    np.matmul(weights, history, out=out)
+    out += S0 - float(weights @ starts)
+    return out
+
+
+def _remember_masses(block: _SegBlock, S0: float) -> None:
+    """Record the masses just summed into history[slot] (and their start)."""
+    assert block.history is not None and block.history_starts is not None
+    depth = block.history.shape[0]
+    block.history_starts[block.history_slot] = S0
+    block.history_slot = (block.history_slot + 1) % depth
+    block.history_count = min(block.history_count + 1, depth)
+
+
+def _extrapolation_weights(depth: int) -> np.ndarray:
+    """weights[k, slot]: the order-k extrapolation's weight on each ring row
+    when the next row to write is `slot` (newest at slot − 1)."""
+    weights = np.zeros((depth, depth, depth))
+    for k in range(depth):
+        for slot in range(depth):
+            for i in range(k + 1):
+                weights[k, slot, (slot - 1 - i) % depth] = (-1) ** i * math.comb(k + 1, i + 1)
+    return weights
+
+
+# Extrapolate the running masses from this many passes (order 5: the guess
+# settles ~70% of 2-D mwem_b's blocks at the first check, order 2 ~6%);
+# blocks above _SCRATCH_ROWS rows keep one (the last masses, shifted).
+_HISTORY = 6
+_SCRATCH_ROWS = 1 << 18
+_EXTRAPOLATION = {depth: _extrapolation_weights(depth) for depth in (1, _HISTORY)}
 
 
 def _general_update(row: _GeneralRow, x: np.ndarray, T: float, S: float) -> float:
