@@ -9,6 +9,7 @@ important property is privacy-critical: the kernel charges ε with
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -342,26 +343,39 @@ def test_weighted_ranges_norms_and_integrality_are_exact(M):
 
 @MANY
 @given(weighted_ranges())
-def test_weighted_ranges_norms_agree_with_the_prefix_form(M):
+def test_weighted_ranges_norms_agree_across_their_evaluation_routes(M):
+    """The direct sums in one batch, one range per batch, every range as a
+    slice (the routes large matrices take) and the generic prefix form agree."""
     import ektelo.matrix.ranges as ranges
+    from ektelo.matrix import EMatrix
 
     direct = M.column_norms(1)
-    saved = ranges._MAX_DIRECT_ENTRIES
-    ranges._MAX_DIRECT_ENTRIES = 0  # force the generic (prefix-sum) path
+    saved = ranges._MAX_DIRECT_ENTRIES, ranges._LARGE_RANGE
     try:
-        generic = M.column_norms(1)
+        for cap, large in ((0, saved[1]), (saved[0], 0)):
+            ranges._MAX_DIRECT_ENTRIES, ranges._LARGE_RANGE = cap, large
+            np.testing.assert_allclose(M.column_norms(1), direct, rtol=1e-15, atol=0)
     finally:
-        ranges._MAX_DIRECT_ENTRIES = saved
+        ranges._MAX_DIRECT_ENTRIES, ranges._LARGE_RANGE = saved
+    generic = EMatrix.column_norms(M, 1)
     np.testing.assert_allclose(direct, generic, rtol=1e-12, atol=1e-12)
 
 
-def test_weighted_coverage_is_within_the_recursive_summation_bound():
+@pytest.mark.parametrize(("cap", "large"), [(None, None), (0, None), (None, 0), (50, 20)])
+def test_weighted_coverage_is_within_the_recursive_summation_bound(cap, large, monkeypatch):
     """The kernel pads a non-integral sensitivity by (max_column_nnz + 16)·2⁻⁵²
     (`kernel.sensitivity_of`); the direct column sums of weighted ranges must be
     within (c − 1)·2⁻⁵³ of the exact sums of their c terms (checked in exact
-    rational arithmetic), whatever the sizes of the partial sums elsewhere."""
+    rational arithmetic), whatever the sizes of the partial sums elsewhere —
+    on every route: one batch, one range per batch, slices, and a mix."""
     from fractions import Fraction
 
+    import ektelo.matrix.ranges as ranges
+
+    if cap is not None:
+        monkeypatch.setattr(ranges, "_MAX_DIRECT_ENTRIES", cap)
+    if large is not None:
+        monkeypatch.setattr(ranges, "_LARGE_RANGE", large)
     rng = np.random.default_rng(0)
     shape = (6, 50)
     m = 400

@@ -259,9 +259,7 @@ class Product(EMatrix):
             # entry (i, j) is d_i on range i's cells, so column j's norm is the sum
             # of |d_i| (p = 1) or d_i² (p = 2) over the ranges containing j, added
             # term by term (`RangeQueries.weighted_coverage`).
-            sums = B.weighted_coverage(np.abs(A.d) if check_p(p) == 1 else A.d**2)
-            if sums is not None:
-                return sums
+            return B.weighted_coverage(np.abs(A.d) if check_p(p) == 1 else A.d**2)
         return super().column_norms(p)
 
     def is_integral(self) -> bool:

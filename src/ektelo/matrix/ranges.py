@@ -24,8 +24,10 @@ from .core import Prefix
 
 __all__ = ["RangeQueries"]
 
-# Most range cells (entries) that `weighted_coverage` expands (≈ 3 × 8 bytes each).
+# Most range cells (entries) that `weighted_coverage` expands at once (≈ 3 × 8
+# bytes each); ranges larger than _LARGE_RANGE cells are added as slices instead.
 _MAX_DIRECT_ENTRIES = 2**22
+_LARGE_RANGE = 4096
 
 
 class RangeQueries(EMatrix):
@@ -184,16 +186,17 @@ class RangeQueries(EMatrix):
             stride *= self.domain_shape[axis]
         return cols
 
-    def weighted_coverage(self, weights: np.ndarray) -> np.ndarray | None:
-        """Per cell j, Σ of weights[q] over the ranges q containing j, each added
-        to its cell's total one by one in range order — a plain recursive sum
-        over at most max_column_nnz terms, so for non-negative weights it is
-        within a relative (max_column_nnz − 1)·2⁻⁵³ (to first order) of the
+    def weighted_coverage(self, weights: np.ndarray) -> np.ndarray:
+        """Per cell j, Σ of weights[q] over the ranges q containing j, each range's
+        weight added to its cells' totals in turn — a recursive sum (in some
+        order) of at most max_column_nnz terms, so for non-negative weights it
+        is within a relative (max_column_nnz − 1)·2⁻⁵³ (to first order) of the
         exact value, the rounding `kernel.sensitivity_of` allows for. (Sums
         through the prefix form cancel ± partial sums over the whole domain,
-        with no such bound.) None when the ranges hold more than
-        `_MAX_DIRECT_ENTRIES` cells in all: the caller falls back to the prefix
-        form. Ranges of the untransposed matrix only.
+        with no such bound.) Memory stays bounded at any size: ranges of more
+        than `_LARGE_RANGE` cells are added as slices of the output; the others
+        are expanded to their cells `_MAX_DIRECT_ENTRIES` at a time. Ranges of
+        the untransposed matrix only.
         """
         if self.transposed:
             raise ValueError("weighted_coverage is for the untransposed range matrix")
@@ -201,10 +204,27 @@ class RangeQueries(EMatrix):
         if w.size != self.num_queries:
             raise ValueError(f"{w.size} weights for {self.num_queries} ranges")
         sizes = self._sizes().astype(np.int64)
-        if int(sizes.sum()) > _MAX_DIRECT_ENTRIES:
-            return None
         n = math.prod(self.domain_shape)
-        return np.bincount(self._entry_columns(sizes), np.repeat(w, sizes), minlength=n)
+        out = np.zeros(n)
+        grid = out.reshape(self.domain_shape)
+        large = sizes > _LARGE_RANGE
+        for q in np.flatnonzero(large):
+            corners = zip(self.lower[q], self.upper[q], strict=True)
+            box = tuple(slice(int(a), int(b) + 1) for a, b in corners)
+            grid[box] += w[q]
+        small = np.flatnonzero(~large)
+        ends = np.cumsum(sizes[small])
+        first = 0
+        while first < small.size:
+            done = int(ends[first - 1]) if first else 0
+            last = max(first + 1, int(np.searchsorted(ends, done + _MAX_DIRECT_ENTRIES, "right")))
+            idx = small[first:last]
+            chunk = RangeQueries(self.domain_shape, self.lower[idx], self.upper[idx])
+            out += np.bincount(
+                chunk._entry_columns(sizes[idx]), np.repeat(w[idx], sizes[idx]), minlength=n
+            )
+            first = last
+        return out
 
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)
