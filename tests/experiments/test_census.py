@@ -76,7 +76,7 @@ def test_stripewise_least_squares_equals_the_joint_solve(plan, workload, monkeyp
     x[..., 12:25] = 0  # a flat run for DAWA to merge
     fn = getattr(striped, plan)
     fast = fn(ektelo.protect(x, epsilon=1.0, seed=9), workload, 1.0)
-    monkeypatch.setattr(striped, "_estimate_by_stripe", lambda R, ms, groupings, **kw: estimate(ms))
+    monkeypatch.setattr(striped, "_estimate_by_stripe", lambda R, ms: estimate(ms))
     monkeypatch.setattr(striped, "_estimate_stripe_union", lambda union, m: estimate([m]))
     joint = fn(ektelo.protect(x, epsilon=1.0, seed=9), workload, 1.0)
     np.testing.assert_allclose(fast, joint, atol=1e-6 * max(1.0, np.abs(joint).max()))

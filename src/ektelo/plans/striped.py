@@ -59,9 +59,7 @@ def hb_striped(x: Any, workload: EMatrix, eps: float, *, axis: int = -1) -> np.n
     R = partition_ops.stripe(x.shape, axis)
     strategy = selection.hb((x.shape[axis],))
     measurements = [s.laplace(strategy, eps=eps) for s in x.split_by_partition(R)]
-    return _estimate_by_stripe(
-        R, measurements, [None] * len(measurements), keys=[0] * len(measurements)
-    )
+    return _estimate_by_stripe(R, measurements)
 
 
 @register(
@@ -136,7 +134,7 @@ class _StripeStrategies:
         keys: list[Hashable],
     ):
         self.R, self.axis, self.keys = R, axis, keys
-        self.cells = np.split(np.argsort(R.groups, kind="stable"), np.cumsum(R.sizes)[:-1])
+        self.cells = _cells_by_stripe(R)
         self.sizes = [P.sizes for P in partitions]
         self.weights, self.lower, self.upper = [], [], []  # per stripe: c, group ranges
         for P, A in zip(partitions, strategies, strict=True):
@@ -312,45 +310,33 @@ def _selection(cells: np.ndarray, n: int) -> Sparse:
     return Sparse(sp.csr_matrix((np.ones(k), (cells, np.arange(k))), shape=(n, k)))
 
 
-def _estimate_by_stripe(
-    R: Partition,
-    measurements: list[Any],
-    groupings: list[Partition | None],
-    keys: list[Hashable] | None = None,
-) -> np.ndarray:
-    """LS(M, y) over all stripes' measurements, on x's domain.
+def _estimate_by_stripe(R: Partition, measurements: list[Any]) -> np.ndarray:
+    """LS(M, y) over all stripes' measurements, on x's domain, when every
+    stripe was measured by the same matrix M (hb_striped).
 
     The stripes share no cell and every measurement reads one stripe, so the
     joint least-squares problem is block diagonal (its row weights are
     constant within a measurement and do not couple blocks): its
     minimum-norm solution is, stripe by stripe, the minimum-norm solution of
-    that stripe's measurement M·P (P the stripe's grouping, if any) — the
-    estimate `estimate(measurements)` computes, without iterating over a
-    stack of thousands of small implicit products.
-
-    `keys` (public, from the plan): stripes with equal keys were measured by
-    the same matrix M·P, and their dense least-squares problems are solved
-    together (one factorisation, one right-hand side per stripe); None: every
-    stripe on its own.
+    M — the estimate `estimate(measurements)` computes, here with one
+    factorisation and one right-hand side per stripe instead of iterating
+    over a stack of thousands of small implicit products.
     """
     x_hat = np.zeros(R.size)
-    cells_of = np.split(np.argsort(R.groups, kind="stable"), np.cumsum(R.sizes)[:-1])
-    batches: dict[Hashable, list[int]] = {}
-    for i, key in enumerate(range(len(measurements)) if keys is None else keys):
-        batches.setdefault(key, []).append(i)
-    for members in batches.values():
-        m, P = measurements[members[0]], groupings[members[0]]
-        A = m.query if P is None else Product(m.query, P.reduce_matrix())
-        if cells_of[members[0]].size <= _DENSE_STRIPE_MAX:
-            Y = np.column_stack([measurements[i].answers for i in members])
-            Z = np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
-            x_hat[np.column_stack([cells_of[i] for i in members])] = Z
-            continue
-        A_sparse = A.sparse()
-        for i in members:
-            cells = cells_of[i]
-            x_hat[cells] = lsmr(
-                A_sparse, measurements[i].answers, atol=1e-12, btol=1e-12,
-                maxiter=10 * cells.size,
-            )[0]  # fmt: skip
+    cells_of = _cells_by_stripe(R)
+    A = measurements[0].query
+    if cells_of[0].size <= _DENSE_STRIPE_MAX:
+        Y = np.column_stack([m.answers for m in measurements])
+        x_hat[np.column_stack(cells_of)] = np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
+        return x_hat
+    A_sparse = A.sparse()
+    for m, cells in zip(measurements, cells_of, strict=True):
+        x_hat[cells] = lsmr(
+            A_sparse, m.answers, atol=1e-12, btol=1e-12, maxiter=10 * cells.size
+        )[0]
     return x_hat
+
+
+def _cells_by_stripe(R: Partition) -> list[np.ndarray]:
+    """Every stripe's cells (C order), stripe by stripe."""
+    return np.split(np.argsort(R.groups, kind="stable"), np.cumsum(R.sizes)[:-1])
