@@ -1109,19 +1109,15 @@ def _node_weights_many(tree: _Tree, fits: _Fits) -> list[tuple[np.ndarray, np.nd
 
 
 def _node_weights(tree: _Tree, fit: _Fit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Top-down: c_v = π_v·(1-p_v) (π_v·1 at a stop), children get π_v·p_v."""
-    pi = np.ones(1)
-    active = np.ones(1, dtype=bool)
-    lowers, uppers, weights = [], [], []
-    for lv, split, stop in zip(tree.levels, fit.split, fit.stop, strict=True):
-        c = np.where(stop, pi, pi * (1.0 - split))
-        keep = active & (c > 0)
-        lowers.append(lv.lower[keep])
-        uppers.append(lv.upper[keep])
-        weights.append(c[keep])
-        pi = np.repeat(pi * split, lv.child_count)
-        active = np.repeat(active & ~stop, lv.child_count)
-    return np.concatenate(lowers), np.concatenate(uppers), np.concatenate(weights)
+    """Top-down: c_v = π_v·(1-p_v) (π_v·1 at a stop), children get π_v·p_v
+    (`_node_weights_many` for the one fit)."""
+    one = _Fits(
+        tuple(a[None] for a in fit.split),
+        tuple(a[None] for a in fit.stop),
+        tuple(a[None] for a in fit.error),
+        np.array([fit.root_error]),
+    )
+    return _node_weights_many(tree, one)[0]
 
 
 def _hierarchy_error(n: int, workload: EMatrix, *, branching: int = 2) -> float:
