@@ -232,6 +232,14 @@ class EMatrix:
             return self.row(int(key))
         raise TypeError("matrices support row access with an integer index only")
 
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        """The columns `cols` (sorted indices) as a CSC matrix (m × len(cols)),
+        read from the structure at a cost in those columns' entries rather
+        than in the matrix's size; None when the type has no such access
+        (implicit operators: callers then use masked products). Restricted
+        least-squares steps use it (`inference.nnls` on few free variables)."""
+        return None
+
     def sum(self, axis: int | None = None) -> Any:
         """Sum of all entries (None), of each column (0) or of each row (1)."""
         m, n = self.shape

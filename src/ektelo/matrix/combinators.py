@@ -113,6 +113,10 @@ class VStack(EMatrix):
     def sparse(self) -> sp.csr_matrix:
         return sp.vstack([b.sparse() for b in self.blocks], format="csr")
 
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        parts = [block.column_block(cols) for block in self.blocks]
+        return None if any(p is None for p in parts) else sp.vstack(parts, format="csc")
+
 
 class HStack(EMatrix):
     """Columns of every block side by side (the transpose of a VStack)."""
@@ -289,6 +293,14 @@ class Product(EMatrix):
     def sparse(self) -> sp.csr_matrix:
         return (self.A.sparse() @ self.B.sparse()).tocsr()
 
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        from .core import Diagonal  # core does not import this module at load time
+
+        if type(self.A) is not Diagonal:  # only row weights on a block (`_stack`)
+            return None
+        sub = self.B.column_block(cols)
+        return None if sub is None else sp.csc_matrix(sp.diags(self.A.d) @ sub)
+
 
 class Kronecker(EMatrix):
     """A₁ ⊗ A₂ ⊗ … ⊗ A_d, applied mode by mode without materialising.
@@ -420,3 +432,7 @@ class Weighted(EMatrix):
 
     def sparse(self) -> sp.csr_matrix:
         return (self.weight * self.base.sparse()).tocsr()
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        sub = self.base.column_block(cols)
+        return None if sub is None else sub * self.weight

@@ -92,6 +92,10 @@ def _check_size(value: Any, name: str) -> int:
     return int(value)
 
 
+# Materialise all-ones column blocks (a total row, say) up to this many entries.
+_ONES_BLOCK_ENTRIES = 1 << 22
+
+
 class Identity(EMatrix):
     """The n×n identity: matvec is a copy, transpose/abs/sqr are itself."""
 
@@ -140,6 +144,10 @@ class Identity(EMatrix):
 
     def sparse(self) -> sp.csr_matrix:
         return sp.identity(self.n, format="csr", dtype=np.float64)
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
+        k = cols.size
+        return sp.csc_matrix((np.ones(k), (cols, np.arange(k))), shape=(self.shape[0], k))
 
 
 class Ones(EMatrix):
@@ -198,6 +206,11 @@ class Ones(EMatrix):
         indptr = np.arange(0, self.m * self.n + 1, self.n)
         indices = np.tile(np.arange(self.n), self.m)
         return sp.csr_matrix((np.ones(indices.size), indices, indptr), shape=self.shape)
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        if self.shape[0] * cols.size > _ONES_BLOCK_ENTRIES:
+            return None
+        return sp.csc_matrix(np.ones((self.shape[0], cols.size)))
 
 
 class Total(Ones):
@@ -449,6 +462,11 @@ class Diagonal(EMatrix):
     def sparse(self) -> sp.csr_matrix:
         return sp.diags(self.d, format="csr")
 
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
+        k = cols.size
+        d = np.asarray(self.d, dtype=np.float64)[cols]
+        return sp.csc_matrix((d, (cols, np.arange(k))), shape=(self.shape[0], k))
+
 
 class Dense(EMatrix):
     """An explicit dense matrix (copied, read-only, finite entries)."""
@@ -522,6 +540,9 @@ class Dense(EMatrix):
     def sparse(self) -> sp.csr_matrix:
         return sp.csr_matrix(self.array)
 
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
+        return sp.csc_matrix(self.array[:, cols])
+
 
 class Sparse(EMatrix):
     """An explicit sparse matrix (CSR copy, finite entries)."""
@@ -586,3 +607,6 @@ class Sparse(EMatrix):
 
     def sparse(self) -> sp.csr_matrix:
         return self.matrix.copy()
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
+        return self.T.matrix[cols].T  # the rows of its cached CSR transpose

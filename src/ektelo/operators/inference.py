@@ -47,7 +47,6 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 
 from ..kernel.measurement import Measurement
 from ..matrix import (
-    Dense,
     Diagonal,
     EMatrix,
     Hierarchy,
@@ -56,7 +55,6 @@ from ..matrix import (
     Ones,
     Product,
     RangeQueries,
-    Sparse,
     Total,
     VStack,
     Weighted,
@@ -619,39 +617,6 @@ def _objective(counter: _Counter, b: np.ndarray, x: np.ndarray) -> tuple[np.ndar
     return r, 0.5 * float(np.dot(r, r))
 
 
-def _columns(M: EMatrix, cols: np.ndarray) -> Any:
-    """M[:, cols] (CSC, m × len(cols)) read from M's structure, at a cost in
-    the entries of those columns rather than in M's size; None when M's type
-    gives no such access (the caller then multiplies by M as before)."""
-    t = type(M)
-    k = cols.size
-    if t is Sparse:  # the rows of its cached CSR transpose are its columns
-        return M.T.matrix[cols].T
-    if t is Dense:
-        return sp.csc_matrix(M.array[:, cols])
-    if t in (Ones, Total) and M.shape[0] * k <= _COLUMN_ENTRIES:
-        return sp.csc_matrix(np.ones((M.shape[0], k)))
-    if t is Identity:
-        return sp.csc_matrix((np.ones(k), (cols, np.arange(k))), shape=(M.shape[0], k))
-    if t is Diagonal:
-        d = np.asarray(M.d, dtype=np.float64)[cols]
-        return sp.csc_matrix((d, (cols, np.arange(k))), shape=(M.shape[0], k))
-    if t is Weighted:
-        sub = _columns(M.base, cols)
-        return None if sub is None else sub * M.weight
-    if t is Product and type(M.A) is Diagonal:  # row weights (`_stack`) on a block
-        sub = _columns(M.B, cols)
-        return None if sub is None else sp.csc_matrix(sp.diags(M.A.d) @ sub)
-    if t is VStack:
-        parts = [_columns(block, cols) for block in M.blocks]
-        return None if any(p is None for p in parts) else sp.vstack(parts, format="csc")
-    return None
-
-
-# Materialise all-ones blocks (a total row, say) up to this many entries.
-_COLUMN_ENTRIES = 1 << 22
-
-
 @dataclass
 class _FreeBlock:
     """The columns `cols` of A restricted to the rows they touch, `rows`
@@ -671,7 +636,7 @@ class _FreeBlock:
         cols = np.flatnonzero(free)
         if 2 * cols.size > free.size and cols.size > _FEW_COLUMNS:
             return None
-        csc = _columns(A, cols)
+        csc = A.column_block(cols)
         if csc is None:
             return None
         csc = sp.csc_matrix(csc)
@@ -1185,7 +1150,7 @@ def _segments_of(Q: EMatrix, scale: float) -> list[tuple[str, Any]]:
     are a constant on a contiguous run of flat cells, ("box", (shape, lo,
     hi, value)) for n-D ranges, ("rows", csr) for anything else. Queries are
     read from their structure; only unknown kinds are materialised."""
-    from ..matrix import Identity, Ones, RangeQueries
+    from ..matrix import RangeQueries
 
     n = Q.shape[1]
     t = type(Q)
