@@ -992,9 +992,10 @@ def multiplicative_weights(
       the factors move by exp(δ) for tiny δ, applied as its Taylor terms to
       within an ulp). Then one vectorised multiplication applies the block.
       Rows of one length L aligned to multiples of L (MWEM's dyadic ranges)
-      are the rows of the span reshaped to (-1, L), chunks no row covers
-      being rows with factor exactly 1. Updates are thus identical to the
-      literal loop's up to floating-point rounding.
+      are chunks of the span reshaped to (-1, L); the recurrence runs on
+      the rows' chunks only, gathered from the chunks' masses, and the
+      chunks no row covers keep the factor 1. Updates are thus identical to
+      the literal loop's up to floating-point rounding.
 
     Args:
         total: the mass T. If None: the (inverse-variance weighted) answer of
@@ -1066,15 +1067,18 @@ def _empty() -> np.ndarray:
 @dataclass
 class _Scratch:
     """A vectorised block's work arrays: `work` rows 0–6 hold beta·p, [S_0, d],
-    the first guess, pull, fresh, z and e; `p` the rows' masses, `rows` the
-    gathered rows' cells, `ones` a row of L ones, `factors` every chunk's
-    factor (1 in the holes, which stay so)."""
+    the first guess, pull, fresh, z and e; `p` the rows' masses, `ones` a row
+    of L ones. Blocks with holes either gather the rows' cells into `rows`
+    (when they cover little of the span) or sum every chunk into `masses`
+    and multiply the span by `factors`, every chunk's factor (1 in the holes,
+    which stay so)."""
 
     work: np.ndarray
     p: np.ndarray
     ones: np.ndarray
     rows: np.ndarray | None = None
     factors: np.ndarray | None = None
+    masses: np.ndarray | None = None
 
 
 @dataclass
@@ -1115,10 +1119,10 @@ class _SegBlock:
     scratch: _Scratch | None = None
     # Regular blocks (every row of one length L, aligned to multiples of L
     # from `start`): the span is x[start:stop].reshape(-1, L), one row of it
-    # per chunk; chunks no row covers (holes) are rows with alpha = beta = 0,
-    # whose factor is exp(0) = 1 exactly and mass increment 0 exactly.
+    # per chunk; chunks no row covers (holes) are left out of the
+    # recurrence and keep the factor 1.
     width: int = 0  # L, or 0 when not regular
-    chunks: np.ndarray | None = None  # the rows' chunks when holes are many
+    chunks: np.ndarray | None = None  # the rows' chunks when there are holes
 
 
 @dataclass
@@ -1304,12 +1308,9 @@ def _seg_block(parts: list[np.ndarray], n: int, T: float) -> _SegBlock:
         offset = lo - block.start
         if np.all(hi - lo + 1 == width) and np.all(offset % width == 0):
             block.width = width
-            if chunks <= 2 * lo.size:  # few holes: every chunk is a row
-                block.alpha, block.beta = np.zeros(chunks), np.zeros(chunks)
-                block.alpha[offset // width], block.beta[offset // width] = alpha, beta
-            else:  # many holes: only the rows' chunks, gathered
+            if chunks > lo.size:  # holes: the rows' chunks only, gathered
                 block.chunks = offset // width
-                block.alpha, block.beta = alpha, beta
+            block.alpha, block.beta = alpha, beta
         else:
             cuts = np.empty(2 * lo.size, dtype=np.int64)
             cuts[0::2], cuts[1::2] = offset, hi + 1 - block.start
@@ -1395,9 +1396,13 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
         buf = _scratch(block)
     if chunks is not None and L == 1:
         p = np.take(span, chunks, out=buf.p, mode="clip")  # (valid: no buffering)
-    elif chunks is not None:
+    elif chunks is not None and buf.rows is not None:  # rows cover little of the span
         rows = np.take(span.reshape(-1, L), chunks, axis=0, out=buf.rows, mode="clip")
         p = np.matmul(rows, buf.ones, out=buf.p)
+    elif chunks is not None:  # every chunk's mass (contiguous), then the rows'
+        assert buf.masses is not None
+        every = np.matmul(span.reshape(-1, L), buf.ones, out=buf.masses)
+        p = np.take(every, chunks, out=buf.p, mode="clip")
     elif L == 1:
         p = span  # read only until the final multiplication
     elif L > 1:
@@ -1482,8 +1487,7 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
     if chunks is not None and L == 1:  # p holds those cells' values
         span[chunks] = np.multiply(p, e, out=p)
         return S
-    if chunks is not None and 2 * chunks.size * L < span.size:  # the rows' cells only
-        assert buf.rows is not None
+    if chunks is not None and buf.rows is not None:  # the rows' cells only
         np.multiply(buf.rows, e[:, None], out=buf.rows)
         span.reshape(-1, L)[chunks] = buf.rows
         return S
@@ -1514,10 +1518,11 @@ def _scratch(block: _SegBlock) -> _Scratch:
     L = max(block.width, 1)
     chunks = block.chunks
     buf = _Scratch(work=np.empty((7, m + 1)), p=np.empty(m), ones=np.ones(L))
-    if chunks is not None and L > 1:
-        buf.rows = np.empty((m, L))
-    if chunks is not None:
-        buf.factors = np.ones((block.stop - block.start) // L)
+    if chunks is not None and L > 1 and 2 * m * L < block.stop - block.start:
+        buf.rows = np.empty((m, L))  # the rows cover little of the span: gather them
+    elif chunks is not None and L > 1:  # every chunk's mass, then the rows'
+        buf.masses = np.empty((block.stop - block.start) // L)
+        buf.factors = np.ones(buf.masses.size)  # stays 1 in the holes
     if block.history is None:
         depth = _HISTORY if m <= _SCRATCH_ROWS else 1
         block.history = np.zeros((depth, m + 1))  # zeros: weight 0 · row is 0
