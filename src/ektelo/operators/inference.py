@@ -1060,6 +1060,12 @@ _TAYLOR_FIRST = 2.0**-27
 _TAYLOR_SECOND = 1e-5
 
 
+# The ufuncs' own reductions: the hot MW loops call them ~10⁵ times per plan
+# run, and NumPy's Python-level wrappers (ndarray.sum, .min, np.cumsum) cost
+# about a microsecond per call on top.
+_add, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
+
+
 def _empty() -> np.ndarray:
     return np.zeros(0)
 
@@ -1354,7 +1360,7 @@ def _constant_update(
 ) -> float:
     """The literal update for one row equal to `value` on the cells of
     `view` (a view into x); returns the new running mass."""
-    p = float(view.sum())
+    p = float(_add(view, axis=None))
     z = weight * value * (answer - T * value * p / S) / (2.0 * T)
     z = min(max(z, -_MAX_EXPONENT), _MAX_EXPONENT)
     view *= math.exp(z)
@@ -1395,14 +1401,14 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
     if buf is None:
         buf = _scratch(block)
     if chunks is not None and L == 1:
-        p = np.take(span, chunks, out=buf.p, mode="clip")  # (valid: no buffering)
+        p = span.take(chunks, out=buf.p, mode="clip")  # (valid: no buffering)
     elif chunks is not None and buf.rows is not None:  # rows cover little of the span
-        rows = np.take(span.reshape(-1, L), chunks, axis=0, out=buf.rows, mode="clip")
+        rows = span.reshape(-1, L).take(chunks, axis=0, out=buf.rows, mode="clip")
         p = np.matmul(rows, buf.ones, out=buf.p)
     elif chunks is not None:  # every chunk's mass (contiguous), then the rows'
         assert buf.masses is not None
         every = np.matmul(span.reshape(-1, L), buf.ones, out=buf.masses)
-        p = np.take(every, chunks, out=buf.p, mode="clip")
+        p = every.take(chunks, out=buf.p, mode="clip")
     elif L == 1:
         p = span  # read only until the final multiplication
     elif L > 1:
@@ -1437,7 +1443,7 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
         final, move = False, math.inf
         if step > 0:
             np.subtract(pull, fresh, out=z)  # δ = z_new − z_old
-            move = max(float(z.max()), -float(z.min()))  # NaN if any is
+            move = max(float(_max(z)), -float(_min(z)))  # NaN if any is
             if move <= _BLOCK_EXPONENT_TOL:
                 settled = True  # e and d (from the previous masses) stand
                 break
@@ -1455,7 +1461,7 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
             np.multiply(e, z, out=d)  # e ← e + e·δ(…)
             e += d
         else:
-            smallest = float(mass.min())
+            smallest = float(_min(mass))
             if not smallest > 0:  # (rounding only: the masses are positive)
                 break
             np.subtract(alpha, pull, out=z)
@@ -1472,12 +1478,12 @@ def _segs_vectorised(block: _SegBlock, x: np.ndarray, T: float, S0: float) -> fl
         np.multiply(p, e, out=d)  # its error p·2⁻⁵² is the literal loop's own
         d -= p
         if final:
-            S = S0 + float(d.sum())
+            S = S0 + float(_add(d))
             settled = True
             break
         acc = target
         mass = acc[:-1]
-        np.cumsum(inc, out=acc)
+        np.add.accumulate(inc, out=acc)
         S = float(acc[-1])
     if not (settled and T / _MASS_RANGE < S < T * _MASS_RANGE) or acc is not target:
         block.history_count = 0  # (a settled block has summed into target)
