@@ -165,6 +165,75 @@ def test_two_dimensional_domain(name: str) -> None:
     assert out.sum() == pytest.approx(x.sum(), rel=1e-3)
 
 
+# ---------------------------------------------------------------------------
+# Workload-based reduction (§8)
+# ---------------------------------------------------------------------------
+def _grouped_workload(shape: tuple[int, ...]) -> tuple[np.ndarray, EMatrix]:
+    """Skewed counts and ranges that leave cells indistinguishable in groups
+    (one non-contiguous: the cells covered by the first range only)."""
+    x = _skewed(int(np.prod(shape)))
+    n = x.size
+    lo = np.array([0, n // 4, n // 2, n // 2, 3 * n // 4 + 1])
+    hi = np.array([n - 1, n // 2 - 1, 3 * n // 4, n // 2 + 7, n - 3])
+    return x.reshape(shape), wl.range_queries(n, lo[:, None], hi[:, None])
+
+
+@pytest.mark.parametrize("name", ["mwem", "mwem_c"])
+@pytest.mark.parametrize("public_total", [True, False])
+def test_workload_reduction_is_lossless_for_mwem_and_mwem_c(name: str, public_total: bool) -> None:
+    """Prop. 1: on the groups the scores, the noise and the fits are those on
+    the cells, so with the same random bits the estimate is the same."""
+    x, W = _grouped_workload((128,))
+    total = float(x.sum()) if public_total else None
+    out = {}
+    for reduced in (False, True):
+        handle = ektelo.protect(x, epsilon=1.0, seed=5)
+        out[reduced] = plans.run(name, handle, W, 1.0, rounds=4, total=total,
+                                 workload_reduction=reduced)  # fmt: skip
+        assert handle.budget.spent == pytest.approx(1.0, rel=1e-12)
+    np.testing.assert_allclose(out[True], out[False], rtol=1e-9, atol=1e-9 * x.sum())
+
+
+@pytest.mark.parametrize("name", MWEM_PLANS)
+def test_workload_reduction_estimates_are_uniform_on_the_groups(name: str) -> None:
+    from ektelo.operators.partition import workload_based
+
+    x, W = _grouped_workload((8, 16))
+    handle = ektelo.protect(x, epsilon=1.0, seed=6)
+    out = plans.run(name, handle, W, 1.0, rounds=5, total=float(x.sum()), workload_reduction=True)
+    assert out.shape == (128,) and np.all(out >= 0)
+    assert handle.budget.spent == pytest.approx(1.0, rel=1e-12)
+    P = workload_based(W)
+    np.testing.assert_allclose(out, P.expand(P.reduce(out)), rtol=1e-12, atol=1e-12)
+    assert out.sum() == pytest.approx(x.sum(), rel=1e-6)
+
+
+def test_workload_reduction_draws_the_free_ranges_over_the_groups() -> None:
+    """mwem_b on the groups measures dyadic ranges of groups: every measured
+    query is constant on each group (on the cells it would split them)."""
+    from ektelo.operators.partition import workload_based
+
+    x, W = _grouped_workload((128,))
+    P = workload_based(W)
+    seen: list[np.ndarray] = []
+    real = inference.multiplicative_weights
+
+    def spy(measurements, **kw):
+        seen.extend(m.query.dense() for m in measurements[len(seen) :])
+        return real(measurements, **kw)
+
+    module = importlib.import_module("ektelo.plans.mwem")
+    original = module.inference.multiplicative_weights
+    module.inference.multiplicative_weights = spy
+    try:
+        handle = ektelo.protect(x, epsilon=1.0, seed=7)
+        plans.mwem_b(handle, W, 1.0, rounds=3, total=float(x.sum()), workload_reduction=True)
+    finally:
+        module.inference.multiplicative_weights = original
+    assert len(seen) == 3 and all(Q.shape[1] == P.num_groups for Q in seen)
+    assert sum(Q.shape[0] for Q in seen) > 3  # the free dyadic ranges came along
+
+
 @pytest.mark.parametrize("bad", [{"rounds": 0}, {"rounds": 2.5}, {"total": -3.0},
                                  {"total": float("nan")}])  # fmt: skip
 def test_bad_hyper_parameters_are_refused_before_spending(bad: dict) -> None:

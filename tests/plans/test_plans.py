@@ -138,8 +138,12 @@ def test_table_plans_spend_exactly_eps(name):
 def test_workload_reduction_option_keeps_exact_spend_and_domain():
     x, _ = _setting("hb")
     W = wl.range_queries(64, np.array([[0], [16], [32]]), np.array([[15], [31], [63]]))
-    for name in ("identity", "hb", "greedy_h", "ahp", "dawa", "hdmm"):
+    for name in ("identity", "privelet", "h2", "hb", "greedy_h", "ahp", "dawa", "hdmm",
+                 "mwem", "mwem_b", "mwem_c", "mwem_d"):  # fmt: skip
         handle = ektelo.protect(x, epsilon=EPS, seed=3)
         out = plans.run(name, handle, W, EPS, workload_reduction=True)
         assert out.shape == (64,)
         assert abs(handle.budget.spent - EPS) <= 1e-9
+        # the workload cannot tell a group's cells apart, nor can the estimate
+        spread = np.ptp(out.reshape(4, 16), axis=1)
+        assert np.all(spread <= 1e-9 * max(1.0, float(np.abs(out).max()))), name

@@ -47,15 +47,29 @@ def identity(
     return measure_and_infer(x_red, selection.identity(x_red.size), eps)
 
 
+def _on_shape(
+    x: Any, workload: EMatrix, eps: float, strategy: Any, workload_reduction: bool
+) -> np.ndarray:
+    """ε on `strategy(shape)` for x's shape — or, after workload-based
+    reduction, for the 1-D vector of the workload's groups — then LS."""
+    eps = check_eps(eps)
+    x_red, _, P = reduce_for_workload(x, workload, workload_reduction)
+    shape = x.shape if P is None else (x_red.size,)
+    return measure_and_infer(x_red, strategy(shape), eps)
+
+
 @register(
     "privelet",
     citation="Xiao, Wang & Gehrke, ICDE 2010",
     summary="Haar wavelet strategy, least-squares reconstruction",
     data_dependent=False,
 )
-def privelet(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
-    """Privelet: ε on the (n-D) Haar wavelet strategy, then LS. Returns x̂."""
-    return measure_and_infer(x, selection.wavelet(x.shape), check_eps(eps))
+def privelet(
+    x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+) -> np.ndarray:
+    """Privelet: ε on the (n-D) Haar wavelet strategy, then LS. Returns x̂.
+    With `workload_reduction`, the 1-D wavelet over the workload's groups."""
+    return _on_shape(x, workload, eps, selection.wavelet, workload_reduction)
 
 
 @register(
@@ -64,9 +78,10 @@ def privelet(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     summary="binary hierarchy of range queries, least-squares inference",
     data_dependent=False,
 )
-def h2(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
-    """H2: ε on the binary hierarchy, then LS (the paper's consistency step)."""
-    return measure_and_infer(x, selection.h2(x.shape), check_eps(eps))
+def h2(x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False) -> np.ndarray:
+    """H2: ε on the binary hierarchy, then LS (the paper's consistency step).
+    With `workload_reduction`, the hierarchy over the workload's groups."""
+    return _on_shape(x, workload, eps, selection.h2, workload_reduction)
 
 
 @register(
@@ -76,11 +91,9 @@ def h2(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     data_dependent=False,
 )
 def hb(x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False) -> np.ndarray:
-    """HB: ε on the hierarchy with the optimal branching factor, then LS."""
-    eps = check_eps(eps)
-    x_red, _, P = reduce_for_workload(x, workload, workload_reduction)
-    shape = x.shape if P is None else (x_red.size,)
-    return measure_and_infer(x_red, selection.hb(shape), eps)
+    """HB: ε on the hierarchy with the optimal branching factor, then LS.
+    With `workload_reduction`, the hierarchy over the workload's groups."""
+    return _on_shape(x, workload, eps, selection.hb, workload_reduction)
 
 
 @register(

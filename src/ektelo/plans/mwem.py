@@ -20,7 +20,12 @@ Choices (stated because the sources differ):
   warm-started from the last estimate where that reaches the optimum;
 * augmented selection adds unit ranges in round 1, as §9.1 says (the
   original code started at width 2). On an n-D domain the dyadic ranges run
-  over the flattened (C-order) vector, as in the original.
+  over the flattened (C-order) vector, as in the original;
+* `workload_reduction=True` (§8) selects and measures on the workload's
+  groups of cells. `mwem` and `mwem_c` then return the same estimate as
+  without it (W x̂ is unchanged, so are the scores, the noise and the fits:
+  Prop. 1); `mwem_b` and `mwem_d` draw their free dyadic ranges over the
+  groups instead of the cells, so they measure other queries.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ..matrix import Dense, EMatrix, RangeQueries, Sparse, Total
 from ..operators import inference
 from ._registry import register
 from .budget import check_eps, split
+from .common import reduce_for_workload
 
 __all__ = ["mwem", "mwem_b", "mwem_c", "mwem_d"]
 
@@ -52,30 +58,52 @@ def _mwem(
     total_ratio: float,
     augmented: bool,
     how: str,
+    workload_reduction: bool,
 ) -> np.ndarray:
     eps = check_eps(eps)
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    # With workload_reduction (§8), selection and measurement run on the
+    # workload's groups: W = W'·P, so the scores W'·(P x̂) equal W·x̂. MW keeps
+    # x̂ uniform within groups, so its inference runs on the k groups (from
+    # their share of the uniform prior) and x̂ = P⁺x̂' at the end; NNLS stays
+    # on x's cells, where its own grouping finds the same structure.
+    x_run, W_run, P = reduce_for_workload(x, workload, workload_reduction)
+    if P is not None:  # materialised once: every round's selection evaluates it
+        W_run = Sparse(W_run.sparse())
+    on_groups = P is not None and how == "mw"
+    record = _on_groups if on_groups else (lambda m: m)
+    n = x_run.size if on_groups else x.size
     measurements: list[Measurement] = []
     if total is None:  # MWEM assumes the total; otherwise buy a noisy one
         eps_total, eps = split(eps, total_ratio, 1 - total_ratio)
-        measurements.append(x.laplace(Total(x.size), eps=eps_total))
+        measurements.append(record(x_run.laplace(Total(x_run.size), eps=eps_total)))
         total = max(float(measurements[0].answers[0]), 1.0)
     total = _check_total(total)
-    x_hat = np.full(x.size, total / x.size)
-    fit = _NNLS(x.size)  # NNLS inference over all measurements so far
+    x_hat = np.full(n, total / n) if not on_groups else P.reduce(np.full(x.size, total / x.size))
+    fit = _NNLS(n)  # NNLS inference over all measurements so far
     for k, eps_round in enumerate(split(eps, *[1 / rounds] * rounds), start=1):
         eps_select, eps_measure = split(eps_round, ratio, 1 - ratio)
+        seen = x_hat if P is None or on_groups else P.reduce(x_hat)
         if augmented:
-            M = x.augmented_worst_approx(workload, x_hat, round_index=k, eps=eps_select)
+            M = x_run.augmented_worst_approx(W_run, seen, round_index=k, eps=eps_select)
         else:
-            M = _row(workload, x.worst_approx(workload, x_hat, eps=eps_select))
-        measurements.append(x.laplace(M, eps=eps_measure))
+            M = _row(W_run, x_run.worst_approx(W_run, seen, eps=eps_select))
+        measurements.append(record(x_run.laplace(M, eps=eps_measure)))
         if how == "mw":
             x_hat = inference.multiplicative_weights(measurements, total=total, x0=x_hat)
         else:
             x_hat = fit(measurements, total, x_hat)
-    return x_hat
+    return P.expand(x_hat) if on_groups else x_hat
+
+
+def _on_groups(m: Measurement) -> Measurement:
+    """m with the measured vector (the workload's groups) as its root, so
+    that inference runs on the k groups rather than on x's cells."""
+    return dataclasses.replace(
+        m, query_on_root=m.query, root_id=f"{m.root_id}/workload-groups",
+        root_shape=(m.query.shape[1],),
+    )  # fmt: skip
 
 
 def _check_total(total: Any) -> float:
@@ -259,11 +287,12 @@ def mwem(
     ratio: float = 0.5,
     total: float | None = None,
     total_ratio: float = 0.05,
+    workload_reduction: bool = False,
 ) -> np.ndarray:
     """MWEM (Algorithm 2). Budget: ε/T per round, `ratio` of it to the
     exponential-mechanism selection, the rest to measuring the selected query.
     The total is public (`total`) or bought with `total_ratio`·ε. Returns the
-    final estimate x̂ (flattened)."""
+    final estimate x̂ (flattened). `workload_reduction`: see the module notes."""
     return _mwem(
         x,
         workload,
@@ -274,6 +303,7 @@ def mwem(
         total_ratio=total_ratio,
         augmented=False,
         how="mw",
+        workload_reduction=workload_reduction,
     )
 
 
@@ -292,10 +322,12 @@ def mwem_b(
     ratio: float = 0.5,
     total: float | None = None,
     total_ratio: float = 0.05,
+    workload_reduction: bool = False,
 ) -> np.ndarray:
     """MWEM variant (b): per round the worst query plus the disjoint dyadic
     queries of length 2^(k−1), all measured at the cost of one (parallel
-    composition); multiplicative-weights inference. Budget as `mwem`."""
+    composition); multiplicative-weights inference. Budget as `mwem`.
+    `workload_reduction`: the dyadic ranges run over the workload's groups."""
     return _mwem(
         x,
         workload,
@@ -306,6 +338,7 @@ def mwem_b(
         total_ratio=total_ratio,
         augmented=True,
         how="mw",
+        workload_reduction=workload_reduction,
     )
 
 
@@ -324,9 +357,11 @@ def mwem_c(
     ratio: float = 0.5,
     total: float | None = None,
     total_ratio: float = 0.05,
+    workload_reduction: bool = False,
 ) -> np.ndarray:
     """MWEM variant (c): MWEM's selection, NNLS inference with the total as a
-    (near-)exact constraint. Budget as `mwem`."""
+    (near-)exact constraint. Budget as `mwem`. `workload_reduction`: same
+    estimate as without it."""
     return _mwem(
         x,
         workload,
@@ -337,6 +372,7 @@ def mwem_c(
         total_ratio=total_ratio,
         augmented=False,
         how="nnls",
+        workload_reduction=workload_reduction,
     )
 
 
@@ -355,8 +391,10 @@ def mwem_d(
     ratio: float = 0.5,
     total: float | None = None,
     total_ratio: float = 0.05,
+    workload_reduction: bool = False,
 ) -> np.ndarray:
-    """MWEM variant (d): augmented selection and NNLS inference. Budget as `mwem`."""
+    """MWEM variant (d): augmented selection and NNLS inference. Budget as `mwem`.
+    `workload_reduction`: the dyadic ranges run over the workload's groups."""
     return _mwem(
         x,
         workload,
@@ -367,4 +405,5 @@ def mwem_d(
         total_ratio=total_ratio,
         augmented=True,
         how="nnls",
+        workload_reduction=workload_reduction,
     )
