@@ -544,3 +544,30 @@ def test_mw_cyclic_aligned_equal_length_blocks_match_the_literal_loop(
     est = inf.multiplicative_weights(ms, total=T, x0=x0, iterations=9)
     ref = _literal_mw(ms, T, x0, 9)
     np.testing.assert_allclose(est, ref, rtol=1e-9)
+
+
+def test_mw_calls_that_extend_the_last_list_match_fresh_calls(rng: np.random.Generator) -> None:
+    """MWEM's rounds call MW with the last list plus one measurement; those
+    calls continue the last call's blocks (`_continued_steps`) and must give
+    what a fresh call gives — also when the new measurement's smaller noise
+    scale changes every weight (no reuse then)."""
+    n = 256
+    x = rng.integers(0, 30, n).astype(float)
+    T = float(x.sum())
+    lower = np.arange(0, n, 4)
+    ms = [
+        measure(RangeQueries(n, lower, lower + 3), x, 3.0, rng),
+        measure(builders.random_range(n, 5, seed=2), x, 3.0, rng),
+        measure(RangeQueries(n, lower[::2], lower[::2] + 1), x, 3.0, rng),
+        measure(Total(n), x, 1.0, rng),  # smaller scale: new weights for all
+    ]
+    x0 = rng.random(n) + 0.1
+    inf._LAST_STEPS.value = None
+    estimates = []
+    for k in range(1, len(ms) + 1):  # each call extends the last one's list
+        estimates.append(inf.multiplicative_weights(ms[:k], total=T, x0=x0, iterations=6))
+    for k, est in enumerate(estimates, start=1):
+        inf._LAST_STEPS.value = None
+        fresh = inf.multiplicative_weights(ms[:k], total=T, x0=x0, iterations=6)
+        np.testing.assert_allclose(est, fresh, rtol=1e-12)
+        np.testing.assert_allclose(est, _literal_mw(ms[:k], T, x0, 6), rtol=1e-9)

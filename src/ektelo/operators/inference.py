@@ -35,6 +35,7 @@ treatment applies to measurements with noise scale 0.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -996,6 +997,9 @@ def multiplicative_weights(
       the rows' chunks only, gathered from the chunks' masses, and the
       chunks no row covers keep the factor 1. Updates are thus identical to
       the literal loop's up to floating-point rounding.
+    * a call whose measurements extend the previous call's list (in this
+      thread; MWEM's rounds) continues that call's blocks, with their work
+      arrays and mass histories, instead of building them afresh.
 
     Args:
         total: the mass T. If None: the (inverse-variance weighted) answer of
@@ -1031,7 +1035,7 @@ def multiplicative_weights(
     unit = float(positive.min()) if positive.size else 1.0
     weights = [unit / b if b > 0 else 1.0 for b in scales]
     if mode == "cyclic":
-        steps = _mw_steps(items, weights, size, T)
+        steps = _continued_steps(items, weights, size, T)
         x = _mw_cyclic(steps, x, T, int(iterations))
     else:
         x = _mw_simultaneous(items, weights, x, T, int(iterations))
@@ -1287,6 +1291,44 @@ def _mw_steps(items: list[Measurement], weights: list[float], n: int, T: float) 
                 row += csr.shape[0]
     close()
     return steps
+
+
+def _continued_steps(
+    items: list[Measurement], weights: list[float], n: int, T: float
+) -> list[_Step]:
+    """`_mw_steps`, reusing the last call's steps (this thread's) when this
+    call's measurements extend that call's list with the same weights and
+    mass — MWEM's rounds: each call adds one measurement to the last list.
+
+    The reused blocks keep their work arrays and mass histories, so the
+    first passes of a round start from good guesses. Results are those of
+    fresh steps up to rounding: the blocks' guesses are checked as ever, and
+    a block left open by the last call is closed there (blocks may be cut
+    anywhere)."""
+    last = getattr(_LAST_STEPS, "value", None)
+    _LAST_STEPS.value = None  # never shared by two calls at once, even on error
+    k = 0
+    steps: list[_Step] = []
+    if last is not None:
+        old_items, old_weights, old_n, old_T, old_steps = last
+        k = len(old_items)
+        if (
+            old_n == n
+            and old_T == T
+            and 0 < k <= len(items)
+            and all(a is b for a, b in zip(old_items, items, strict=False))
+            and old_weights == weights[:k]
+        ):
+            steps = old_steps
+        else:
+            k = 0
+    steps = steps + _mw_steps(items[k:], weights[k:], n, T) if k < len(items) else steps
+    _LAST_STEPS.value = (list(items), list(weights), n, T, steps)
+    return steps
+
+
+# The last cyclic call's steps, per thread (see `_continued_steps`).
+_LAST_STEPS = threading.local()
 
 
 def _mark(covered: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
