@@ -609,8 +609,19 @@ def _nnls_start(
     return np.array(x0, dtype=np.float64, copy=True)  # never the caller's array
 
 
-def _projected_gradient(x: np.ndarray, g: np.ndarray) -> np.ndarray:
-    return np.where(x > 0, g, np.minimum(g, 0.0))
+# The ufuncs' own reductions: the hot MW loops call them ~10⁵ times per plan
+# run, and NumPy's Python-level wrappers (ndarray.sum, .min, np.cumsum) cost
+# about a microsecond per call on top; NNLS uses their masked form.
+_add, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
+
+
+def _projected_gradient_norm(x: np.ndarray, g: np.ndarray) -> float:
+    """max |P(g)|: the projected gradient is g where x > 0, min(g, 0) where
+    x ≤ 0. One N-sized temporary (NNLS evaluates this every step; masked
+    reductions are slower). NaN in g gives NaN."""
+    projected = np.minimum(g, 0.0)
+    np.copyto(projected, g, where=np.greater(x, 0.0))
+    return float(np.max([_max(projected), -_min(projected)])) if projected.size else 0.0
 
 
 def _objective(counter: _Counter, b: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -696,7 +707,7 @@ def _projected_newton(
     x, r, g, used = _active_set_phase(counter, b, x0, hdiag, tol, scale, maxiter)
     f = 0.5 * float(np.dot(r, r))
     message, converged, it = "iteration limit reached", False, used
-    opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+    opt = _projected_gradient_norm(x, g) / scale
     while True:
         if opt <= tol:
             message, converged = "projected gradient below tolerance", True
@@ -736,7 +747,7 @@ def _projected_newton(
             break
         x, r, f = x_new, r_new, f_new
         g = -counter.rmatvec(r)
-        opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+        opt = _projected_gradient_norm(x, g) / scale
     info = SolveInfo("projected_newton", converged, it, counter.count, message, _norm(r), opt)
     return x, info
 
@@ -825,7 +836,7 @@ def _active_set_phase(
         if fp < best_f * (1 - 1e-12):
             gp = -counter.rmatvec(rp)
             best_x, best_r, best_g, best_f, stalls = xp, rp, gp, fp, 0
-            if not exact and float(np.abs(_projected_gradient(xp, gp)).max()) / scale <= tol:
+            if not exact and _projected_gradient_norm(xp, gp) / scale <= tol:
                 break
         else:
             stalls += 1
@@ -870,6 +881,7 @@ def _tree_active_set(
     hdiag = np.maximum(tree.column_norms(2), np.finfo(np.float64).tiny)
     if hdiag.size and hdiag.min() == hdiag.max():  # one norm for all (complete trees)
         hdiag = float(hdiag[0])
+    step = _PDAS_C / hdiag
     limit = _check_maxiter(maxiter, 200)
     x = np.array(x0, copy=True)
     best_x, best_f = None, math.inf
@@ -882,7 +894,7 @@ def _tree_active_set(
         g = counter.rmatvec(r)
         if x.min() >= 0:  # feasible: r and g are the projected point's
             f = 0.5 * float(np.dot(r, r))
-            opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+            opt = _projected_gradient_norm(x, g) / scale
             if f < best_f:
                 best_x, best_f = x, f
             if opt <= tol:
@@ -891,8 +903,8 @@ def _tree_active_set(
                     "projected gradient below tolerance", _norm(r), opt,
                 )  # fmt: skip
                 return x, info
-        # x − c·g/h ≤ 0, with h > 0
-        active = np.less_equal(x * (hdiag / _PDAS_C), g, out=np.empty(x.size, dtype=bool))
+        # x − c·g/h ≤ 0, with h > 0 (g scaled in place: its last use)
+        active = np.less_equal(x, np.multiply(g, step, out=g), out=np.empty(x.size, dtype=bool))
         del r, g
         if previous is not None and np.array_equal(active, previous):
             break  # the iteration has stalled short of the tolerance
@@ -938,7 +950,7 @@ def _lbfgsb(
     x = np.maximum(np.asarray(res.x, dtype=np.float64), 0.0)
     r = counter.matvec(x) - b
     g = counter.rmatvec(r)
-    opt = float(np.abs(_projected_gradient(x, g)).max()) / scale
+    opt = _projected_gradient_norm(x, g) / scale
     info = SolveInfo(
         "lbfgsb", opt <= tol, int(res.nit), counter.count, str(res.message), _norm(r), opt
     )
@@ -1062,12 +1074,6 @@ _BLOCK_MAX_STEPS = 30
 # terms: first order up to |δ| ≤ 2⁻²⁷, second order up to 1e-5, else exp.
 _TAYLOR_FIRST = 2.0**-27
 _TAYLOR_SECOND = 1e-5
-
-
-# The ufuncs' own reductions: the hot MW loops call them ~10⁵ times per plan
-# run, and NumPy's Python-level wrappers (ndarray.sum, .min, np.cumsum) cost
-# about a microsecond per call on top.
-_add, _min, _max = np.add.reduce, np.minimum.reduce, np.maximum.reduce
 
 
 def _empty() -> np.ndarray:
