@@ -1572,7 +1572,7 @@ def _scratch(block: _SegBlock) -> _Scratch:
     L = max(block.width, 1)
     chunks = block.chunks
     buf = _Scratch(work=np.empty((7, m + 1)), p=np.empty(m), ones=np.ones(L))
-    if chunks is not None and L > 1 and 4 * m * L < block.stop - block.start:
+    if chunks is not None and L > 1 and 8 * m * L < block.stop - block.start:
         buf.rows = np.empty((m, L))  # the rows cover little of the span: gather them
     elif chunks is not None and L > 1:  # every chunk's mass, then the rows'
         buf.masses = np.empty((block.stop - block.start) // L)
