@@ -34,8 +34,11 @@ def reduce_for_workload(
     """Workload-based domain reduction (§8) when `enabled`: (x', W', P).
 
     W' = W·S, S selecting one cell of each group: W's columns are equal
-    within a group, so this is W·P⁺ (Prop. 1) with W's own entries, exactly
-    (P⁺'s averages of equal columns round: ten 1/10s sum to 1 − 2⁻⁵³)."""
+    within a group, so this is W·P⁺ (Prop. 1) with W's own entries, exactly.
+    P⁺'s averages of equal columns round (ten 1/10s sum to 1 − 2⁻⁵³), which
+    makes an integer workload's reduced queries non-integral: the kernel
+    would then draw continuous noise with a padded sensitivity instead of
+    its integer mechanism."""
     if not enabled:
         return x, workload, None
     P = partition_ops.workload_based(workload)
