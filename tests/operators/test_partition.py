@@ -72,6 +72,16 @@ def test_workload_based_is_lossless_and_exact(name: str, rng: np.random.Generato
     assert_groups_are_equal_columns(W, P)
 
 
+@pytest.mark.parametrize("name", ["random_range", "range_2d", "marginals_2way", "stack"])
+def test_select_workload_is_reduce_workload_with_the_workloads_own_entries(name: str) -> None:
+    W = WORKLOADS[name]()
+    P = part.workload_based(W, seed=7)
+    selected = P.select_workload(W).dense()
+    np.testing.assert_allclose(selected, P.reduce_workload(W).dense(), rtol=1e-12, atol=1e-12)
+    assert set(np.unique(selected)) <= set(np.unique(W.dense()))  # no rounded averages
+    assert P.select_workload(W).is_integral()
+
+
 def test_workload_based_reduces_sparse_workloads() -> None:
     # Q1(salary ≤ 100K, sex = M), Q2(salary > 100K, sex = F): 2 cells + the rest (Example 7).
     W = RangeQueries((10, 2), np.array([[0, 0], [5, 1]]), np.array([[4, 0], [9, 1]]))

@@ -93,6 +93,20 @@ class Partition:
             raise ValueError(f"workload has {W.shape[1]} columns; partition has {self.size} cells")
         return Product(W, self.expand_matrix())
 
+    def select_workload(self, W: EMatrix) -> EMatrix:
+        """W·S, S picking the first cell of each group: W's own column for
+        every group. For a partition W cannot see inside (equal columns in
+        each group, as `workload_based` finds) this is W P⁺ exactly, with W's
+        entries — P⁺'s averages round (ten 1/10s sum to 1 − 2⁻⁵³), which
+        makes integer workloads non-integral and so changes the kernel's
+        noise mechanism. For other partitions use `reduce_workload`."""
+        if W.shape[1] != self.size:
+            raise ValueError(f"workload has {W.shape[1]} columns; partition has {self.size} cells")
+        k = self.num_groups
+        _, first = np.unique(self.groups, return_index=True)
+        select = sp.csr_matrix((np.ones(k), (first, np.arange(k))), shape=(self.size, k))
+        return Product(W, Sparse(select))
+
     def expand_workload(self, W_reduced: EMatrix) -> EMatrix:
         """W' P: a workload on the reduced vector mapped back to the full domain."""
         if W_reduced.shape[1] != self.num_groups:

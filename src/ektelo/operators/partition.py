@@ -89,8 +89,9 @@ def workload_based(W: EMatrix, *, repetitions: int = 2, seed: int | None = None)
 
     Cells j, k share a group exactly when columns w_j and w_k of W are equal;
     then W x = (W P⁺)(P x) for every x (Prop. 1), so plans may measure and
-    infer on the reduced vector P x (`Partition.reduce_workload(W)` gives
-    W P⁺). Only Wᵀ·v products are used, so implicit workloads stay implicit.
+    infer on the reduced vector P x (`Partition.select_workload(W)` gives
+    W P⁺ with W's own entries). Only Wᵀ·v products are used, so implicit
+    workloads stay implicit.
 
     Algorithm 3 hashes column j to h_j = (Wᵀ v)_j for a random v and groups
     equal hashes. Two changes make it dependable in floating point:
