@@ -1313,22 +1313,17 @@ def _continued_steps(
     anywhere)."""
     last = getattr(_LAST_STEPS, "value", None)
     _LAST_STEPS.value = None  # never shared by two calls at once, even on error
-    k = 0
-    steps: list[_Step] = []
+    k, steps = 0, []
     if last is not None:
         old_items, old_weights, old_n, old_T, old_steps = last
-        k = len(old_items)
         if (
-            old_n == n
-            and old_T == T
-            and 0 < k <= len(items)
+            (old_n, old_T) == (n, T)
+            and len(old_items) <= len(items)
             and all(a is b for a, b in zip(old_items, items, strict=False))
-            and old_weights == weights[:k]
+            and old_weights == weights[: len(old_items)]
         ):
-            steps = old_steps
-        else:
-            k = 0
-    steps = steps + _mw_steps(items[k:], weights[k:], n, T) if k < len(items) else steps
+            k, steps = len(old_items), old_steps
+    steps = steps + _mw_steps(items[k:], weights[k:], n, T)
     _LAST_STEPS.value = (list(items), list(weights), n, T, steps)
     return steps
 
