@@ -371,10 +371,41 @@ def test_nnls_equals_ls_when_ls_is_positive(rng: np.random.Generator) -> None:
     np.testing.assert_allclose(inf.nnls(ms), ls, rtol=1e-6)
 
 
-@pytest.mark.parametrize(("dims", "b"), [((64,), 2), ((200,), 4), ((30, 20), 2), ((27, 13), 3)])
+@pytest.mark.parametrize(("dims", "b"), [((64,), 2), ((256,), 4), ((16, 16), 2), ((9, 27), 3)])
+def test_nnls_on_one_complete_tree_is_exact(dims, b, rng) -> None:
+    """Sparse data (most bounds active) on trees whose parents of cells are
+    alike: `Hierarchy.nnls` ("tree_newton") reaches scipy's NNLS optimum, and
+    the info reports the measured residual and projected gradient."""
+    H = Hierarchy(dims, b)
+    n = H.shape[1]
+    x = np.where(rng.random(n) < 0.7, 0.0, rng.integers(1, 10, n).astype(float))
+    m = measure(H, x, 7.0, rng)
+    est, info = inf.nnls([m], return_info=True)
+    assert info.method == "tree_newton" and info.converged and info.iterations >= 1
+    A = H.dense()
+    ref = so.nnls(A, m.answers)[0]
+    np.testing.assert_allclose(est, ref, atol=1e-8)
+    assert info.optimality <= 1e-10
+    assert info.residual == pytest.approx(np.linalg.norm(A @ est - m.answers), rel=1e-10)
+    np.testing.assert_array_equal(inf.nnls([m]), est)  # the same without the info
+
+
+def test_nnls_tree_falls_back_to_active_set_steps(rng, monkeypatch) -> None:
+    """When the parents' rounds run out, the active-set steps finish the job."""
+    H = Hierarchy(256, 4)
+    x = np.where(rng.random(256) < 0.7, 0.0, rng.integers(1, 10, 256).astype(float))
+    m = measure(H, x, 7.0, rng)
+    monkeypatch.setattr(inf, "_TREE_NEWTON_ROUNDS", 1)
+    est, info = inf.nnls([m], tol=1e-10, return_info=True)
+    assert info.method == "tree_active_set" and info.converged
+    np.testing.assert_allclose(est, so.nnls(H.dense(), m.answers)[0], atol=1e-8)
+
+
+@pytest.mark.parametrize(("dims", "b"), [((200,), 4), ((30, 20), 2), ((27, 13), 3)])
 def test_nnls_on_one_tree_uses_exact_active_set_steps(dims, b, rng) -> None:
-    """Sparse data (most bounds active): the tree's active-set steps reach
-    scipy's NNLS optimum from either start; L-BFGS-B agrees."""
+    """Sparse data (most bounds active) on trees with uneven parents, where
+    `Hierarchy.nnls` declines: the tree's active-set steps reach scipy's NNLS
+    optimum from either start; L-BFGS-B agrees."""
     H = Hierarchy(dims, b)
     n = H.shape[1]
     x = np.where(rng.random(n) < 0.7, 0.0, rng.integers(1, 10, n).astype(float))

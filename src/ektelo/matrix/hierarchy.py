@@ -542,13 +542,7 @@ class Hierarchy(EMatrix):
                 non-finite values, or a zero leaf weight (then A is rank
                 deficient).
         """
-        if self.transposed:
-            raise ValueError("lstsq needs the tree itself, not its transpose")
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim != 1 or y.size != self.num_rows:
-            raise ValueError(f"y must be a vector of {self.num_rows} answers, got shape {y.shape}")
-        if not np.all(np.isfinite(y)):
-            raise ValueError("y must be finite")
+        y = self._answers(y, "lstsq")
         n = self.num_cells
         grid = (1, *self.domain_shape, 1)
         w_leaf = self._leaf_weight()
@@ -583,27 +577,92 @@ class Hierarchy(EMatrix):
                     free = keep
                 else:
                     V = V * keep
+        x, _ = self._solve_from(y, self.height, z, V, known, free)
+        return x.reshape(-1)
+
+    def nnls(self, y: Any, max_rounds: int = 50) -> Any:
+        """The non-negative least-squares solution argmin_{x ≥ 0} ‖A x − y‖₂ of
+        this tree by semismooth Newton on the cells' parents, each parent's
+        cells eliminated exactly (see `ektelo.matrix.tree_nnls`).
+
+        Returns a `tree_nnls.TreeNNLS` (the estimate, the parent solves used,
+        a computed bound on the projected gradient and ‖Aᵀy‖∞), or None where
+        the method does not apply — parents of cells that differ in shape or
+        hold over 64 cells, leaves of different weights — or did not settle
+        within `max_rounds` parent solves.
+
+        Raises:
+            ValueError: for the transpose, or a y of the wrong size or with
+                non-finite values.
+        """
+        from .tree_nnls import solve
+
+        return solve(self, self._answers(y, "nnls"), max_rounds)
+
+    def _answers(self, y: Any, solver: str) -> np.ndarray:
+        """y as a finite float vector of one answer per row, for `solver`."""
+        if self.transposed:
+            raise ValueError(f"{solver} needs the tree itself, not its transpose")
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim != 1 or y.size != self.num_rows:
+            raise ValueError(f"y must be a vector of {self.num_rows} answers, got shape {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y must be finite")
+        return y
+
+    def _node_terms(self, y: np.ndarray, t: int) -> tuple[np.ndarray, Any] | None:
+        """The depth-t parts' own rows as grids: (w·y, w²) — w² a scalar, or a
+        grid that is 0 at single cells — or None where depth t has no rows."""
+        w = self.weight(t)
+        if t < self._first or t >= self.height or not self._inner[t] or w == 0:
+            return None
+        wy = self._absorb(y[None, self._offset[t] : self._offset[t + 1], None], t)
+        mask = self._singles(t)
+        own = w * w if mask is None else np.where(mask.reshape(wy.shape), w * w, 0.0)
+        return wy, own
+
+    def _solve_from(
+        self,
+        y: np.ndarray,
+        depth: int,
+        z: np.ndarray,
+        V: np.ndarray,
+        known: bool,
+        free: np.ndarray | None = None,
+        prices: bool = False,
+        terms: dict[int, Any] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The two passes of `lstsq` from the parts of `depth` up: given their
+        estimates z and variances V (grids; V = 0 where a part is known
+        exactly, which `known` must then flag), the final estimates of those
+        parts. `free` (cells only): V is one broadcast value, 0 where free is 0.
+
+        With `prices`, also each part's Γ = Σ over its strict ancestors u of
+        w_u²·x̄_u − w_u·y_u: the gradient the rows above it contribute to each
+        of its cells (`nnls` needs it). `terms`: the `_node_terms` of the
+        depths above, when the caller solves repeatedly with the same y.
+        """
         # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
         zs: list[np.ndarray] = [z]
         Vs: list[np.ndarray] = [V]
         sums: list[tuple[np.ndarray, np.ndarray]] = []
-        for t in range(self.height - 1, self._first - 1, -1):
+        used: list[tuple[np.ndarray, Any] | None] = []
+        for t in range(depth - 1, self._first - 1, -1):
             s = self._reduce(zs[-1], t)
             if free is not None and len(zs) == 1:  # V = v·[cell free]: v · free count
                 v_s = self._reduce(free, t) * float(V.flat[0])
             else:
                 v_s = self._reduce(Vs[-1], t)
             sums.append((s, v_s))
-            w = self.weight(t)
-            if not self._inner[t] or w == 0:
+            term = self._node_terms(y, t) if terms is None else terms[t]
+            used.append(term)
+            if term is None:
                 zs.append(s)
                 Vs.append(v_s)
                 continue
-            wy = self._absorb(y[None, self._offset[t] : self._offset[t + 1], None], t)
+            wy, own = term
             exact = v_s == 0 if known else None  # subtrees of cells held at 0
             precision = 1.0 / (v_s if exact is None else np.where(exact, 1.0, v_s))
-            mask = self._singles(t)
-            own = w * w if mask is None else np.where(mask.reshape(s.shape), w * w, 0.0)
             V_t = 1.0 / (precision + own)
             z_t = (wy + s * precision) * V_t
             if exact is not None:
@@ -614,9 +673,17 @@ class Hierarchy(EMatrix):
         # Down pass: the estimates of the top depth are final.
         x = zs.pop()
         Vs.pop()
-        for t in range(self._first, self.height):
+        gamma = np.zeros(x.shape) if prices else None
+        for t in range(self._first, depth):
             s, v_s = sums.pop()
             z_c, V_c = zs.pop(), Vs.pop()
+            term = used.pop()
+            if gamma is not None:
+                if term is not None:
+                    gamma = gamma + (term[1] * x - term[0])
+                spread = np.zeros(z_c.shape)
+                self._expand_into(spread, gamma, t)
+                gamma = spread
             if known:
                 correction = np.divide(x - s, v_s, out=np.zeros(s.shape), where=v_s > 0)
             else:
@@ -632,7 +699,7 @@ class Hierarchy(EMatrix):
             share *= V_c
             share += z_c
             x = share
-        return x.reshape(-1)
+        return x, gamma
 
     # -- the rows as ranges -----------------------------------------------------------
     def nodes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

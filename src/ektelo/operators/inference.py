@@ -28,7 +28,8 @@ treatment applies to measurements with noise scale 0.
   exactly in O(N) by `Hierarchy.lstsq` instead (Hay et al. 2010).
 * `nnls` — the same with x ≥ 0: an active-set / projected-Newton method
   whose Newton steps are LSMR solves on the free variables (default), or
-  L-BFGS-B.
+  L-BFGS-B. One measurement of a complete tree is solved to its exact KKT
+  point by `Hierarchy.nnls` (a few tree solves on the cells' parents).
 * `multiplicative_weights` — MWEM's update (Hardt, Ligett & McSherry 2012).
 """
 
@@ -81,7 +82,8 @@ class SolveInfo:
 
     Attributes:
         method: the algorithm ("lsmr", "tree", "kronecker",
-            "projected_newton", "tree_active_set", "lbfgsb", "mw").
+            "projected_newton", "tree_newton", "tree_active_set", "lbfgsb",
+            "mw").
         converged: True when the stopping rule was met.
         iterations: outer iterations (LSMR steps, Newton steps, L-BFGS-B
             iterations or MW passes).
@@ -513,11 +515,18 @@ def nnls(
     to the optimum's KKT conditions whatever the tolerance.
 
     Methods:
-        "auto" (default): "tree_active_set" for one measurement of a tree
-            of range queries (H2, HB, QuadTree) without public facts — the
-            primal–dual active-set steps below, each solved exactly in O(N)
-            by `Hierarchy.lstsq` with the active cells held at 0, finished
-            by projected Newton if they stall — else "projected_newton".
+        "auto" (default): for one measurement of a tree of range queries
+            (H2, HB, QuadTree) without public facts, "tree_newton" —
+            `Hierarchy.nnls`: semismooth Newton on the cells' parents with
+            their cells eliminated exactly, each round one tree solve on the
+            parents; it stops at the exact KKT point, and its computed bound
+            on the projected gradient must pass the stopping rule below —
+            where the tree's parents of cells are all alike (complete trees)
+            and hold ≤ 64 cells; else "tree_active_set": the primal–dual
+            active-set steps below, each solved exactly in O(N) by
+            `Hierarchy.lstsq` with the active cells held at 0, finished
+            by projected Newton if they stall. Other matrices:
+            "projected_newton".
         "projected_newton": an active-set Newton method whose
             steps are LSMR solves restricted to the free variables, so it
             keeps LSMR's fast convergence on implicit strategies. Phase 1:
@@ -544,9 +553,9 @@ def nnls(
     Args:
         start: "ls" (the LS estimate: one extra LS solve; phase 1 uses its
             signs, L-BFGS-B and phase 2 its clipped values), "zeros", or an
-            initial vector (never modified).
+            initial vector (never modified). "tree_newton" needs none.
         maxiter: outer iteration limit (active-set + Newton steps: 200;
-            L-BFGS-B: 15000).
+            L-BFGS-B: 15000; "tree_newton"'s parent solves: 50).
         known_total, prior, exact_scale, return_info: as in `least_squares`.
 
     Raises:
@@ -561,6 +570,10 @@ def nnls(
         )
     counter = _Counter(system.A)
     tree = _tree_of(system) if method == "auto" else None
+    if tree is not None:
+        exact = tree.nnls(system.b, max_rounds=_check_maxiter(maxiter, _TREE_NEWTON_ROUNDS))
+        if exact is not None and exact.gradient_bound <= tol * exact.gradient_scale:
+            return _tree_newton_result(exact, system, counter, return_info)
     x0 = _nnls_start(start, system, counter, tree)
     scale = float(np.abs(counter.rmatvec(system.b)).max())
     if scale == 0.0:  # the gradient vanishes at x = 0: it is optimal (convex f)
@@ -584,6 +597,26 @@ def nnls(
             info,
         )
     return (x, info) if return_info else x
+
+
+# Parent solves allowed to the exact tree method before the active-set steps
+# take over (HB measurements settle in 2–5).
+_TREE_NEWTON_ROUNDS = 50
+
+
+def _tree_newton_result(exact: Any, system: _System, counter: _Counter, return_info: bool) -> Any:
+    """`Hierarchy.nnls`'s estimate, with the measured residual and projected
+    gradient in the info (two products, only when asked for)."""
+    x = exact.x
+    if not return_info:
+        return x
+    r = counter.matvec(x)
+    r -= system.b
+    scale = exact.gradient_scale
+    opt = _projected_gradient_norm(x, counter.rmatvec(r)) / scale if scale > 0 else 0.0
+    message = "every parent's segment settled: the exact KKT point"
+    info = SolveInfo("tree_newton", True, exact.rounds, counter.count, message, _norm(r), opt)
+    return x, info
 
 
 def _norm(v: np.ndarray) -> float:

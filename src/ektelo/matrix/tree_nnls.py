@@ -1,0 +1,277 @@
+"""Non-negative least squares on a tree of range queries (`Hierarchy.nnls`).
+
+    x̂ = argmin_{x ≥ 0} ½‖A x − y‖₂²,   A a `Hierarchy` (H2, HB, QuadTree).
+
+Every row of A measures one node's count, so with p_u = w_u² and ỹ_u = y_u/w_u
+the objective is ½ Σ_u p_u (s_u − ỹ_u)², s_u the node's total, and the KKT
+conditions of a cell c under its parent v read
+
+    x_c = max(0, ỹ_c − Π_v / p),   Π_v = Σ_{u ⊇ v} p_u (s_u − ỹ_u),
+
+with p the cells' common p_u. So a parent's cells are a closed-form function
+of one number, and its total is piecewise linear in the price Γ_v = Π_v − p_v
+(s_v − ỹ_v) its ancestors set: sorting the parent's cells gives the K
+breakpoints B_i (the Γ at which the i-th smallest cell reaches 0) and the
+total S_i there, and between two breakpoints the total is s = α − β·Γ with
+β = j/(p + j·p_v) for j free cells. That line is what a leaf with answer α
+and variance β returns, so with every parent's segment fixed the problem
+above the parents is the exact tree solve of `Hierarchy.lstsq` (Hay et al.,
+PVLDB 2010, §4.2) on the parents — K times smaller than the cells' problem.
+
+The solver is semismooth Newton on the parents (the primal–dual active-set
+method of Hintermüller, Ito & Kunisch, SIAM J. Optim. 2002, with the cells
+eliminated exactly): fix every parent's segment, solve, move each parent to
+the segment its new Γ falls in, and stop when none moves — the exact KKT
+point. From Γ = 0 this takes 2–5 rounds on HB measurements; each costs a
+tree solve on the parents and one comparison per cell, after one sort of
+every parent's cells. The cells are written once, at the end.
+
+Applies where every parent of cells has the same shape (complete trees:
+n = bʰ in 1-D, b^h × b^h, …) with at most 64 cells, and all cells have one
+leaf weight; `solve` returns None elsewhere (callers then iterate).
+
+The returned bound on the projected gradient is computed, not assumed: the
+cells' true parent totals are summed from x̂ and pushed through the tree,
+and the bound covers how far the prices they give differ from the ones x̂
+was built from, plus the rounding of the cells' formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .hierarchy import Hierarchy
+
+__all__ = ["TreeNNLS", "solve"]
+
+# Parents with more cells fall back (the breakpoints cost O(K) per cell).
+_MAX_CELLS_PER_PARENT = 64
+# Below this p_v/p the parents' totals at the breakpoints get their own
+# product instead of being recovered from the breakpoints (which divides by p_v).
+_RECOVER_RATIO = 1e-3
+
+
+@dataclass(frozen=True)
+class TreeNNLS:
+    """The result of `solve`.
+
+    Attributes:
+        x: the estimate (cells in C order), x ≥ 0.
+        rounds: tree solves on the parents.
+        gradient_bound: an upper bound on ‖projected gradient of ½‖Ax − y‖²‖∞ at x.
+        gradient_scale: ‖Aᵀy‖∞, the gradient's size at x = 0.
+    """
+
+    x: np.ndarray
+    rounds: int
+    gradient_bound: float
+    gradient_scale: float
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The cells grouped by parent: a (P, K) view of the cells' grid."""
+
+    parts: tuple[int, ...]  # parents per axis
+    sizes: tuple[int, ...]  # cells per parent per axis
+
+    @property
+    def P(self) -> int:
+        return math.prod(self.parts)
+
+    @property
+    def K(self) -> int:
+        return math.prod(self.sizes)
+
+    def view(self, cells: np.ndarray) -> np.ndarray:
+        """A view of a flat C-order cell array as (parents…, cells of a parent…)."""
+        d = len(self.parts)
+        split = [n for pair in zip(self.parts, self.sizes, strict=True) for n in pair]
+        return cells.reshape(split).transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2)))
+
+    def per_parent(self, values: np.ndarray) -> np.ndarray:
+        """A per-parent vector broadcast against `view`."""
+        return values.reshape(self.parts + (1,) * len(self.sizes))
+
+
+def _layout(tree: Hierarchy) -> _Layout | None:
+    """The grouping of cells by parent, or None where parents differ in shape,
+    have children that are not cells, or have too many cells."""
+    t0 = tree.height - 1
+    if t0 < 0:
+        return None
+    sizes = []
+    for ax in tree._axes:
+        at_parents = ax.sizes[t0]
+        if len(at_parents) != 1:
+            return None
+        size = next(iter(at_parents))
+        if size > tree.branching:  # its children would be parts, not cells
+            return None
+        sizes.append(size)
+    layout = _Layout(tuple(ax.count[t0] for ax in tree._axes), tuple(sizes))
+    if layout.K > _MAX_CELLS_PER_PARENT:
+        return None
+    return layout
+
+
+class _Breakpoints:
+    """Every parent's cells sorted (ỹ_0 ≤ … ≤ ỹ_{K−1}) and, per sorted cell i,
+
+        S_i = Σ_{l>i} (ỹ_l − ỹ_i)   the parent's total when cell i reaches 0,
+        B_i = p·ỹ_i − p_v·S_i       the Γ − w_v·y_v at which it does,
+
+    stored cell-major (K, P) so a parent's segment count is K vector compares.
+    """
+
+    def __init__(self, ys: np.ndarray, p: float, own: float):
+        P, K = ys.shape
+        self.ys, self.p, self.own, self.P, self.K = ys, p, own, P, K
+        ys.sort(axis=1)
+        i = np.arange(K)
+        to_total = np.tril(np.ones((K, K)), -1)  # ys @ to_total = S
+        to_total[i, i] = -(K - 1 - i)
+        # one product, written cell-major, with a last row p·ỹ_0: B_{K−1} = p·ỹ_{K−1}
+        # and it bound every cell's p·ỹ (the scale and the rounding need them)
+        M = np.zeros((K, K + 1))
+        M[:, :K] = p * np.eye(K) - own * to_total
+        M[0, K] = p
+        out = np.matmul(M.T, ys.T)
+        self.B, self.lowest = out[:K], out[K]
+        self.S = None if own >= _RECOVER_RATIO * p else np.matmul(to_total.T, ys.T)
+
+    def count(self, G: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Per parent (of `rows`, default all), the cells at 0: the number of
+        B_i ≤ G."""
+        if rows is not None:
+            return np.count_nonzero(self.B[:, rows] <= G[rows], axis=0).astype(np.uint8)
+        c = np.zeros(self.P, dtype=np.uint8)
+        hit = np.empty(self.P, dtype=bool)
+        for row in self.B:
+            np.less_equal(row, G, out=hit)
+            np.add(c, hit.view(np.uint8), out=c)
+        return c
+
+    def lines(self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray) -> tuple[np.ndarray, ...]:
+        """For the parents `rows` with c cells at 0: (α, β) of their total
+        α − β·Γ, and the bounds lo ≤ G < hi within which c stays right."""
+        K, P = self.K, self.P
+        c = c.astype(np.intp)
+        free = K - c
+        beta = free / (self.p + free * self.own)
+        i = np.minimum(c, K - 1)  # the first free cell (when there is one)
+        flat = self.B.reshape(-1)
+        hi = flat.take(i * P + rows)
+        if self.S is not None:
+            S = self.S.reshape(-1).take(i * P + rows)
+        else:  # S_i = (p·ỹ_i − B_i)/p_v
+            S = (self.p * self.ys.reshape(-1).take(rows * K + i) - hi) / self.own
+        alpha = S + beta * (hi + wy)
+        alpha[free == 0] = 0.0
+        hi[free == 0] = np.inf
+        lo = flat.take(np.maximum(c - 1, 0) * P + rows)
+        lo[c == 0] = -np.inf
+        return alpha, beta, lo, hi
+
+
+def _ancestor_sums(
+    tree: Hierarchy, depth: int, terms: dict[int, Any], totals: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per part of `depth` (flat), over its strict ancestors u: Σ w_u²·S_u (S_u
+    the sum of `totals`, a depth grid, under u) and Σ w_u·y_u."""
+    below: dict[int, np.ndarray] = {}
+    current = totals
+    for t in range(depth - 1, tree._first - 1, -1):
+        current = below[t] = tree._reduce(current, t)
+    top = min(depth, max(tree._first, 0))
+    fitted = np.zeros((1, *(ax.count[top] for ax in tree._axes), 1))
+    answered = np.zeros(fitted.shape)
+    for t in range(tree._first, depth):
+        if terms[t] is not None:
+            wy, own = terms[t]
+            fitted = fitted + own * below[t]
+            answered = answered + wy
+        shape = (1, *(ax.count[t + 1] for ax in tree._axes), 1)
+        spread = np.zeros((2, *shape[1:]))
+        tree._expand_into(spread, np.concatenate([fitted, answered]), t)
+        fitted, answered = spread[:1], spread[1:]
+    return fitted.reshape(-1), answered.reshape(-1)
+
+
+def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | None:
+    """min_{x ≥ 0} ½‖A x − y‖² for the tree A (see the module), or None where
+    the method does not apply (irregular parents, mixed leaf weights) or
+    `max_rounds` parent solves did not settle every segment."""
+    layout = _layout(tree)
+    w_leaf = tree._leaf_weight()
+    if layout is None or not w_leaf:
+        return None
+    n, P, K, t0 = tree.num_cells, layout.P, layout.K, tree.height - 1
+    grid = (1, *layout.parts, 1)
+    p = w_leaf * w_leaf
+    terms = {t: tree._node_terms(y, t) for t in range(max(tree._first, 0), t0 + 1)}
+    term = terms.get(t0)
+    wy, own = (np.zeros(P), 0.0) if term is None else (term[0].reshape(P), float(term[1]))
+    leaves = y[:n]
+    ys = np.empty((P, K))
+    np.multiply(layout.view(leaves), 1.0 / w_leaf, out=ys.reshape(layout.parts + layout.sizes))
+    breaks = _Breakpoints(ys, p, own)
+    # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
+    G = -wy  # compared with B: G = Γ − w_v·y_v
+    c = breaks.count(G)
+    alpha, beta, lo, hi = breaks.lines(c, np.arange(P), wy)
+    rounds = 0
+    while True:
+        if rounds == max_rounds:
+            return None
+        rounds += 1
+        totals, gamma = tree._solve_from(
+            y, t0, alpha.reshape(grid), beta.reshape(grid), known=True, prices=True, terms=terms
+        )
+        G = gamma.reshape(P) - wy
+        outside = np.flatnonzero((lo > G) | (hi <= G))
+        if outside.size > P // 4:  # many moved: one pass over all is cheaper
+            moved = breaks.count(G)
+            changed = np.flatnonzero(moved != c)
+            moved = moved[changed]
+        else:
+            moved = breaks.count(G, outside)
+            keep = moved != c[outside]
+            changed, moved = outside[keep], moved[keep]
+        if changed.size == 0:
+            break
+        c[changed] = moved
+        alpha[changed], beta[changed], lo[changed], hi[changed] = breaks.lines(
+            moved, changed, wy[changed]
+        )
+    s = totals.reshape(P)
+    price = G + own * s  # Π_v
+    tau = price / p
+    # the cells, written once (in 1-D over the sorted copy, no longer needed)
+    x = ys.reshape(-1) if len(layout.parts) == 1 else np.empty(n)
+    cells = layout.view(x)
+    if w_leaf == 1.0:
+        np.subtract(layout.view(leaves), layout.per_parent(tau), out=cells)
+    else:
+        np.multiply(layout.view(leaves), 1.0 / w_leaf, out=cells)
+        cells -= layout.per_parent(tau)
+    np.maximum(x, 0.0, out=x)
+    # The certificate: prices from the cells' true parent totals.
+    true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0)
+    fitted, answered = _ancestor_sums(tree, t0, terms, true_totals)
+    true_price = fitted - answered + own * true_totals.reshape(P) - wy
+    # every cell's p·ỹ lies in [p·ỹ_0, p·ỹ_{K−1}] of its parent
+    lowest, highest = breaks.lowest, breaks.B[K - 1]
+    eps = np.finfo(np.float64).eps
+    largest = max(np.abs(lowest).max(initial=0.0), np.abs(highest).max(initial=0.0))
+    rounding = 8 * eps * (largest + p * float(np.abs(tau).max(initial=0.0)))
+    bound = float(np.abs(true_price - price).max(initial=0.0)) + rounding
+    # ‖Aᵀy‖∞: a cell's entry is p·ỹ_c plus its ancestors' w_u·y_u, its parent's included
+    above = wy + answered
+    scale = max(np.abs(lowest + above).max(initial=0.0), np.abs(highest + above).max(initial=0.0))
+    return TreeNNLS(x, rounds, bound, float(scale))

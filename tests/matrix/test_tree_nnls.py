@@ -1,0 +1,136 @@
+"""`Hierarchy.nnls` (module `ektelo.matrix.tree_nnls`) against scipy's NNLS on
+the dense tree: the estimate, the objective, the computed bound on the
+projected gradient (it must bound the measured one and be tight), ‖Aᵀy‖∞,
+where the method declines, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize as so
+
+from ektelo.matrix import Hierarchy, tree_nnls
+
+# (domain shape, branching, root measured, level weights): trees whose parents
+# of cells are all alike — 1-D and 2-D, uneven axis heights, weighted depths
+# (a zero weight just above the cells, a negative leaf weight), no root row.
+REGULAR = [
+    ((64,), 2, True, None),
+    ((256,), 16, True, None),
+    ((243,), 3, False, None),
+    ((16, 16), 2, True, None),
+    ((8, 8), 4, True, [1.0, 2.0, 3.0]),
+    ((9, 27), 3, True, None),
+    ((64,), 4, True, [3.0, 1.0, 0.0, 0.5]),
+    ((27,), 3, True, [1.0, 1.0, 2.0, -1.5]),
+    ((4,), 4, False, None),
+]
+
+
+def noisy_answers(H: Hierarchy, sparse: bool, rng: np.random.Generator) -> np.ndarray:
+    n = H.num_cells
+    if sparse:  # most cells 0: most bounds active at the optimum
+        x = np.where(rng.random(n) < 0.7, 0.0, rng.integers(1, 10, n).astype(float))
+    else:
+        x = rng.poisson(20, n).astype(float)
+    return H.matvec(x) + rng.laplace(0.0, 3.0, H.shape[0])
+
+
+def projected_gradient(A: np.ndarray, y: np.ndarray, x: np.ndarray) -> float:
+    g = A.T @ (A @ x - y)
+    return float(np.abs(np.where(x > 0, g, np.minimum(g, 0.0))).max())
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize(("dims", "b", "root", "weights"), REGULAR)
+def test_matches_scipy_nnls(dims, b, root, weights, sparse, rng) -> None:
+    H = Hierarchy(dims, b, root, weights)
+    A = H.dense()
+    y = noisy_answers(H, sparse, rng)
+    kept = y.copy()
+    result = H.nnls(y)
+    assert result is not None
+    np.testing.assert_array_equal(y, kept)  # input not modified
+    ref = so.nnls(A, y, maxiter=50 * A.shape[1])[0]
+    scale = np.abs(A.T @ y).max()
+    assert result.gradient_scale == pytest.approx(scale, rel=1e-12)
+    assert np.all(result.x >= 0)
+    np.testing.assert_allclose(result.x, ref, atol=1e-9 * max(1.0, np.abs(ref).max()))
+    f = lambda v: 0.5 * np.sum((A @ v - y) ** 2)  # noqa: E731
+    assert f(result.x) <= f(ref) * (1 + 1e-12) + 1e-12
+    # the bound is at the rounding level, as is the gradient (whose dense
+    # evaluation here rounds too: hence the slack)
+    measured = projected_gradient(A, y, result.x)
+    assert measured <= result.gradient_bound + 1e-13 * scale
+    assert result.gradient_bound <= 1e-11 * scale
+    assert 1 <= result.rounds <= 10
+
+
+def test_sparse_data_needs_several_rounds_and_max_rounds_is_honoured(rng) -> None:
+    H = Hierarchy(4096, 16)
+    y = noisy_answers(H, True, rng)
+    result = H.nnls(y)
+    assert result is not None and result.rounds >= 2
+    assert H.nnls(y, max_rounds=result.rounds - 1) is None
+    again = H.nnls(y, max_rounds=result.rounds)
+    np.testing.assert_array_equal(again.x, result.x)
+
+
+@pytest.mark.parametrize(
+    ("dims", "b"),
+    [((100,), 16), ((200,), 4), ((30, 20), 2), ((16, 16), 16), ((1,), 2)],
+    ids=["uneven-parents", "uneven-parents-b4", "uneven-2d", "parents-of-256-cells", "one-cell"],
+)
+def test_declines_where_it_does_not_apply(dims, b, rng) -> None:
+    H = Hierarchy(dims, b)
+    assert H.nnls(rng.normal(size=H.shape[0])) is None
+
+
+def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> None:
+    """Power: with one parent's line deliberately wrong, the estimate is not
+    the optimum, and the computed bound must still cover its gradient."""
+    H = Hierarchy(256, 4)
+    A = H.dense()
+    y = noisy_answers(H, False, rng)
+    lines = tree_nnls._Breakpoints.lines
+
+    def skewed(self, c, rows, wy):
+        alpha, beta, lo, hi = lines(self, c, rows, wy)
+        alpha = alpha.copy()
+        alpha[rows == 7] += 5.0
+        return alpha, beta, lo, hi
+
+    monkeypatch.setattr(tree_nnls._Breakpoints, "lines", skewed)
+    result = H.nnls(y)
+    measured = projected_gradient(A, y, result.x)
+    assert measured > 1.0  # far from optimal
+    assert measured <= result.gradient_bound * (1 + 1e-12)
+
+
+def test_mixed_leaf_weights_decline(rng) -> None:
+    # 20 cells, b = 16: cells are leaves at depths 1 and 2, weighted apart
+    H = Hierarchy(20, 16, level_weights=[1.0, 2.0, 3.0])
+    assert H._leaf_weight() is None
+    assert H.nnls(rng.normal(size=H.shape[0])) is None
+
+
+def test_bad_input_is_refused() -> None:
+    H = Hierarchy(16, 4)
+    with pytest.raises(ValueError, match="transpose"):
+        H.T.nnls(np.zeros(16))
+    with pytest.raises(ValueError, match="answers"):
+        H.nnls(np.zeros(H.shape[0] + 1))
+    with pytest.raises(ValueError, match="finite"):
+        H.nnls(np.full(H.shape[0], np.inf))
+
+
+def test_zero_answers_give_zero() -> None:
+    H = Hierarchy(64, 4)
+    result = H.nnls(np.zeros(H.shape[0]))
+    np.testing.assert_array_equal(result.x, np.zeros(64))
+    assert result.gradient_scale == 0.0 and result.gradient_bound == 0.0
+
+
+def test_large_parents_limit_is_the_documented_one() -> None:
+    assert tree_nnls._MAX_CELLS_PER_PARENT == 64
+    assert Hierarchy((8, 8), 8).nnls(np.zeros(Hierarchy((8, 8), 8).shape[0])) is not None
