@@ -144,12 +144,11 @@ class _Breakpoints:
         out = np.matmul(M.T, ys.T)
         self.B, self.lowest = out[:K], out[K]
         self.S = None if own >= _RECOVER_RATIO * p else np.matmul(to_total.T, ys.T)
+        free = K - np.arange(K + 1)
+        self.slopes = free / (p + free * own)  # β by the count of cells at 0
 
-    def count(self, G: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Per parent (of `rows`, default all), the cells at 0: the number of
-        B_i ≤ G."""
-        if rows is not None:
-            return np.count_nonzero(self.B[:, rows] <= G[rows], axis=0).astype(np.uint8)
+    def count(self, G: np.ndarray) -> np.ndarray:
+        """Per parent, the cells at 0: the number of B_i ≤ G."""
         c = np.zeros(self.P, dtype=np.uint8)
         hit = np.empty(self.P, dtype=bool)
         for row in self.B:
@@ -157,26 +156,30 @@ class _Breakpoints:
             np.add(c, hit.view(np.uint8), out=c)
         return c
 
-    def lines(self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray) -> tuple[np.ndarray, ...]:
-        """For the parents `rows` with c cells at 0: (α, β) of their total
-        α − β·Γ, and the bounds lo ≤ G < hi within which c stays right."""
+    def lines(
+        self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(α, β) of the parents `rows` with c cells at 0: their total is
+        α − β·Γ between their c-th and (c+1)-th breakpoints."""
         K, P = self.K, self.P
-        c = c.astype(np.intp)
-        free = K - c
-        beta = free / (self.p + free * self.own)
-        i = np.minimum(c, K - 1)  # the first free cell (when there is one)
-        flat = self.B.reshape(-1)
-        hi = flat.take(i * P + rows)
+        first_free = np.minimum(c, K - 1)  # (when there is one)
+        at = first_free.astype(np.intp)
+        at *= P
+        at += rows
+        B = self.B.reshape(-1).take(at)
         if self.S is not None:
-            S = self.S.reshape(-1).take(i * P + rows)
+            S = self.S.reshape(-1).take(at)
         else:  # S_i = (p·ỹ_i − B_i)/p_v
-            S = (self.p * self.ys.reshape(-1).take(rows * K + i) - hi) / self.own
-        alpha = S + beta * (hi + wy)
-        alpha[free == 0] = 0.0
-        hi[free == 0] = np.inf
-        lo = flat.take(np.maximum(c - 1, 0) * P + rows)
-        lo[c == 0] = -np.inf
-        return alpha, beta, lo, hi
+            S = self.ys.reshape(-1).take(first_free + rows * K)
+            S *= self.p
+            S -= B
+            S /= self.own
+        beta = self.slopes.take(c)
+        alpha = B + wy
+        alpha *= beta
+        alpha += S
+        alpha[c == K] = 0.0
+        return alpha, beta
 
 
 def _ancestor_sums(
@@ -224,7 +227,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
     c = breaks.count(G)
-    alpha, beta, lo, hi = breaks.lines(c, np.arange(P), wy)
+    alpha, beta = breaks.lines(c, np.arange(P), wy)
     rounds = 0
     while True:
         if rounds == max_rounds:
@@ -234,21 +237,12 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
             y, t0, alpha.reshape(grid), beta.reshape(grid), known=True, prices=True, terms=terms
         )
         G = gamma.reshape(P) - wy
-        outside = np.flatnonzero((lo > G) | (hi <= G))
-        if outside.size > P // 4:  # many moved: one pass over all is cheaper
-            moved = breaks.count(G)
-            changed = np.flatnonzero(moved != c)
-            moved = moved[changed]
-        else:
-            moved = breaks.count(G, outside)
-            keep = moved != c[outside]
-            changed, moved = outside[keep], moved[keep]
+        moved = breaks.count(G)
+        changed = np.flatnonzero(moved != c)
         if changed.size == 0:
             break
-        c[changed] = moved
-        alpha[changed], beta[changed], lo[changed], hi[changed] = breaks.lines(
-            moved, changed, wy[changed]
-        )
+        c[changed] = moved = moved[changed]
+        alpha[changed], beta[changed] = breaks.lines(moved, changed, wy[changed])
     s = totals.reshape(P)
     price = G + own * s  # Π_v
     tau = price / p
