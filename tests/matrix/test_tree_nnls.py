@@ -13,8 +13,10 @@ from ektelo.matrix import Hierarchy, tree_nnls
 
 # (domain shape, branching, root measured, level weights): trees whose parents
 # of cells are all alike — 1-D and 2-D, uneven axis heights, weighted depths
-# (a zero weight just above the cells, a negative leaf weight), no root row.
-REGULAR = [
+# (a zero weight just above the cells, a negative leaf weight), no root row —
+# and 1-D trees whose parents hold q or q + 1 cells (q = 1: single cells,
+# parents without a row of their own).
+SOLVED = [
     ((64,), 2, True, None),
     ((256,), 16, True, None),
     ((243,), 3, False, None),
@@ -24,6 +26,12 @@ REGULAR = [
     ((64,), 4, True, [3.0, 1.0, 0.0, 0.5]),
     ((27,), 3, True, [1.0, 1.0, 2.0, -1.5]),
     ((4,), 4, False, None),
+    ((100,), 16, True, None),
+    ((1000,), 16, False, None),
+    ((200,), 4, True, None),
+    ((300,), 16, True, None),
+    ((37,), 2, True, None),
+    ((90,), 3, True, [1.0, 2.0, 3.0, 1.0, 2.0, 2.0]),
 ]
 
 
@@ -42,7 +50,7 @@ def projected_gradient(A: np.ndarray, y: np.ndarray, x: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("sparse", [True, False])
-@pytest.mark.parametrize(("dims", "b", "root", "weights"), REGULAR)
+@pytest.mark.parametrize(("dims", "b", "root", "weights"), SOLVED)
 def test_matches_scipy_nnls(dims, b, root, weights, sparse, rng) -> None:
     H = Hierarchy(dims, b, root, weights)
     A = H.dense()
@@ -78,8 +86,8 @@ def test_sparse_data_needs_several_rounds_and_max_rounds_is_honoured(rng) -> Non
 
 @pytest.mark.parametrize(
     ("dims", "b"),
-    [((100,), 16), ((200,), 4), ((30, 20), 2), ((16, 16), 16), ((1,), 2)],
-    ids=["uneven-parents", "uneven-parents-b4", "uneven-2d", "parents-of-256-cells", "one-cell"],
+    [((30, 20), 2), ((27, 13), 3), ((16, 16), 16), ((100,), 128), ((1,), 2)],
+    ids=["uneven-2d", "uneven-2d-b3", "parents-of-256-cells", "parents-of-100-cells", "one-cell"],
 )
 def test_declines_where_it_does_not_apply(dims, b, rng) -> None:
     H = Hierarchy(dims, b)

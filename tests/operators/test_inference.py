@@ -371,10 +371,12 @@ def test_nnls_equals_ls_when_ls_is_positive(rng: np.random.Generator) -> None:
     np.testing.assert_allclose(inf.nnls(ms), ls, rtol=1e-6)
 
 
-@pytest.mark.parametrize(("dims", "b"), [((64,), 2), ((256,), 4), ((16, 16), 2), ((9, 27), 3)])
+@pytest.mark.parametrize(
+    ("dims", "b"), [((64,), 2), ((256,), 4), ((16, 16), 2), ((9, 27), 3), ((200,), 4)]
+)
 def test_nnls_on_one_complete_tree_is_exact(dims, b, rng) -> None:
     """Sparse data (most bounds active) on trees whose parents of cells are
-    alike: `Hierarchy.nnls` ("tree_newton") reaches scipy's NNLS optimum, and
+    alike (or 1-D): `Hierarchy.nnls` ("tree_newton") reaches scipy's NNLS optimum, and
     the info reports the measured residual and projected gradient."""
     H = Hierarchy(dims, b)
     n = H.shape[1]
@@ -401,7 +403,7 @@ def test_nnls_tree_falls_back_to_active_set_steps(rng, monkeypatch) -> None:
     np.testing.assert_allclose(est, so.nnls(H.dense(), m.answers)[0], atol=1e-8)
 
 
-@pytest.mark.parametrize(("dims", "b"), [((200,), 4), ((30, 20), 2), ((27, 13), 3)])
+@pytest.mark.parametrize(("dims", "b"), [((30, 20), 2), ((27, 13), 3), ((20, 20), 16)])
 def test_nnls_on_one_tree_uses_exact_active_set_steps(dims, b, rng) -> None:
     """Sparse data (most bounds active) on trees with uneven parents, where
     `Hierarchy.nnls` declines: the tree's active-set steps reach scipy's NNLS

@@ -587,9 +587,9 @@ class Hierarchy(EMatrix):
 
         Returns a `tree_nnls.TreeNNLS` (the estimate, the parent solves used,
         a computed bound on the projected gradient and ‖Aᵀy‖∞), or None where
-        the method does not apply — parents of cells that differ in shape or
-        hold over 64 cells, leaves of different weights — or did not settle
-        within `max_rounds` parent solves.
+        the method does not apply — parents of cells that differ in shape
+        beyond 1-D or hold over 64 cells, leaves of different weights — or
+        did not settle within `max_rounds` parent solves.
 
         Raises:
             ValueError: for the transpose, or a y of the wrong size or with

@@ -26,9 +26,11 @@ point. From Γ = 0 this takes 2–5 rounds on HB measurements; each costs a
 tree solve on the parents and one comparison per cell, after one sort of
 every parent's cells. The cells are written once, at the end.
 
-Applies where every parent of cells has the same shape (complete trees:
-n = bʰ in 1-D, b^h × b^h, …) with at most 64 cells, and all cells have one
-leaf weight; `solve` returns None elsewhere (callers then iterate).
+Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
+padded with a cell held at 0; single cells as parents have no row) and to
+d-D trees whose parents of cells all have one shape (b^h × b^h, …), with at
+most 64 cells per parent and one leaf weight for all cells; `solve` returns
+None elsewhere (callers then iterate).
 
 The returned bound on the projected gradient is computed, not assumed: the
 cells' true parent totals are summed from x̂ and pushed through the tree,
@@ -74,8 +76,8 @@ class TreeNNLS:
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """The cells grouped by parent: a (P, K) view of the cells' grid."""
+class _Grid:
+    """Parents of one shape: the cells as a (P, K) view of their grid."""
 
     parts: tuple[int, ...]  # parents per axis
     sizes: tuple[int, ...]  # cells per parent per axis
@@ -88,36 +90,96 @@ class _Layout:
     def K(self) -> int:
         return math.prod(self.sizes)
 
-    def view(self, cells: np.ndarray) -> np.ndarray:
-        """A view of a flat C-order cell array as (parents…, cells of a parent…)."""
+    pads = None
+
+    def _view(self, cells: np.ndarray) -> np.ndarray:
+        """A flat C-order cell array as (parents…, cells of a parent…)."""
         d = len(self.parts)
         split = [n for pair in zip(self.parts, self.sizes, strict=True) for n in pair]
         return cells.reshape(split).transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2)))
 
-    def per_parent(self, values: np.ndarray) -> np.ndarray:
-        """A per-parent vector broadcast against `view`."""
-        return values.reshape(self.parts + (1,) * len(self.sizes))
+    def sorted_cells(self, leaves: np.ndarray, scale: float) -> np.ndarray:
+        """(P, K): each parent's cells times `scale`, sorted."""
+        ys = np.empty((self.P, self.K))
+        np.multiply(self._view(leaves), scale, out=ys.reshape(self.parts + self.sizes))
+        ys.sort(axis=1)
+        return ys
+
+    def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
+        """max(scale·leaves − τ of the cell's parent, 0) in cell order (in 1-D
+        written over `spare`, the sorted cells, no longer needed)."""
+        x = spare.reshape(-1) if len(self.parts) == 1 else np.empty(spare.size)
+        cells = self._view(x)
+        shifts = tau.reshape(self.parts + (1,) * len(self.sizes))
+        if scale == 1.0:
+            np.subtract(self._view(leaves), shifts, out=cells)
+        else:
+            np.multiply(self._view(leaves), scale, out=cells)
+            cells -= shifts
+        return np.maximum(x, 0.0, out=x)
 
 
-def _layout(tree: Hierarchy) -> _Layout | None:
-    """The grouping of cells by parent, or None where parents differ in shape,
-    have children that are not cells, or have too many cells."""
+@dataclass(frozen=True)
+class _Runs:
+    """1-D parents of q or q + 1 cells: rows of K = q + 1, the short rows
+    padded with a copy of their smallest cell, which `pads` holds at 0."""
+
+    starts: np.ndarray
+    lengths: np.ndarray
+    K: int
+
+    @property
+    def P(self) -> int:
+        return self.starts.size
+
+    @property
+    def parts(self) -> tuple[int, ...]:
+        return (self.P,)
+
+    @property
+    def pads(self) -> np.ndarray:
+        return (self.K - self.lengths).astype(np.uint8)
+
+    def sorted_cells(self, leaves: np.ndarray, scale: float) -> np.ndarray:
+        short = np.flatnonzero(self.lengths < self.K)
+        # −∞ at the end of every short row: it sorts first
+        ys = np.insert(leaves, self.starts[short] + self.lengths[short], -np.inf)
+        ys *= scale
+        ys = ys.reshape(self.P, self.K)
+        ys.sort(axis=1)
+        ys[short, 0] = ys[short, 1]  # finite: the products with it stay defined
+        return ys
+
+    def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
+        x = np.multiply(leaves, scale)
+        x -= np.repeat(tau, self.lengths)
+        return np.maximum(x, 0.0, out=x)
+
+
+def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
+    """The grouping of cells by parent, or None where the parents have
+    children that are not cells, too many cells, or (beyond 1-D) differ in
+    shape."""
     t0 = tree.height - 1
     if t0 < 0:
         return None
     sizes = []
     for ax in tree._axes:
         at_parents = ax.sizes[t0]
+        if max(at_parents) > tree.branching:  # its children would be parts, not cells
+            return None
         if len(at_parents) != 1:
-            return None
-        size = next(iter(at_parents))
-        if size > tree.branching:  # its children would be parts, not cells
-            return None
-        sizes.append(size)
-    layout = _Layout(tuple(ax.count[t0] for ax in tree._axes), tuple(sizes))
-    if layout.K > _MAX_CELLS_PER_PARENT:
-        return None
-    return layout
+            # 1-D runs of q and q + 1 cells (q = 1: single cells, which have
+            # no row as parents)
+            if len(tree._axes) > 1:
+                return None
+            if max(at_parents) > _MAX_CELLS_PER_PARENT:
+                return None
+            starts, lengths, _ = ax.segments(t0)
+            return _Runs(starts, lengths, max(at_parents))
+        sizes.append(next(iter(at_parents)))
+    layout = _Grid(tuple(ax.count[t0] for ax in tree._axes), tuple(sizes))
+    return layout if layout.K <= _MAX_CELLS_PER_PARENT else None
 
 
 class _Breakpoints:
@@ -129,10 +191,13 @@ class _Breakpoints:
     stored cell-major (K, P) so a parent's segment count is K vector compares.
     """
 
-    def __init__(self, ys: np.ndarray, p: float, own: float):
+    def __init__(self, ys: np.ndarray, p: float, own: float, pads: np.ndarray | None, rowless: Any):
         P, K = ys.shape
-        self.ys, self.p, self.own, self.P, self.K = ys, p, own, P, K
-        ys.sort(axis=1)
+        self.ys, self.p, self.own, self.P, self.K, self.pads = ys, p, own, P, K, pads
+        # parents without a row (single cells): p_v = 0 there. Their one cell
+        # is the last sorted, where B = p·ỹ and S = 0 whatever p_v, so only
+        # their slopes differ
+        self.rowless = rowless
         i = np.arange(K)
         to_total = np.tril(np.ones((K, K)), -1)  # ys @ to_total = S
         to_total[i, i] = -(K - 1 - i)
@@ -154,6 +219,8 @@ class _Breakpoints:
         for row in self.B:
             np.less_equal(row, G, out=hit)
             np.add(c, hit.view(np.uint8), out=c)
+        if self.pads is not None:  # padding cells are always at 0
+            np.maximum(c, self.pads, out=c)
         return c
 
     def lines(
@@ -175,6 +242,9 @@ class _Breakpoints:
             S -= B
             S /= self.own
         beta = self.slopes.take(c)
+        if self.rowless is not None:
+            alone = np.flatnonzero(self.rowless[rows])
+            beta[alone] = (K - c[alone]) / self.p
         alpha = B + wy
         alpha *= beta
         alpha += S
@@ -219,11 +289,16 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     p = w_leaf * w_leaf
     terms = {t: tree._node_terms(y, t) for t in range(max(tree._first, 0), t0 + 1)}
     term = terms.get(t0)
-    wy, own = (np.zeros(P), 0.0) if term is None else (term[0].reshape(P), float(term[1]))
+    wy, own, rowless = np.zeros(P), 0.0, None
+    if term is not None:
+        wy, own = term[0].reshape(P), term[1]
+        if isinstance(own, np.ndarray):  # 0 at single cells
+            rowless = own.reshape(P) == 0
+            own = float(own.max())
+    own_rows = own if rowless is None else np.where(rowless, 0.0, own)
     leaves = y[:n]
-    ys = np.empty((P, K))
-    np.multiply(layout.view(leaves), 1.0 / w_leaf, out=ys.reshape(layout.parts + layout.sizes))
-    breaks = _Breakpoints(ys, p, own)
+    ys = layout.sorted_cells(leaves, 1.0 / w_leaf)
+    breaks = _Breakpoints(ys, p, own, layout.pads, rowless)
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
     c = breaks.count(G)
@@ -244,21 +319,13 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
         c[changed] = moved = moved[changed]
         alpha[changed], beta[changed] = breaks.lines(moved, changed, wy[changed])
     s = totals.reshape(P)
-    price = G + own * s  # Π_v
+    price = G + own_rows * s  # Π_v
     tau = price / p
-    # the cells, written once (in 1-D over the sorted copy, no longer needed)
-    x = ys.reshape(-1) if len(layout.parts) == 1 else np.empty(n)
-    cells = layout.view(x)
-    if w_leaf == 1.0:
-        np.subtract(layout.view(leaves), layout.per_parent(tau), out=cells)
-    else:
-        np.multiply(layout.view(leaves), 1.0 / w_leaf, out=cells)
-        cells -= layout.per_parent(tau)
-    np.maximum(x, 0.0, out=x)
+    x = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
     # The certificate: prices from the cells' true parent totals.
     true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0)
     fitted, answered = _ancestor_sums(tree, t0, terms, true_totals)
-    true_price = fitted - answered + own * true_totals.reshape(P) - wy
+    true_price = fitted - answered + own_rows * true_totals.reshape(P) - wy
     # every cell's p·ỹ lies in [p·ỹ_0, p·ỹ_{K−1}] of its parent
     lowest, highest = breaks.lowest, breaks.B[K - 1]
     eps = np.finfo(np.float64).eps

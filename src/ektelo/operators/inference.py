@@ -28,8 +28,9 @@ treatment applies to measurements with noise scale 0.
   exactly in O(N) by `Hierarchy.lstsq` instead (Hay et al. 2010).
 * `nnls` — the same with x ≥ 0: an active-set / projected-Newton method
   whose Newton steps are LSMR solves on the free variables (default), or
-  L-BFGS-B. One measurement of a complete tree is solved to its exact KKT
-  point by `Hierarchy.nnls` (a few tree solves on the cells' parents).
+  L-BFGS-B. One measurement of a tree (1-D, or d-D with parents of cells
+  all alike) is solved to its exact KKT point by `Hierarchy.nnls` (a few
+  tree solves on the cells' parents).
 * `multiplicative_weights` — MWEM's update (Hardt, Ligett & McSherry 2012).
 """
 
@@ -521,8 +522,9 @@ def nnls(
             their cells eliminated exactly, each round one tree solve on the
             parents; it stops at the exact KKT point, and its computed bound
             on the projected gradient must pass the stopping rule below —
-            where the tree's parents of cells are all alike (complete trees)
-            and hold ≤ 64 cells; else "tree_active_set": the primal–dual
+            in 1-D, and in d-D where the tree's parents of cells are all
+            alike (b^h × b^h, …), with ≤ 64 cells per parent; else
+            "tree_active_set": the primal–dual
             active-set steps below, each solved exactly in O(N) by
             `Hierarchy.lstsq` with the active cells held at 0, finished
             by projected Newton if they stall. Other matrices:
