@@ -4,7 +4,8 @@ measurements — Identity stacked with a branching-16 hierarchy of ranges
 at n = 2^16, 2^20, 2^24 and 10^8.
 
 Prints iterations, matrix–vector products, seconds and peak memory (traced
-NumPy allocations during the inference call, and the process's max RSS).
+allocations during one more, untimed inference call, and the process's max
+RSS).
 Targets: LS at 2^24 under 6 s; 10^8 within 60 s and 8 GB; NNLS within 3× of
 LS. "LS" is the default `least_squares`, which solves this one-tree
 measurement exactly in two passes (`Hierarchy.lstsq`); "NNLS" the default
@@ -23,11 +24,12 @@ Times are of the solve alone (`return_info=False`); one more, untimed call
 with `return_info=True` gives the iterations, products and status printed
 (the info's residual and gradient cost extra products for every method).
 
-Each method runs `--repeat` times (default 2) and the fastest time is
-printed: on this VM the first touch of fresh memory in a process is slow
-(filling a new 2^24-vector the first time takes ~0.36 s, later ~0.02 s), so
+Each method runs `--repeat` times (default 2), memory tracing off, and the
+fastest time is printed: on this VM the first touch of fresh memory in a
+process is slow (filling a new 2^24-vector the first time takes ~0.36 s,
+later ~0.02 s), so
 a single run charges that to whichever method comes first — it made LS at
-2^24 look 3–6× slower than it is. Memory figures are the first run's.
+2^24 look 3–6× slower than it is.
 
 Usage: python benchmarks/bench_inference.py [--sizes 16 20 24 1e8] [--repeat 2]
        [--regimes dense sparse] [--methods LS NNLS L-BFGS-B]
@@ -86,17 +88,24 @@ CALLS = {
 }
 
 
-def run(method: str, m: Measurement) -> tuple[float, int]:
-    """Seconds and traced peak bytes of one solve, without the SolveInfo (whose
-    residual and gradient cost extra products the solve itself does not need)."""
+def run(method: str, m: Measurement) -> float:
+    """Seconds of one solve, without the SolveInfo (whose residual and
+    gradient cost extra products the solve itself does not need)."""
     gc.collect()
-    tracemalloc.start()
     t0 = time.perf_counter()
     CALLS[method](m, False)
-    seconds = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def peak_memory(method: str, m: Measurement) -> int:
+    """Traced peak bytes of one more solve, untimed (tracing every Python
+    allocation slows the solve down, and more so the one with more of them)."""
+    gc.collect()
+    tracemalloc.start()
+    CALLS[method](m, False)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return seconds, peak
+    return peak
 
 
 def main() -> None:
@@ -143,9 +152,8 @@ def main() -> None:
                         f"skipped: {stopped[method]}"
                     )
                     continue
-                seconds, peak = run(method, m)
-                for _ in range(args.repeat - 1):  # the fastest run: see the docstring
-                    seconds = min(seconds, run(method, m)[0])
+                seconds = min(run(method, m) for _ in range(args.repeat))  # see the docstring
+                peak = peak_memory(method, m)
                 _, info = CALLS[method](m, True)  # untimed: iterations, products, status
                 per_cell[method] = peak / n
                 if method == "LS":

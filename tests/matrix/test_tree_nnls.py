@@ -141,3 +141,13 @@ def test_zero_answers_give_zero() -> None:
 def test_large_parents_limit_is_the_documented_one() -> None:
     assert tree_nnls._MAX_CELLS_PER_PARENT == 64
     assert Hierarchy((8, 8), 8).nnls(np.zeros(Hierarchy((8, 8), 8).shape[0])) is not None
+
+
+def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
+    """1-D parents of q or q + 1 cells write their cells a block of parents at
+    a time; blocks of 3 parents give the same estimate as one block."""
+    H = Hierarchy(300, 16)
+    y = noisy_answers(H, True, rng)
+    whole = H.nnls(y).x.copy()
+    monkeypatch.setattr(tree_nnls, "_BLOCK_PARENTS", 3)
+    np.testing.assert_array_equal(H.nnls(y).x, whole)

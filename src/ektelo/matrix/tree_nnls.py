@@ -56,6 +56,8 @@ _MAX_CELLS_PER_PARENT = 64
 # Below this p_v/p the parents' totals at the breakpoints get their own
 # product instead of being recovered from the breakpoints (which divides by p_v).
 _RECOVER_RATIO = 1e-3
+# Parents per block where cells are written through per-cell temporaries.
+_BLOCK_PARENTS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,14 @@ class _Runs:
         return ys
 
     def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
-        x = np.multiply(leaves, scale)
-        x -= np.repeat(tau, self.lengths)
+        # written over the sorted cells (P·K ≥ n), parents a block at a time:
+        # fresh arrays of the cells' size cost more than the arithmetic
+        x = spare.reshape(-1)[: leaves.size]
+        for a in range(0, self.P, _BLOCK_PARENTS):
+            b = min(a + _BLOCK_PARENTS, self.P)
+            lo, hi = int(self.starts[a]), int(self.starts[b - 1] + self.lengths[b - 1])
+            part = np.multiply(leaves[lo:hi], scale, out=x[lo:hi])
+            part -= np.repeat(tau[a:b], self.lengths[a:b])
         return np.maximum(x, 0.0, out=x)
 
 
