@@ -253,7 +253,7 @@ class _Breakpoints:
         if self.rowless is not None:
             alone = np.flatnonzero(self.rowless[rows])
             beta[alone] = (K - c[alone]) / self.p
-        alpha = B + wy
+        alpha = np.add(B, wy, out=B)
         alpha *= beta
         alpha += S
         alpha[c == K] = 0.0
@@ -319,7 +319,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
         totals, gamma = tree._solve_from(
             y, t0, alpha.reshape(grid), beta.reshape(grid), known=True, prices=True, terms=terms
         )
-        G = gamma.reshape(P) - wy
+        G = np.subtract(gamma.reshape(P), wy, out=gamma.reshape(P))
         moved = breaks.count(G)
         changed = np.flatnonzero(moved != c)
         if changed.size == 0:
@@ -331,16 +331,29 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     tau = price / p
     x = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
     # The certificate: prices from the cells' true parent totals.
-    true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0)
-    fitted, answered = _ancestor_sums(tree, t0, terms, true_totals)
-    true_price = fitted - answered + own_rows * true_totals.reshape(P) - wy
+    # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
+    # more than the arithmetic on them)
+    true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
+    fitted, answered = _ancestor_sums(tree, t0, terms, true_totals.reshape(grid))
+    moved_price = np.multiply(true_totals, own_rows, out=true_totals)  # Π_true − Π:
+    moved_price += fitted
+    moved_price -= answered
+    moved_price -= wy
+    moved_price -= price
     # every cell's p·ỹ lies in [p·ỹ_0, p·ỹ_{K−1}] of its parent
     lowest, highest = breaks.lowest, breaks.B[K - 1]
     eps = np.finfo(np.float64).eps
-    largest = max(np.abs(lowest).max(initial=0.0), np.abs(highest).max(initial=0.0))
-    rounding = 8 * eps * (largest + p * float(np.abs(tau).max(initial=0.0)))
-    bound = float(np.abs(true_price - price).max(initial=0.0)) + rounding
+    largest = max(_magnitude(lowest), _magnitude(highest))
+    bound = _magnitude(moved_price) + 8 * eps * (largest + p * _magnitude(tau))
     # ‖Aᵀy‖∞: a cell's entry is p·ỹ_c plus its ancestors' w_u·y_u, its parent's included
-    above = wy + answered
-    scale = max(np.abs(lowest + above).max(initial=0.0), np.abs(highest + above).max(initial=0.0))
-    return TreeNNLS(x, rounds, bound, float(scale))
+    above = np.add(answered, wy, out=answered)
+    scale = max(
+        _magnitude(np.add(lowest, above, out=fitted)),
+        _magnitude(np.add(highest, above, out=fitted)),
+    )
+    return TreeNNLS(x, rounds, bound, scale)
+
+
+def _magnitude(v: np.ndarray) -> float:
+    """max |v| (0 for an empty v) without the temporary of np.abs."""
+    return max(float(v.max()), -float(v.min())) if v.size else 0.0
