@@ -144,8 +144,9 @@ class _Runs:
 
     def sorted_cells(self, leaves: np.ndarray, scale: float) -> np.ndarray:
         short = np.flatnonzero(self.lengths < self.K)
-        # −∞ at the end of every short row: it sorts first
-        ys = np.insert(leaves, self.starts[short] + self.lengths[short], -np.inf)
+        # −∞ (once scaled) at the end of every short row: it sorts first
+        pad = -math.copysign(math.inf, scale)
+        ys = np.insert(leaves, self.starts[short] + self.lengths[short], pad)
         ys *= scale
         ys = ys.reshape(self.P, self.K)
         ys.sort(axis=1)
