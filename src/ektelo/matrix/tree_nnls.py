@@ -180,8 +180,8 @@ def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
         if len(at_parents) != 1:
             # 1-D runs of q and q + 1 cells (q = 1: single cells, which have
             # no row as parents)
-            if len(tree._axes) > 1:
-                return None
+            if len(tree._axes) > 1 or max(at_parents) - min(at_parents) != 1:
+                return None  # (each short row gets one pad)
             if max(at_parents) > _MAX_CELLS_PER_PARENT:
                 return None
             starts, lengths, _ = ax.segments(t0)
