@@ -577,8 +577,7 @@ class Hierarchy(EMatrix):
                     free = keep
                 else:
                     V = V * keep
-        x, _ = self._solve_from(y, self.height, z, V, known, free)
-        return x.reshape(-1)
+        return self._solve_from(y, self.height, z, V, known, free).reshape(-1)
 
     def nnls(self, y: Any, max_rounds: int = 50) -> Any:
         """The non-negative least-squares solution argmin_{x ≥ 0} ‖A x − y‖₂ of
@@ -629,24 +628,19 @@ class Hierarchy(EMatrix):
         V: np.ndarray,
         known: bool,
         free: np.ndarray | None = None,
-        prices: bool = False,
         terms: dict[int, Any] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
+    ) -> np.ndarray:
         """The two passes of `lstsq` from the parts of `depth` up: given their
         estimates z and variances V (grids; V = 0 where a part is known
         exactly, which `known` must then flag), the final estimates of those
         parts. `free` (cells only): V is one broadcast value, 0 where free is 0.
-
-        With `prices`, also each part's Γ = Σ over its strict ancestors u of
-        w_u²·x̄_u − w_u·y_u: the gradient the rows above it contribute to each
-        of its cells (`nnls` needs it). `terms`: the `_node_terms` of the
-        depths above, when the caller solves repeatedly with the same y.
+        `terms`: the `_node_terms` of the depths above, when the caller
+        solves repeatedly with the same y (`nnls`).
         """
         # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
         zs: list[np.ndarray] = [z]
         Vs: list[np.ndarray] = [V]
         sums: list[tuple[np.ndarray, np.ndarray]] = []
-        used: list[tuple[np.ndarray, Any] | None] = []
         for t in range(depth - 1, self._first - 1, -1):
             s = self._reduce(zs[-1], t)
             if free is not None and len(zs) == 1:  # V = v·[cell free]: v · free count
@@ -655,7 +649,6 @@ class Hierarchy(EMatrix):
                 v_s = self._reduce(Vs[-1], t)
             sums.append((s, v_s))
             term = self._node_terms(y, t) if terms is None else terms[t]
-            used.append(term)
             if term is None:
                 zs.append(s)
                 Vs.append(v_s)
@@ -673,17 +666,9 @@ class Hierarchy(EMatrix):
         # Down pass: the estimates of the top depth are final.
         x = zs.pop()
         Vs.pop()
-        gamma = np.zeros(x.shape) if prices else None
         for t in range(self._first, depth):
             s, v_s = sums.pop()
             z_c, V_c = zs.pop(), Vs.pop()
-            term = used.pop()
-            if gamma is not None:
-                if term is not None:
-                    gamma = gamma + (term[1] * x - term[0])
-                spread = np.zeros(z_c.shape)
-                self._expand_into(spread, gamma, t)
-                gamma = spread
             if known:
                 correction = np.divide(x - s, v_s, out=np.zeros(s.shape), where=v_s > 0)
             else:
@@ -699,7 +684,7 @@ class Hierarchy(EMatrix):
             share *= V_c
             share += z_c
             x = share
-        return x, gamma
+        return x
 
     # -- the rows as ranges -----------------------------------------------------------
     def nodes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

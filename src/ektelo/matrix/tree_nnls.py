@@ -261,28 +261,31 @@ class _Breakpoints:
         return alpha, beta
 
 
-def _ancestor_sums(
-    tree: Hierarchy, depth: int, terms: dict[int, Any], totals: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per part of `depth` (flat), over its strict ancestors u: Σ w_u²·S_u (S_u
-    the sum of `totals`, a depth grid, under u) and Σ w_u·y_u."""
-    below: dict[int, np.ndarray] = {}
-    current = totals
-    for t in range(depth - 1, tree._first - 1, -1):
-        current = below[t] = tree._reduce(current, t)
+def _spread_down(tree: Hierarchy, depth: int, parts: dict[int, Any]) -> np.ndarray:
+    """Per part of `depth` (flat): the sum over its strict ancestors u of
+    parts[t][u], parts[t] a grid of depth t's parts (depths absent add 0)."""
     top = min(depth, max(tree._first, 0))
-    fitted = np.zeros((1, *(ax.count[top] for ax in tree._axes), 1))
-    answered = np.zeros(fitted.shape)
+    total = np.zeros((1, *(ax.count[top] for ax in tree._axes), 1))
     for t in range(tree._first, depth):
+        if t in parts:
+            total = total + parts[t]
+        spread = np.zeros((1, *(ax.count[t + 1] for ax in tree._axes), 1))
+        tree._expand_into(spread, total, t)
+        total = spread
+    return total.reshape(-1)
+
+
+def _fitted_above(
+    tree: Hierarchy, depth: int, terms: dict[int, Any], totals: np.ndarray
+) -> np.ndarray:
+    """Per part of `depth` (flat): Σ w_u²·S_u over its strict ancestors u, S_u
+    the sum of `totals` (a depth grid) under u."""
+    parts: dict[int, Any] = {}
+    for t in range(depth - 1, tree._first - 1, -1):
+        totals = tree._reduce(totals, t)
         if terms[t] is not None:
-            wy, own = terms[t]
-            fitted = fitted + own * below[t]
-            answered = answered + wy
-        shape = (1, *(ax.count[t + 1] for ax in tree._axes), 1)
-        spread = np.zeros((2, *shape[1:]))
-        tree._expand_into(spread, np.concatenate([fitted, answered]), t)
-        fitted, answered = spread[:1], spread[1:]
-    return fitted.reshape(-1), answered.reshape(-1)
+            parts[t] = terms[t][1] * totals
+    return _spread_down(tree, depth, parts)
 
 
 def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | None:
@@ -305,6 +308,8 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
             rowless = own.reshape(P) == 0
             own = float(own.max())
     own_rows = own if rowless is None else np.where(rowless, 0.0, own)
+    # Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted − this
+    above = wy + _spread_down(tree, t0, {t: term[0] for t, term in terms.items() if term})
     leaves = y[:n]
     ys = layout.sorted_cells(leaves, 1.0 / w_leaf)
     breaks = _Breakpoints(ys, p, own, layout.pads, rowless)
@@ -317,10 +322,11 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
         if rounds == max_rounds:
             return None
         rounds += 1
-        totals, gamma = tree._solve_from(
-            y, t0, alpha.reshape(grid), beta.reshape(grid), known=True, prices=True, terms=terms
+        totals = tree._solve_from(
+            y, t0, alpha.reshape(grid), beta.reshape(grid), known=True, terms=terms
         )
-        G = np.subtract(gamma.reshape(P), wy, out=gamma.reshape(P))
+        G = _fitted_above(tree, t0, terms, totals)
+        G -= above
         moved = breaks.count(G)
         changed = np.flatnonzero(moved != c)
         if changed.size == 0:
@@ -335,11 +341,10 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
     # more than the arithmetic on them)
     true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
-    fitted, answered = _ancestor_sums(tree, t0, terms, true_totals.reshape(grid))
+    fitted = _fitted_above(tree, t0, terms, true_totals.reshape(grid))
     moved_price = np.multiply(true_totals, own_rows, out=true_totals)  # Π_true − Π:
     moved_price += fitted
-    moved_price -= answered
-    moved_price -= wy
+    moved_price -= above
     moved_price -= price
     # every cell's p·ỹ lies in [p·ỹ_0, p·ỹ_{K−1}] of its parent
     lowest, highest = breaks.lowest, breaks.B[K - 1]
@@ -347,7 +352,6 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     largest = max(_magnitude(lowest), _magnitude(highest))
     bound = _magnitude(moved_price) + 8 * eps * (largest + p * _magnitude(tau))
     # ‖Aᵀy‖∞: a cell's entry is p·ỹ_c plus its ancestors' w_u·y_u, its parent's included
-    above = np.add(answered, wy, out=answered)
     scale = max(
         _magnitude(np.add(lowest, above, out=fitted)),
         _magnitude(np.add(highest, above, out=fitted)),
