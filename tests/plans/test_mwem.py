@@ -234,13 +234,39 @@ def test_workload_reduction_draws_the_free_ranges_over_the_groups() -> None:
     assert sum(Q.shape[0] for Q in seen) > 3  # the free dyadic ranges came along
 
 
+@pytest.mark.parametrize("name", ["mwem", "mwem_b"])
 @pytest.mark.parametrize("bad", [{"rounds": 0}, {"rounds": 2.5}, {"total": -3.0},
-                                 {"total": float("nan")}])  # fmt: skip
-def test_bad_hyper_parameters_are_refused_before_spending(bad: dict) -> None:
+                                 {"total": float("nan")}, {"passes": 0}, {"passes": 2.0},
+                                 {"passes": True}])  # fmt: skip
+def test_bad_hyper_parameters_are_refused_before_spending(name: str, bad: dict) -> None:
     x = ektelo.protect(_skewed(32), epsilon=1.0, seed=1)
     with pytest.raises((ValueError, TypeError)):
-        plans.run("mwem", x, wl.prefix(32), 1.0, **bad)
+        plans.run(name, x, wl.prefix(32), 1.0, **bad)
     assert x.budget.spent == 0
+
+
+@pytest.mark.parametrize(("name", "default"), [("mwem", 100), ("mwem_b", 50)])
+def test_mw_passes_per_round_default_to_the_published_ones(
+    name: str, default: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DPBench's MWEM cycles its measurements 100 times per round, εktelo's
+    MwemVariantB 50 times; `passes` overrides either."""
+    module = importlib.import_module("ektelo.plans.mwem")
+    original = module.inference.multiplicative_weights
+    seen: list[int] = []
+
+    def spy(measurements: list, **kwargs: object) -> np.ndarray:
+        seen.append(int(kwargs["iterations"]))  # type: ignore[call-overload]
+        return original(measurements, **kwargs)
+
+    monkeypatch.setattr(module.inference, "multiplicative_weights", spy)
+    x = _skewed(64)
+    for passes in (None, 7):
+        handle = ektelo.protect(x, epsilon=1.0, seed=3)
+        extra = {} if passes is None else {"passes": passes}
+        plans.run(name, handle, wl.prefix(64), 1.0, rounds=2, total=float(x.sum()), **extra)
+        assert seen == [passes or default] * 2
+        seen.clear()
 
 
 # ---------------------------------------------------------------------------
