@@ -16,10 +16,11 @@ Choices (stated because the sources differ):
   (Algorithm 2: ε/2T each);
 * MW inference cycles all measurements `passes` times per round from the
   last estimate: 100 in `mwem` (DPBench's MWEM, `updateround`, whose errors
-  are the reference), 50 in `mwem_b` (εktelo's MwemVariantB, `update_rounds`,
-  the code behind Table 4 and the issue's timing); NNLS refits all measurements each round (the
-  original εktelo code fitted only the latest one, which throws away data),
-  warm-started from the last estimate where that reaches the optimum;
+  are the reference), 50 in `mwem_b` (εktelo's MwemVariantB,
+  `update_rounds`, the code behind Table 4);
+* NNLS refits all measurements each round (the original εktelo code fitted
+  only the latest one, which throws away data), warm-started from the last
+  estimate where that reaches the optimum;
 * augmented selection adds unit ranges in round 1, as §9.1 says (the
   original code started at width 2). On an n-D domain the dyadic ranges run
   over the flattened (C-order) vector, as in the original;
