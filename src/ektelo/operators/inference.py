@@ -656,7 +656,7 @@ def _projected_gradient_norm(x: np.ndarray, g: np.ndarray) -> float:
     reductions are slower). NaN in g gives NaN."""
     projected = np.minimum(g, 0.0)
     np.copyto(projected, g, where=np.greater(x, 0.0))
-    return float(np.max([_max(projected), -_min(projected)])) if projected.size else 0.0
+    return max(float(_max(projected)), -float(_min(projected))) if projected.size else 0.0
 
 
 def _objective(counter: _Counter, b: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, float]:

@@ -65,12 +65,8 @@ def _mwem(
     passes: int | None = None,
 ) -> np.ndarray:
     eps = check_eps(eps)
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
-    if how == "mw" and (
-        isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 1
-    ):
-        raise ValueError(f"passes must be a positive integer, got {passes!r}")
+    rounds = _positive_int(rounds, "rounds")
+    passes = _positive_int(passes, "passes") if how == "mw" else None
     # With workload_reduction (§8), selection and measurement run on the
     # workload's groups: W = W'·P, so the scores W'·(P x̂) equal W·x̂. MW keeps
     # x̂ uniform within groups, so its inference runs on the k groups (from
@@ -100,7 +96,7 @@ def _mwem(
         measurements.append(record(x_run.laplace(M, eps=eps_measure)))
         if how == "mw":
             x_hat = inference.multiplicative_weights(
-                measurements, total=total, x0=x_hat, iterations=int(passes or 0)
+                measurements, total=total, x0=x_hat, iterations=passes
             )
         else:
             x_hat = fit(measurements, total, x_hat)
@@ -114,6 +110,12 @@ def _on_groups(m: Measurement) -> Measurement:
         m, query_on_root=m.query, root_id=f"{m.root_id}/workload-groups",
         root_shape=(m.query.shape[1],),
     )  # fmt: skip
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _check_total(total: Any) -> float:
