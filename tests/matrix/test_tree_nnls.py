@@ -104,9 +104,9 @@ def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> 
     lines = tree_nnls._Breakpoints.lines
 
     def skewed(self, c, rows, wy):
-        alpha, beta = lines(self, c, rows, wy)
+        alpha, beta, lo, hi = lines(self, c, rows, wy)
         alpha[rows == 7] += 5.0
-        return alpha, beta
+        return alpha, beta, lo, hi
 
     monkeypatch.setattr(tree_nnls._Breakpoints, "lines", skewed)
     result = H.nnls(y)
@@ -152,3 +152,54 @@ def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
     whole = H.nnls(y).x.copy()
     monkeypatch.setattr(tree_nnls, "_BLOCK_PARENTS", 3)
     np.testing.assert_array_equal(H.nnls(y).x, whole)
+
+
+@pytest.mark.parametrize(("dims", "b"), [((4096,), 16), ((300,), 16), ((32, 32), 2)])
+def test_both_ways_of_locating_segments_agree(dims, b, rng, monkeypatch) -> None:
+    """A round recounts the parents that left their segments either on all
+    parents, a block at a time, or on theirs alone: forced each way (blocks
+    of 3 parents), the estimate and the rounds are the default's."""
+    H = Hierarchy(dims, b)
+    y = noisy_answers(H, True, rng)
+    default = H.nnls(y)
+    monkeypatch.setattr(tree_nnls, "_RECOUNT_ALL", 1)  # always theirs alone
+    theirs = H.nnls(y)
+    monkeypatch.setattr(tree_nnls, "_RECOUNT_ALL", 10**9)  # always all
+    monkeypatch.setattr(tree_nnls, "_BLOCK_COUNT", 3)
+    blocks = H.nnls(y)
+    for other in (theirs, blocks):
+        np.testing.assert_array_equal(other.x, default.x)
+        assert other.rounds == default.rounds
+
+
+@pytest.mark.parametrize("b", [2, 4, 16])
+def test_tied_cells_settle(b, rng) -> None:
+    """Exact integer answers with many equal cells in a parent (tied
+    breakpoints): still scipy's optimum, within the computed bound."""
+    H = Hierarchy(256, b)
+    x = rng.integers(0, 3, 256).astype(float)
+    y = H.matvec(x) - 1.0  # every node a little low: many cells at 0
+    result = H.nnls(y)
+    assert result is not None
+    A = H.dense()
+    ref = so.nnls(A, y, maxiter=50 * A.shape[1])[0]
+    np.testing.assert_allclose(result.x, ref, atol=1e-9 * max(1.0, np.abs(ref).max()))
+    slack = 1e-13 * result.gradient_scale
+    assert projected_gradient(A, y, result.x) <= result.gradient_bound + slack
+
+
+def test_a_located_parent_stays_put_when_ties_put_breakpoints_out_of_order(rng) -> None:
+    """Tied cells give breakpoints that are equal in exact arithmetic but a few
+    ulps out of order once rounded. With G on them, a second `locate` at the
+    same G must move nobody (else the rounds never settle)."""
+    K, P = 16, 4000
+    ys = np.sort(rng.integers(0, 4, (P, K)) * 0.1, axis=1)
+    breaks = tree_nnls._Breakpoints(ys, 0.37, 3.1, None, None)
+    assert (np.diff(breaks.B, axis=0) < 0).any()  # the case under test occurs
+    wy = rng.normal(size=P)
+    for i in range(K):
+        G = breaks.B[i].copy()  # every parent exactly on its i-th breakpoint
+        segments = tree_nnls._Segments(P)
+        assert breaks.locate(G, wy, segments) == P
+        np.testing.assert_array_equal(segments.c, breaks.count(G, slice(None)))
+        assert breaks.locate(G, wy, segments) == 0

@@ -22,9 +22,11 @@ The solver is semismooth Newton on the parents (the primal–dual active-set
 method of Hintermüller, Ito & Kunisch, SIAM J. Optim. 2002, with the cells
 eliminated exactly): fix every parent's segment, solve, move each parent to
 the segment its new Γ falls in, and stop when none moves — the exact KKT
-point. From Γ = 0 this takes 2–5 rounds on HB measurements; each costs a
-tree solve on the parents and one comparison per cell, after one sort of
-every parent's cells. The cells are written once, at the end.
+point. From Γ = 0 this takes 2–5 rounds on HB measurements, after one sort
+of every parent's cells. Each round costs a tree solve on the parents and
+two comparisons per parent — is G still within its segment? — and a new
+count only for the parents that left it (after the first round, a few
+percent of them). The cells are written once, at the end.
 
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
@@ -58,6 +60,11 @@ _MAX_CELLS_PER_PARENT = 64
 _RECOVER_RATIO = 1e-3
 # Parents per block where cells are written through per-cell temporaries.
 _BLOCK_PARENTS = 1 << 18
+# Above 1/this of the parents leaving their segments, the new segments are
+# counted on all parents (K contiguous compares) rather than on theirs (K
+# gathers), _BLOCK_COUNT parents at a time.
+_RECOUNT_ALL = 8
+_BLOCK_COUNT = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -221,71 +228,162 @@ class _Breakpoints:
         free = K - np.arange(K + 1)
         self.slopes = free / (p + free * own)  # β by the count of cells at 0
 
-    def count(self, G: np.ndarray) -> np.ndarray:
-        """Per parent, the cells at 0: the number of B_i ≤ G."""
-        c = np.zeros(self.P, dtype=np.uint8)
-        hit = np.empty(self.P, dtype=bool)
-        for row in self.B:
+    def count(self, G: np.ndarray, rows: np.ndarray | slice) -> np.ndarray:
+        """Per parent of `rows` (G given for them), the cells at 0: the
+        number of B_i ≤ G."""
+        B = self.B[:, rows]
+        c = np.zeros(G.size, dtype=np.uint8)
+        hit = np.empty(G.size, dtype=bool)
+        for row in B:
             np.less_equal(row, G, out=hit)
             np.add(c, hit.view(np.uint8), out=c)
         if self.pads is not None:  # padding cells are always at 0
-            np.maximum(c, self.pads, out=c)
+            np.maximum(c, self.pads[rows], out=c)
         return c
 
-    def lines(
-        self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(α, β) of the parents `rows` with c cells at 0: their total is
-        α − β·Γ between their c-th and (c+1)-th breakpoints."""
+    def locate(self, G: np.ndarray, wy: np.ndarray, seg: _Segments) -> int:
+        """Move every parent to the segment its G falls in (writing `seg`);
+        returns the number that moved.
+
+        A parent can move only where G left its [lo, hi): two compares per
+        parent, then its count only there — on all parents a block at a time
+        when many left (contiguous compares, and temporaries that stay in
+        cache and are not faulted in afresh at 10^8 cells), else by
+        gathering theirs. The count decides: rounding can leave B a few
+        ulps out of order."""
+        out = np.less(G, seg.lo)
+        out |= np.greater_equal(G, seg.hi)
+        leaving = np.count_nonzero(out)
+        if leaving == 0:
+            return 0
+        if leaving <= self.P // _RECOUNT_ALL:
+            left = np.flatnonzero(out)
+            return self._move(G[left], wy, seg, left)
+        moved = 0
+        for a in range(0, self.P, _BLOCK_COUNT):
+            b = min(a + _BLOCK_COUNT, self.P)
+            moved += self._move(G[a:b], wy, seg, slice(a, b))
+        return moved
+
+    def _move(self, G: np.ndarray, wy: np.ndarray, seg: _Segments, rows: Any) -> int:
+        """`locate` on the parents `rows` (an index array or a slice)."""
+        c = self.count(G, rows)
+        moves = c != seg.c[rows]
+        if isinstance(rows, slice):
+            where: Any = rows
+            rows = np.arange(rows.start, rows.stop)
+            if not moves.all():  # (all do on the first round)
+                at = np.flatnonzero(moves)
+                where, c = rows[at], c[at]
+                rows = where
+        else:
+            rows, c = rows[moves], c[moves]
+            where = rows
+        if rows.size:
+            seg.c[where] = c
+            seg.alpha[where], seg.beta[where], seg.lo[where], seg.hi[where] = self.lines(
+                c, rows, wy[where]
+            )
+        return rows.size
+
+    def lines(self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(α, β, lo, hi) of the parents `rows` with c cells at 0: their total
+        is α − β·Γ while G stays in [lo, hi), between their c-th and (c+1)-th
+        breakpoints (±∞ where there is none)."""
         K, P = self.K, self.P
         first_free = np.minimum(c, K - 1)  # (when there is one)
         at = first_free.astype(np.intp)
         at *= P
         at += rows
-        B = self.B.reshape(-1).take(at)
+        flat = self.B.reshape(-1)
+        hi = flat.take(at)
         if self.S is not None:
             S = self.S.reshape(-1).take(at)
         else:  # S_i = (p·ỹ_i − B_i)/p_v
             S = self.ys.reshape(-1).take(first_free + rows * K)
             S *= self.p
-            S -= B
+            S -= hi
             S /= self.own
         beta = self.slopes.take(c)
         if self.rowless is not None:
             alone = np.flatnonzero(self.rowless[rows])
             beta[alone] = (K - c[alone]) / self.p
-        alpha = np.add(B, wy, out=B)
+        alpha = np.add(hi, wy)
         alpha *= beta
         alpha += S
-        alpha[c == K] = 0.0
-        return alpha, beta
+        full = c == K
+        alpha[full] = 0.0
+        # lo = B_{c−1}: one row up, except at c = K (the taken row is it)
+        np.subtract(at, P, out=at, where=~full)
+        lo = flat.take(at, mode="clip")  # (c = 0 clipped: set to −∞ below)
+        lo[c == (0 if self.pads is None else self.pads[rows])] = -np.inf
+        hi[full] = np.inf
+        return alpha, beta, lo, hi
 
 
-def _spread_down(tree: Hierarchy, depth: int, parts: dict[int, Any]) -> np.ndarray:
+class _Segments:
+    """Every parent's segment: c cells at 0, its total α − β·Γ there, and
+    the [lo, hi) of G over which that holds. Starts with none (every
+    parent moves on the first `_Breakpoints.locate`)."""
+
+    def __init__(self, P: int):
+        self.c = np.full(P, 255, dtype=np.uint8)  # (K ≤ 64: no real count)
+        self.alpha, self.beta = np.empty(P), np.empty(P)
+        self.lo, self.hi = np.full(P, np.inf), np.full(P, -np.inf)
+
+
+def _spread_down(
+    tree: Hierarchy,
+    depth: int,
+    parts: dict[int, Any],
+    out: np.ndarray | None = None,
+    base: np.ndarray | None = None,
+) -> np.ndarray:
     """Per part of `depth` (flat): the sum over its strict ancestors u of
-    parts[t][u], parts[t] a grid of depth t's parts (depths absent add 0)."""
+    parts[t][u], parts[t] a grid of depth t's parts (depths absent add 0).
+    With `out` (flat), written there, plus `base` when given."""
     top = min(depth, max(tree._first, 0))
     total = np.zeros((1, *(ax.count[top] for ax in tree._axes), 1))
     for t in range(tree._first, depth):
         if t in parts:
             total = total + parts[t]
-        spread = np.zeros((1, *(ax.count[t + 1] for ax in tree._axes), 1))
+        shape = (1, *(ax.count[t + 1] for ax in tree._axes), 1)
+        if out is not None and t == depth - 1:
+            # the last, largest level straight into `out`: at 10^8 cells a
+            # fresh array of the parents' size costs more than the arithmetic
+            spread = out.reshape(shape)
+            if base is None:
+                spread.fill(0.0)
+                tree._expand_into(spread, total, t)
+            else:
+                tree._expand_into(spread, total, t, base=base.reshape(shape))
+            return out
+        spread = np.zeros(shape)
         tree._expand_into(spread, total, t)
         total = spread
-    return total.reshape(-1)
+    if out is None:
+        return total.reshape(-1)
+    np.add(total.reshape(-1), 0.0 if base is None else base, out=out)
+    return out
 
 
 def _fitted_above(
-    tree: Hierarchy, depth: int, terms: dict[int, Any], totals: np.ndarray
+    tree: Hierarchy,
+    depth: int,
+    terms: dict[int, Any],
+    totals: np.ndarray,
+    out: np.ndarray | None = None,
+    base: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per part of `depth` (flat): Σ w_u²·S_u over its strict ancestors u, S_u
-    the sum of `totals` (a depth grid) under u."""
+    the sum of `totals` (a depth grid) under u; `out` and `base` as in
+    `_spread_down`."""
     parts: dict[int, Any] = {}
     for t in range(depth - 1, tree._first - 1, -1):
         totals = tree._reduce(totals, t)
         if terms[t] is not None:
             parts[t] = terms[t][1] * totals
-    return _spread_down(tree, depth, parts)
+    return _spread_down(tree, depth, parts, out, base)
 
 
 def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | None:
@@ -314,38 +412,33 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     ys = layout.sorted_cells(leaves, 1.0 / w_leaf)
     breaks = _Breakpoints(ys, p, own, layout.pads, rowless)
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
+    below = np.negative(above, out=above)  # (reused: G = fitted + below)
     G = -wy  # compared with B: G = Γ − w_v·y_v
-    c = breaks.count(G)
-    alpha, beta = breaks.lines(c, np.arange(P), wy)
+    seg = _Segments(P)
+    breaks.locate(G, wy, seg)
     rounds = 0
     while True:
         if rounds == max_rounds:
             return None
         rounds += 1
         totals = tree._solve_from(
-            y, t0, alpha.reshape(grid), beta.reshape(grid), known=True, terms=terms
+            y, t0, seg.alpha.reshape(grid), seg.beta.reshape(grid), known=True, terms=terms
         )
-        G = _fitted_above(tree, t0, terms, totals)
-        G -= above
-        moved = breaks.count(G)
-        changed = np.flatnonzero(moved != c)
-        if changed.size == 0:
+        G = _fitted_above(tree, t0, terms, totals, out=G, base=below)
+        if breaks.locate(G, wy, seg) == 0:
             break
-        c[changed] = moved = moved[changed]
-        alpha[changed], beta[changed] = breaks.lines(moved, changed, wy[changed])
-    s = totals.reshape(P)
-    price = G + own_rows * s  # Π_v
-    tau = price / p
+    # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
+    # more than the arithmetic on them; the segments' ranges are free now)
+    price = np.multiply(totals.reshape(P), own_rows, out=seg.lo)
+    price += G  # Π_v
+    tau = np.divide(price, p, out=seg.hi)
     x = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
     # The certificate: prices from the cells' true parent totals.
-    # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
-    # more than the arithmetic on them)
     true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
-    fitted = _fitted_above(tree, t0, terms, true_totals.reshape(grid))
-    moved_price = np.multiply(true_totals, own_rows, out=true_totals)  # Π_true − Π:
-    moved_price += fitted
-    moved_price -= above
-    moved_price -= price
+    moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
+    true_totals *= own_rows
+    moved_price += true_totals
+    moved_price -= price  # Π_true − Π
     # every cell's p·ỹ lies in [p·ỹ_0, p·ỹ_{K−1}] of its parent
     lowest, highest = breaks.lowest, breaks.B[K - 1]
     eps = np.finfo(np.float64).eps
@@ -353,8 +446,8 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     bound = _magnitude(moved_price) + 8 * eps * (largest + p * _magnitude(tau))
     # ‖Aᵀy‖∞: a cell's entry is p·ỹ_c plus its ancestors' w_u·y_u, its parent's included
     scale = max(
-        _magnitude(np.add(lowest, above, out=fitted)),
-        _magnitude(np.add(highest, above, out=fitted)),
+        _magnitude(np.subtract(lowest, below, out=price)),
+        _magnitude(np.subtract(highest, below, out=price)),
     )
     return TreeNNLS(x, rounds, bound, scale)
 
