@@ -116,7 +116,8 @@ class _Grid:
 
     def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
         """max(scale·leaves − τ of the cell's parent, 0) in cell order (in 1-D
-        written over `spare`, the sorted cells, no longer needed)."""
+        written over `spare`, the sorted cells, no longer needed), and the
+        parents' totals of it where they come cheaply (else None)."""
         x = spare.reshape(-1) if len(self.parts) == 1 else np.empty(spare.size)
         cells = self._view(x)
         shifts = tau.reshape(self.parts + (1,) * len(self.sizes))
@@ -125,21 +126,22 @@ class _Grid:
         else:
             np.multiply(self._view(leaves), scale, out=cells)
             cells -= shifts
-        return np.maximum(x, 0.0, out=x)
+        return np.maximum(x, 0.0, out=x), None
 
 
 @dataclass(frozen=True)
 class _Runs:
     """1-D parents of q or q + 1 cells: rows of K = q + 1, the short rows
-    padded with a copy of their smallest cell, which `pads` holds at 0."""
+    padded with a copy of their smallest cell, which `pads` holds at 0.
+    `lengths` are the parents' cells in order, `ends` their running sum."""
 
-    starts: np.ndarray
     lengths: np.ndarray
+    ends: np.ndarray
     K: int
 
     @property
     def P(self) -> int:
-        return self.starts.size
+        return self.lengths.size
 
     @property
     def parts(self) -> tuple[int, ...]:
@@ -153,7 +155,7 @@ class _Runs:
         short = np.flatnonzero(self.lengths < self.K)
         # −∞ (once scaled) at the end of every short row: it sorts first
         pad = -math.copysign(math.inf, scale)
-        ys = np.insert(leaves, self.starts[short] + self.lengths[short], pad)
+        ys = np.insert(leaves, self.ends[short], pad)
         ys *= scale
         ys = ys.reshape(self.P, self.K)
         ys.sort(axis=1)
@@ -161,15 +163,20 @@ class _Runs:
         return ys
 
     def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
-        # written over the sorted cells (P·K ≥ n), parents a block at a time:
-        # fresh arrays of the cells' size cost more than the arithmetic
+        # written over the sorted cells (P·K ≥ n), parents a block at a time,
+        # and summed per parent while the block is in cache: fresh arrays of
+        # the cells' size cost more than the arithmetic
         x = spare.reshape(-1)[: leaves.size]
+        totals = np.empty(self.P)
         for a in range(0, self.P, _BLOCK_PARENTS):
             b = min(a + _BLOCK_PARENTS, self.P)
-            lo, hi = int(self.starts[a]), int(self.starts[b - 1] + self.lengths[b - 1])
+            lengths = self.lengths[a:b]
+            lo, hi = int(self.ends[a]) - int(lengths[0]), int(self.ends[b - 1])
             part = np.multiply(leaves[lo:hi], scale, out=x[lo:hi])
-            part -= np.repeat(tau[a:b], self.lengths[a:b])
-        return np.maximum(x, 0.0, out=x)
+            part -= np.repeat(tau[a:b], lengths)
+            np.maximum(part, 0.0, out=part)
+            np.add.reduceat(part, self.ends[a:b] - lengths - lo, out=totals[a:b])
+        return x, totals
 
 
 def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
@@ -191,8 +198,8 @@ def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
                 return None  # (each short row gets one pad)
             if max(at_parents) > _MAX_CELLS_PER_PARENT:
                 return None
-            starts, lengths, _ = ax.segments(t0)
-            return _Runs(starts, lengths, max(at_parents))
+            lengths = tree._child_counts(0, t0)  # (all cells: shared with _reduce)
+            return _Runs(lengths, np.cumsum(lengths, dtype=np.intp), max(at_parents))
         sizes.append(next(iter(at_parents)))
     layout = _Grid(tuple(ax.count[t0] for ax in tree._axes), tuple(sizes))
     return layout if layout.K <= _MAX_CELLS_PER_PARENT else None
@@ -432,9 +439,10 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     price = np.multiply(totals.reshape(P), own_rows, out=seg.lo)
     price += G  # Π_v
     tau = np.divide(price, p, out=seg.hi)
-    x = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
+    x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
     # The certificate: prices from the cells' true parent totals.
-    true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
+    if true_totals is None:
+        true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
     moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
     true_totals *= own_rows
     moved_price += true_totals
