@@ -104,9 +104,9 @@ def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> 
     lines = tree_nnls._Breakpoints.lines
 
     def skewed(self, c, rows, wy):
-        alpha, beta, lo, hi = lines(self, c, rows, wy)
+        alpha, beta = lines(self, c, rows, wy)
         alpha[rows == 7] += 5.0
-        return alpha, beta, lo, hi
+        return alpha, beta
 
     monkeypatch.setattr(tree_nnls._Breakpoints, "lines", skewed)
     result = H.nnls(y)
@@ -155,21 +155,16 @@ def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize(("dims", "b"), [((4096,), 16), ((300,), 16), ((32, 32), 2)])
-def test_both_ways_of_locating_segments_agree(dims, b, rng, monkeypatch) -> None:
-    """A round recounts the parents that left their segments either on all
-    parents, a block at a time, or on theirs alone: forced each way (blocks
-    of 3 parents), the estimate and the rounds are the default's."""
+def test_segments_located_block_by_block(dims, b, rng, monkeypatch) -> None:
+    """A round counts the parents' segments a block of parents at a time;
+    blocks of 3 parents give the default's estimate and rounds."""
     H = Hierarchy(dims, b)
     y = noisy_answers(H, True, rng)
     default = H.nnls(y)
-    monkeypatch.setattr(tree_nnls, "_RECOUNT_ALL", 1)  # always theirs alone
-    theirs = H.nnls(y)
-    monkeypatch.setattr(tree_nnls, "_RECOUNT_ALL", 10**9)  # always all
     monkeypatch.setattr(tree_nnls, "_BLOCK_COUNT", 3)
     blocks = H.nnls(y)
-    for other in (theirs, blocks):
-        np.testing.assert_array_equal(other.x, default.x)
-        assert other.rounds == default.rounds
+    np.testing.assert_array_equal(blocks.x, default.x)
+    assert blocks.rounds == default.rounds
 
 
 @pytest.mark.parametrize("b", [2, 4, 16])
@@ -190,8 +185,9 @@ def test_tied_cells_settle(b, rng) -> None:
 
 def test_a_located_parent_stays_put_when_ties_put_breakpoints_out_of_order(rng) -> None:
     """Tied cells give breakpoints that are equal in exact arithmetic but a few
-    ulps out of order once rounded. With G on them, a second `locate` at the
-    same G must move nobody (else the rounds never settle)."""
+    ulps out of order once rounded. With G on them, every parent gets its
+    count, and a second `locate` at the same G moves nobody (else the rounds
+    never settle)."""
     K, P = 16, 4000
     ys = np.sort(rng.integers(0, 4, (P, K)) * 0.1, axis=1)
     breaks = tree_nnls._Breakpoints(ys, 0.37, 3.1, None, None)

@@ -22,11 +22,9 @@ The solver is semismooth Newton on the parents (the primal–dual active-set
 method of Hintermüller, Ito & Kunisch, SIAM J. Optim. 2002, with the cells
 eliminated exactly): fix every parent's segment, solve, move each parent to
 the segment its new Γ falls in, and stop when none moves — the exact KKT
-point. From Γ = 0 this takes 2–5 rounds on HB measurements, after one sort
-of every parent's cells. Each round costs a tree solve on the parents and
-two comparisons per parent — is G still within its segment? — and a new
-count only for the parents that left it (after the first round, a few
-percent of them). The cells are written once, at the end.
+point. From Γ = 0 this takes 2–5 rounds on HB measurements; each costs a
+tree solve on the parents and one comparison per cell, after one sort of
+every parent's cells. The cells are written once, at the end.
 
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
@@ -60,10 +58,7 @@ _MAX_CELLS_PER_PARENT = 64
 _RECOVER_RATIO = 1e-3
 # Parents per block where cells are written through per-cell temporaries.
 _BLOCK_PARENTS = 1 << 18
-# Above 1/this of the parents leaving their segments, the new segments are
-# counted on all parents (K contiguous compares) rather than on theirs (K
-# gathers), _BLOCK_COUNT parents at a time.
-_RECOUNT_ALL = 8
+# Parents per block where each round counts their segments.
 _BLOCK_COUNT = 1 << 16
 
 
@@ -250,93 +245,63 @@ class _Breakpoints:
 
     def locate(self, G: np.ndarray, wy: np.ndarray, seg: _Segments) -> int:
         """Move every parent to the segment its G falls in (writing `seg`);
-        returns the number that moved.
-
-        A parent can move only where G left its [lo, hi): two compares per
-        parent, then its count only there — on all parents a block at a time
-        when many left (contiguous compares, and temporaries that stay in
-        cache and are not faulted in afresh at 10^8 cells), else by
-        gathering theirs. The count decides: rounding can leave B a few
-        ulps out of order."""
-        out = np.less(G, seg.lo)
-        out |= np.greater_equal(G, seg.hi)
-        leaving = np.count_nonzero(out)
-        if leaving == 0:
-            return 0
-        if leaving <= self.P // _RECOUNT_ALL:
-            left = np.flatnonzero(out)
-            return self._move(G[left], wy, seg, left)
+        returns the number that moved. A block of parents at a time: the
+        count compares contiguous rows of B, and its temporaries stay in
+        cache instead of being faulted in afresh (at 10^8 cells a fresh
+        parent-sized array costs more than the arithmetic on it)."""
         moved = 0
         for a in range(0, self.P, _BLOCK_COUNT):
             b = min(a + _BLOCK_COUNT, self.P)
-            moved += self._move(G[a:b], wy, seg, slice(a, b))
+            c = self.count(G[a:b], slice(a, b))
+            moves = c != seg.c[a:b]
+            if moves.all():  # (every parent, on the first round)
+                rows: Any = slice(a, b)
+                index = np.arange(a, b)
+            else:
+                index = rows = a + np.flatnonzero(moves)
+                c = c[moves]
+            if index.size:
+                seg.c[rows] = c
+                seg.alpha[rows], seg.beta[rows] = self.lines(c, index, wy[rows])
+            moved += index.size
         return moved
 
-    def _move(self, G: np.ndarray, wy: np.ndarray, seg: _Segments, rows: Any) -> int:
-        """`locate` on the parents `rows` (an index array or a slice)."""
-        c = self.count(G, rows)
-        moves = c != seg.c[rows]
-        if isinstance(rows, slice):
-            where: Any = rows
-            rows = np.arange(rows.start, rows.stop)
-            if not moves.all():  # (all do on the first round)
-                at = np.flatnonzero(moves)
-                where, c = rows[at], c[at]
-                rows = where
-        else:
-            rows, c = rows[moves], c[moves]
-            where = rows
-        if rows.size:
-            seg.c[where] = c
-            seg.alpha[where], seg.beta[where], seg.lo[where], seg.hi[where] = self.lines(
-                c, rows, wy[where]
-            )
-        return rows.size
-
-    def lines(self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(α, β, lo, hi) of the parents `rows` with c cells at 0: their total
-        is α − β·Γ while G stays in [lo, hi), between their c-th and (c+1)-th
-        breakpoints (±∞ where there is none)."""
+    def lines(
+        self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(α, β) of the parents `rows` with c cells at 0: their total is
+        α − β·Γ between their c-th and (c+1)-th breakpoints."""
         K, P = self.K, self.P
         first_free = np.minimum(c, K - 1)  # (when there is one)
         at = first_free.astype(np.intp)
         at *= P
         at += rows
-        flat = self.B.reshape(-1)
-        hi = flat.take(at)
+        B = self.B.reshape(-1).take(at)
         if self.S is not None:
             S = self.S.reshape(-1).take(at)
         else:  # S_i = (p·ỹ_i − B_i)/p_v
             S = self.ys.reshape(-1).take(first_free + rows * K)
             S *= self.p
-            S -= hi
+            S -= B
             S /= self.own
         beta = self.slopes.take(c)
         if self.rowless is not None:
             alone = np.flatnonzero(self.rowless[rows])
             beta[alone] = (K - c[alone]) / self.p
-        alpha = np.add(hi, wy)
+        alpha = np.add(B, wy, out=B)
         alpha *= beta
         alpha += S
-        full = c == K
-        alpha[full] = 0.0
-        # lo = B_{c−1}: one row up, except at c = K (the taken row is it)
-        np.subtract(at, P, out=at, where=~full)
-        lo = flat.take(at, mode="clip")  # (c = 0 clipped: set to −∞ below)
-        lo[c == (0 if self.pads is None else self.pads[rows])] = -np.inf
-        hi[full] = np.inf
-        return alpha, beta, lo, hi
+        alpha[c == K] = 0.0
+        return alpha, beta
 
 
 class _Segments:
-    """Every parent's segment: c cells at 0, its total α − β·Γ there, and
-    the [lo, hi) of G over which that holds. Starts with none (every
-    parent moves on the first `_Breakpoints.locate`)."""
+    """Every parent's segment: c cells at 0 and its total α − β·Γ there.
+    Starts with none (every parent moves on the first `_Breakpoints.locate`)."""
 
     def __init__(self, P: int):
         self.c = np.full(P, 255, dtype=np.uint8)  # (K ≤ 64: no real count)
         self.alpha, self.beta = np.empty(P), np.empty(P)
-        self.lo, self.hi = np.full(P, np.inf), np.full(P, -np.inf)
 
 
 def _spread_down(
@@ -413,13 +378,14 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
             rowless = own.reshape(P) == 0
             own = float(own.max())
     own_rows = own if rowless is None else np.where(rowless, 0.0, own)
-    # Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted − this
-    above = wy + _spread_down(tree, t0, {t: rows[0] for t, rows in terms.items() if rows})
+    # −Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted + this
+    below = _spread_down(tree, t0, {t: rows[0] for t, rows in terms.items() if rows})
+    below += wy
+    np.negative(below, out=below)
     leaves = y[:n]
     ys = layout.sorted_cells(leaves, 1.0 / w_leaf)
     breaks = _Breakpoints(ys, p, own, layout.pads, rowless)
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
-    below = np.negative(above, out=above)  # (reused: G = fitted + below)
     G = -wy  # compared with B: G = Γ − w_v·y_v
     seg = _Segments(P)
     breaks.locate(G, wy, seg)
@@ -435,10 +401,10 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
         if breaks.locate(G, wy, seg) == 0:
             break
     # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
-    # more than the arithmetic on them; the segments' ranges are free now)
-    price = np.multiply(totals.reshape(P), own_rows, out=seg.lo)
+    # more than the arithmetic on them; the segments' lines are free now)
+    price = np.multiply(totals.reshape(P), own_rows, out=seg.alpha)
     price += G  # Π_v
-    tau = np.divide(price, p, out=seg.hi)
+    tau = np.divide(price, p, out=seg.beta)
     x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
