@@ -629,13 +629,17 @@ class Hierarchy(EMatrix):
         known: bool,
         free: np.ndarray | None = None,
         terms: dict[int, Any] | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """The two passes of `lstsq` from the parts of `depth` up: given their
         estimates z and variances V (grids; V = 0 where a part is known
         exactly, which `known` must then flag), the final estimates of those
         parts. `free` (cells only): V is one broadcast value, 0 where free is 0.
         `terms`: the `_node_terms` of the depths above, when the caller
-        solves repeatedly with the same y (`nnls`).
+        solves repeatedly with the same y (`nnls`). `out`: a grid like z to
+        write the estimates into where V is not one broadcast value (`nnls`
+        reuses it every round: at 10^8 cells a fresh array of the parents'
+        size costs more than the arithmetic on it).
         """
         # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
         zs: list[np.ndarray] = [z]
@@ -679,8 +683,8 @@ class Hierarchy(EMatrix):
                     z_c *= free
                 x = z_c
                 continue
-            share = np.zeros(z_c.shape)
-            self._expand_into(share, correction, t)
+            share = np.empty(z_c.shape) if out is None or zs else out
+            self._expand_into(share, correction, t, base=np.broadcast_to(0.0, share.shape))
             share *= V_c
             share += z_c
             x = share

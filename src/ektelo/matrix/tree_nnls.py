@@ -390,12 +390,19 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     seg = _Segments(P)
     breaks.locate(G, wy, seg)
     rounds = 0
+    totals = np.empty(grid)  # (reused: see `_spread_down`)
     while True:
         if rounds == max_rounds:
             return None
         rounds += 1
         totals = tree._solve_from(
-            y, t0, seg.alpha.reshape(grid), seg.beta.reshape(grid), known=True, terms=terms
+            y,
+            t0,
+            seg.alpha.reshape(grid),
+            seg.beta.reshape(grid),
+            known=True,
+            terms=terms,
+            out=totals,
         )
         G = _fitted_above(tree, t0, terms, totals, out=G, base=below)
         if breaks.locate(G, wy, seg) == 0:
