@@ -101,14 +101,14 @@ def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> 
     H = Hierarchy(256, 4)
     A = H.dense()
     y = noisy_answers(H, False, rng)
-    lines = tree_nnls._Breakpoints.lines
+    lines = tree_nnls._Parents.lines
 
-    def skewed(self, c, rows, wy):
-        alpha, beta = lines(self, c, rows, wy)
-        alpha[rows == 7] += 5.0
+    def skewed(self, c, Y, B, wy, rows):
+        alpha, beta = lines(self, c, Y, B, wy, rows)
+        alpha[np.arange(self.P)[rows] == 7] += 5.0
         return alpha, beta
 
-    monkeypatch.setattr(tree_nnls._Breakpoints, "lines", skewed)
+    monkeypatch.setattr(tree_nnls._Parents, "lines", skewed)
     result = H.nnls(y)
     measured = projected_gradient(A, y, result.x)
     assert measured > 1.0  # far from optimal
@@ -156,15 +156,18 @@ def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
 
 @pytest.mark.parametrize(("dims", "b"), [((4096,), 16), ((300,), 16), ((32, 32), 2)])
 def test_segments_located_block_by_block(dims, b, rng, monkeypatch) -> None:
-    """A round counts the parents' segments a block of parents at a time;
-    blocks of 3 parents give the default's estimate and rounds."""
+    """Parents are sorted and their segments counted a block at a time, and
+    a round recounts the parents that left their segment's range: blocks of
+    one parent give the default's estimate (to rounding: the breakpoints'
+    product rounds differently by block size) and rounds."""
     H = Hierarchy(dims, b)
     y = noisy_answers(H, True, rng)
     default = H.nnls(y)
-    monkeypatch.setattr(tree_nnls, "_BLOCK_COUNT", 3)
+    monkeypatch.setattr(tree_nnls, "_BLOCK_CELLS", 3)
     blocks = H.nnls(y)
-    np.testing.assert_array_equal(blocks.x, default.x)
+    np.testing.assert_allclose(blocks.x, default.x, rtol=1e-12, atol=1e-12 * default.x.max())
     assert blocks.rounds == default.rounds
+    assert blocks.gradient_bound <= 1e-11 * blocks.gradient_scale
 
 
 @pytest.mark.parametrize("b", [2, 4, 16])
@@ -183,19 +186,52 @@ def test_tied_cells_settle(b, rng) -> None:
     assert projected_gradient(A, y, result.x) <= result.gradient_bound + slack
 
 
-def test_a_located_parent_stays_put_when_ties_put_breakpoints_out_of_order(rng) -> None:
-    """Tied cells give breakpoints that are equal in exact arithmetic but a few
-    ulps out of order once rounded. With G on them, every parent gets its
-    count, and a second `locate` at the same G moves nobody (else the rounds
-    never settle)."""
-    K, P = 16, 4000
-    ys = np.sort(rng.integers(0, 4, (P, K)) * 0.1, axis=1)
-    breaks = tree_nnls._Breakpoints(ys, 0.37, 3.1, None, None)
-    assert (np.diff(breaks.B, axis=0) < 0).any()  # the case under test occurs
+@pytest.mark.parametrize("K", [6, 16], ids=["network-cell-major", "sorted-rows"])
+def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
+    """Tied cells give breakpoints that are equal in exact arithmetic but a
+    few ulps out of order once rounded. With G exactly on every parent's i-th
+    breakpoint, each parent's range [lo, hi) must hold its own G, and a
+    second pass at the same G moves nobody (else the rounds never settle)."""
+    P = 4000
+    leaves = rng.integers(0, 4, P * K) * 0.1
+    parents = tree_nnls._Parents(tree_nnls._Grid((P,), (K,)), leaves, 1.0, 0.37, 3.1, None)
     wy = rng.normal(size=P)
+    parents.locate_all(np.zeros(P), wy, np.zeros(P))
+    rows = parents.ys.T if parents.cell_major else parents.ys
+    np.testing.assert_array_equal(rows, np.sort(leaves.reshape(P, K), axis=1))
+    B = parents.to_breaks @ rows.T  # the breakpoints' product, (K, P)
+    assert (np.diff(B, axis=0) < 0).any()  # the case under test occurs
     for i in range(K):
-        G = breaks.B[i].copy()  # every parent exactly on its i-th breakpoint
-        segments = tree_nnls._Segments(P)
-        assert breaks.locate(G, wy, segments) == P
-        np.testing.assert_array_equal(segments.c, breaks.count(G, slice(None)))
-        assert breaks.locate(G, wy, segments) == 0
+        for G in (B[i].copy(), np.maximum.accumulate(B, axis=0)[i]):
+            parents.locate_all(G, wy, np.zeros(P))
+            assert np.all(parents.lo <= G) and np.all(parents.hi > G)
+            assert parents.relocate(G, wy) == 0
+
+
+@pytest.mark.parametrize("K", range(1, 11))
+def test_sorting_networks_sort(K) -> None:
+    """Every 0–1 input comes out sorted, so every input does (Knuth, TAOCP
+    vol. 3, §5.3.4, the 0–1 principle); the sizes used are ≤ 8."""
+    network = tree_nnls._network(K)
+    for word in range(2**K):
+        v = [(word >> i) & 1 for i in range(K)]
+        for i, j in network:
+            v[i], v[j] = min(v[i], v[j]), max(v[i], v[j])
+        assert v == sorted(v)
+    assert len(tree_nnls._network(6)) == 12  # the optimum for 6 inputs
+
+
+def test_parent_solve_writes_into_the_given_buffer(rng) -> None:
+    """`Hierarchy._solve_from(out=)` (NNLS reuses one buffer every round)
+    gives the same estimates as a fresh array, in that buffer."""
+    H = Hierarchy(300, 16)
+    y = noisy_answers(H, True, rng)
+    t0 = H.height - 1
+    parts = H._axes[0].count[t0]
+    z = rng.normal(size=(1, parts, 1))
+    V = rng.random((1, parts, 1))
+    fresh = H._solve_from(y, t0, z, V, known=True)
+    out = np.empty_like(fresh)
+    again = H._solve_from(y, t0, z, V, known=True, out=out)
+    assert again is out
+    np.testing.assert_array_equal(out, fresh)

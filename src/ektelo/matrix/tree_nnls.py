@@ -22,9 +22,13 @@ The solver is semismooth Newton on the parents (the primal–dual active-set
 method of Hintermüller, Ito & Kunisch, SIAM J. Optim. 2002, with the cells
 eliminated exactly): fix every parent's segment, solve, move each parent to
 the segment its new Γ falls in, and stop when none moves — the exact KKT
-point. From Γ = 0 this takes 2–5 rounds on HB measurements; each costs a
-tree solve on the parents and one comparison per cell, after one sort of
-every parent's cells. The cells are written once, at the end.
+point. From Γ = 0 this takes 2–5 rounds on HB measurements. A first pass
+sorts every parent's cells and locates its segment, a block of parents at a
+time, with the breakpoints computed in cache and never stored; each round
+then costs a tree solve on the parents, a range check per parent, and a
+recount of only the parents whose Γ left their segment's range (about half
+of them on the second round on sparse data, a few percent after). The
+cells are written once, at the end.
 
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
@@ -53,13 +57,15 @@ __all__ = ["TreeNNLS", "solve"]
 
 # Parents with more cells fall back (the breakpoints cost O(K) per cell).
 _MAX_CELLS_PER_PARENT = 64
-# Below this p_v/p the parents' totals at the breakpoints get their own
-# product instead of being recovered from the breakpoints (which divides by p_v).
-_RECOVER_RATIO = 1e-3
 # Parents per block where cells are written through per-cell temporaries.
 _BLOCK_PARENTS = 1 << 18
-# Parents per block where each round counts their segments.
-_BLOCK_COUNT = 1 << 16
+# Cells per block where parents' cells are sorted and their segments counted.
+_BLOCK_CELLS = 1 << 18
+# Below this p_v/p the parents' totals at the breakpoints are summed instead
+# of being recovered from the breakpoints (which divides by p_v).
+_RECOVER_RATIO = 1e-3
+# Parents of at most this many cells are sorted by a network of row compares.
+_NETWORK_CELLS = 8
 
 
 @dataclass(frozen=True)
@@ -102,12 +108,19 @@ class _Grid:
         split = [n for pair in zip(self.parts, self.sizes, strict=True) for n in pair]
         return cells.reshape(split).transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2)))
 
-    def sorted_cells(self, leaves: np.ndarray, scale: float) -> np.ndarray:
-        """(P, K): each parent's cells times `scale`, sorted."""
-        ys = np.empty((self.P, self.K))
-        np.multiply(self._view(leaves), scale, out=ys.reshape(self.parts + self.sizes))
-        ys.sort(axis=1)
-        return ys
+    @property
+    def step(self) -> int:
+        """Parents per row of the parents' grid (blocks are whole rows)."""
+        return math.prod(self.parts[1:])
+
+    def rows(self, leaves: np.ndarray, a: int, b: int, pad: float) -> np.ndarray:
+        """(b − a, K): the cells of parents [a, b), whole rows of the grid."""
+        step = self.step
+        return self._view(leaves)[a // step : b // step].reshape(b - a, self.K)
+
+    def columns(self, leaves: np.ndarray, a: int, b: int, pad: float, out: np.ndarray) -> None:
+        """out (K, b − a) = the cells of parents [a, b), cell-major."""
+        np.copyto(out, self.rows(leaves, a, b, pad).T)
 
     def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
         """max(scale·leaves − τ of the cell's parent, 0) in cell order (in 1-D
@@ -146,16 +159,23 @@ class _Runs:
     def pads(self) -> np.ndarray:
         return (self.K - self.lengths).astype(np.uint8)
 
-    def sorted_cells(self, leaves: np.ndarray, scale: float) -> np.ndarray:
-        short = np.flatnonzero(self.lengths < self.K)
-        # −∞ (once scaled) at the end of every short row: it sorts first
-        pad = -math.copysign(math.inf, scale)
-        ys = np.insert(leaves, self.ends[short], pad)
-        ys *= scale
-        ys = ys.reshape(self.P, self.K)
-        ys.sort(axis=1)
-        ys[short, 0] = ys[short, 1]  # finite: the products with it stay defined
-        return ys
+    step = 1
+
+    def columns(self, leaves: np.ndarray, a: int, b: int, pad: float, out: np.ndarray) -> None:
+        """out (K, b − a) = the cells of parents [a, b), cell-major, `pad`
+        in the last place of the short ones."""
+        lengths = self.lengths[a:b]
+        place = self.ends[a:b] - lengths
+        for row in out:
+            np.take(leaves, place, out=row, mode="clip")
+            place += 1
+        np.copyto(out[-1], pad, where=lengths < self.K)
+
+    def rows(self, leaves: np.ndarray, a: int, b: int, pad: float) -> np.ndarray:
+        """(b − a, K): the cells of parents [a, b) as in `columns`."""
+        out = np.empty((self.K, b - a))
+        self.columns(leaves, a, b, pad, out)
+        return out.T
 
     def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
         # written over the sorted cells (P·K ≥ n), parents a block at a time,
@@ -200,92 +220,194 @@ def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
     return layout if layout.K <= _MAX_CELLS_PER_PARENT else None
 
 
-class _Breakpoints:
-    """Every parent's cells sorted (ỹ_0 ≤ … ≤ ỹ_{K−1}) and, per sorted cell i,
+def _network(K: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd–even merge sort on K inputs (Knuth, TAOCP vol. 3,
+    §5.3.4), as comparators (i, j), i < j: built for the next power of two,
+    minus those touching the inputs beyond K (virtual +∞, never moved)."""
+    n = 1 << max(K - 1, 0).bit_length()
+    pairs = []
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return tuple((i, j) for i, j in pairs if j < K)
+
+
+class _Parents:
+    """Every parent's cells, sorted (ỹ_0 ≤ … ≤ ỹ_{K−1}, in `ys`), and the
+    segment it is on: its line (α, β) and the range [lo, hi) of G over
+    which that segment holds. Per sorted cell i,
 
         S_i = Σ_{l>i} (ỹ_l − ỹ_i)   the parent's total when cell i reaches 0,
-        B_i = p·ỹ_i − p_v·S_i       the Γ − w_v·y_v at which it does,
+        B_i = p·ỹ_i − p_v·S_i       the Γ − w_v·y_v at which it does.
 
-    stored cell-major (K, P) so a parent's segment count is K vector compares.
+    The breakpoints B are never stored: a block of parents at a time, they
+    are computed (one product, cell-major: a row per sorted position),
+    counted against G and dropped while the block is in cache. A later round
+    recomputes them only for the parents whose G has left its range.
+
+    Up to `_NETWORK_CELLS` cells per parent, a block is sorted cell-major by
+    a sorting network (each compare-exchange is two operations on rows of
+    the block: numpy's sort costs ~50 ns per row of a few cells, mostly per
+    row overhead) and `ys` is (K, P); above, numpy sorts each parent's row
+    and `ys` is (P, K).
     """
 
-    def __init__(self, ys: np.ndarray, p: float, own: float, pads: np.ndarray | None, rowless: Any):
-        P, K = ys.shape
-        self.ys, self.p, self.own, self.P, self.K, self.pads = ys, p, own, P, K, pads
-        # parents without a row (single cells): p_v = 0 there. Their one cell
-        # is the last sorted, where B = p·ỹ and S = 0 whatever p_v, so only
-        # their slopes differ
-        self.rowless = rowless
+    def __init__(
+        self,
+        layout: _Grid | _Runs,
+        leaves: np.ndarray,
+        scale: float,
+        p: float,
+        own: float,
+        rowless: np.ndarray | None,
+    ):
+        P, K = layout.P, layout.K
+        self.layout, self.leaves, self.scale = layout, leaves, scale
+        self.P, self.K, self.p, self.own, self.rowless = P, K, p, own, rowless
+        self.pads = layout.pads
+        # sorted by a network, cell-major (K, P); else by rows (P, K)
+        self.cell_major = K <= _NETWORK_CELLS
+        self.ys = np.empty((K, P) if self.cell_major else (P, K))
+        self.network = _network(K) if self.cell_major else ()
+        self.alpha, self.beta = np.empty(P), np.empty(P)
+        self.lo, self.hi = np.empty(P), np.empty(P)
         i = np.arange(K)
         to_total = np.tril(np.ones((K, K)), -1)  # ys @ to_total = S
         to_total[i, i] = -(K - 1 - i)
-        # one product, written cell-major, with a last row p·ỹ_0: B_{K−1} = p·ỹ_{K−1}
-        # and it bound every cell's p·ỹ (the scale and the rounding need them)
-        M = np.zeros((K, K + 1))
-        M[:, :K] = p * np.eye(K) - own * to_total
-        M[0, K] = p
-        out = np.matmul(M.T, ys.T)
-        self.B, self.lowest = out[:K], out[K]
-        self.S = None if own >= _RECOVER_RATIO * p else np.matmul(to_total.T, ys.T)
+        self.to_breaks = (p * np.eye(K) - own * to_total).T  # B = to_breaks @ ys_rowᵀ
+        # S_c from B_c divides by p_v: below this p_v/p it is summed instead
+        self.recover = own >= _RECOVER_RATIO * p
         free = K - np.arange(K + 1)
         self.slopes = free / (p + free * own)  # β by the count of cells at 0
+        # parents per block: whole rows of the parents' grid beyond 1-D
+        self.block = max(1, _BLOCK_CELLS // (K * layout.step)) * layout.step
+        m = self.block
+        self._B = np.empty((K + 2) * m)
+        self._work = np.empty((K + 1) * m)
+        self._hit = np.empty(m, dtype=bool)
+        self._miss = np.empty(m, dtype=bool)
+        self._span = np.arange(m)
 
-    def count(self, G: np.ndarray, rows: np.ndarray | slice) -> np.ndarray:
-        """Per parent of `rows` (G given for them), the cells at 0: the
-        number of B_i ≤ G."""
-        B = self.B[:, rows]
-        c = np.zeros(G.size, dtype=np.uint8)
-        hit = np.empty(G.size, dtype=bool)
-        for row in B:
-            np.less_equal(row, G, out=hit)
-            np.add(c, hit.view(np.uint8), out=c)
-        if self.pads is not None:  # padding cells are always at 0
-            np.maximum(c, self.pads[rows], out=c)
-        return c
+    def locate_all(self, G: np.ndarray, wy: np.ndarray, below: np.ndarray) -> tuple[float, float]:
+        """Sort every parent's cells and put it on the segment its G falls in.
+        Returns max |p·ỹ| over the cells, and ‖Aᵀy‖∞ — a cell's entry is
+        p·ỹ_c minus `below` of its parent, extreme at the parent's smallest
+        or largest cell."""
+        largest = scale = 0.0
+        for a in range(0, self.P, self.block):
+            b = min(a + self.block, self.P)
+            Y = self._sort(a, b)
+            self._settle(Y, G[a:b], wy[a:b], slice(a, b))
+            for row in (Y[0], Y[-1]):
+                end = np.multiply(row, self.p, out=self._work[: b - a])
+                largest = max(largest, _magnitude(end))
+                end -= below[a:b]
+                scale = max(scale, _magnitude(end))
+        return largest, scale
 
-    def locate(self, G: np.ndarray, wy: np.ndarray, seg: _Segments) -> int:
-        """Move every parent to the segment its G falls in (writing `seg`);
-        returns the number that moved. A block of parents at a time: the
-        count compares contiguous rows of B, and its temporaries stay in
-        cache instead of being faulted in afresh (at 10^8 cells a fresh
-        parent-sized array costs more than the arithmetic on it)."""
+    def relocate(self, G: np.ndarray, wy: np.ndarray) -> int:
+        """Move every parent whose G left its segment's range to the segment
+        G falls in; returns how many moved."""
         moved = 0
-        for a in range(0, self.P, _BLOCK_COUNT):
-            b = min(a + _BLOCK_COUNT, self.P)
-            c = self.count(G[a:b], slice(a, b))
-            moves = c != seg.c[a:b]
-            if moves.all():  # (every parent, on the first round)
-                rows: Any = slice(a, b)
-                index = np.arange(a, b)
-            else:
-                index = rows = a + np.flatnonzero(moves)
-                c = c[moves]
+        for a in range(0, self.P, self.block):
+            b = min(a + self.block, self.P)
+            g = G[a:b]
+            out = np.less(g, self.lo[a:b], out=self._hit[: b - a])
+            out |= np.greater_equal(g, self.hi[a:b], out=self._miss[: b - a])
+            index = np.flatnonzero(out)
             if index.size:
-                seg.c[rows] = c
-                seg.alpha[rows], seg.beta[rows] = self.lines(c, index, wy[rows])
-            moved += index.size
+                index += a
+                Y = self.ys[:, index] if self.cell_major else self.ys[index].T
+                self._settle(Y, G[index], wy[index], index)
+                moved += index.size
         return moved
 
+    def _sort(self, a: int, b: int) -> np.ndarray:
+        """Sort the cells of parents [a, b), times the scale, into `ys`; short
+        rows start with a copy of their smallest cell. Returns them
+        cell-major, (K, b − a)."""
+        K, m, scale = self.K, b - a, self.scale
+        # (a pad is −∞ once scaled: it sorts first)
+        pad = -math.copysign(math.inf, scale)
+        if self.cell_major:  # a compare is two row operations
+            work = self._work[: (K + 1) * m].reshape(K + 1, m)
+            self.layout.columns(self.leaves, a, b, pad, work[:K])
+            work[:K] *= scale
+            rows, spare = list(work[:K]), work[K]
+            for i, j in self.network:
+                np.minimum(rows[i], rows[j], out=spare)
+                np.maximum(rows[i], rows[j], out=rows[j])
+                rows[i], spare = spare, rows[i]
+            Y = self.ys[:, a:b]
+            for row, out in zip(rows, Y, strict=True):
+                np.copyto(out, row)
+        else:
+            block = self.ys[a:b]
+            np.multiply(self.layout.rows(self.leaves, a, b, pad), scale, out=block)
+            block.sort(axis=1)
+            Y = block.T
+        if self.pads is not None:  # finite: the products with it stay defined
+            np.copyto(Y[0], Y[1], where=self.pads[a:b] != 0)
+        return Y
+
+    def _settle(self, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, rows: Any) -> None:
+        """Put the parents `rows` (Y: their sorted cells, (K, m)) on the
+        segment their G falls in: with c of their breakpoints B_i ≤ G (cells
+        at 0), their line and the range [B_{c−1}, B_c) of G where it holds."""
+        K, m = self.K, G.size
+        B = self._B[: (K + 2) * m].reshape(K + 2, m)  # row i + 1 holds B_i
+        B[0], B[K + 1] = -math.inf, math.inf
+        np.matmul(self.to_breaks, Y, out=B[1 : K + 1])
+        # tied cells give equal B that rounding may put a few ulps out of
+        # order: ordered, the count is a position and [B_{c−1}, B_c) exact
+        for i in range(2, K + 1):
+            np.maximum(B[i - 1], B[i], out=B[i])
+        c = np.zeros(m, dtype=np.uint8)
+        hit = self._hit[:m]
+        for i in range(1, K + 1):
+            np.less_equal(B[i], G, out=hit)
+            np.add(c, hit.view(np.uint8), out=c)
+        pads = None if self.pads is None else self.pads[rows]
+        if pads is not None:  # padding cells are always at 0
+            np.maximum(c, pads, out=c)
+        at = c.astype(np.intp)
+        at *= m
+        at += self._span[:m]
+        flat = B.reshape(-1)
+        lo = flat.take(at)
+        if pads is not None:  # below B_{pads} the segment is the pads' own
+            lo[c == pads] = -math.inf
+        self.lo[rows] = lo
+        at += m
+        self.hi[rows] = flat.take(at)
+        self.alpha[rows], self.beta[rows] = self.lines(c, Y, flat.take(at), wy, rows)
+
     def lines(
-        self, c: np.ndarray, rows: np.ndarray, wy: np.ndarray
+        self, c: np.ndarray, Y: np.ndarray, B: np.ndarray, wy: np.ndarray, rows: Any
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(α, β) of the parents `rows` with c cells at 0: their total is
-        α − β·Γ between their c-th and (c+1)-th breakpoints."""
-        K, P = self.K, self.P
+        """(α, β) of the parents `rows` (sorted cells Y, (K, m)) with c cells
+        at 0: their total is α − β·Γ between their c-th and (c+1)-th
+        breakpoints, α = S_c + β·(B_c + w_v·y_v), β = j/(p + j·p_v) for j
+        free cells (B: their B_c)."""
+        K = self.K
         first_free = np.minimum(c, K - 1)  # (when there is one)
-        at = first_free.astype(np.intp)
-        at *= P
-        at += rows
-        B = self.B.reshape(-1).take(at)
-        if self.S is not None:
-            S = self.S.reshape(-1).take(at)
-        else:  # S_i = (p·ỹ_i − B_i)/p_v
-            S = self.ys.reshape(-1).take(first_free + rows * K)
-            S *= self.p
+        lowest_free = Y[first_free, self._span[: c.size]]
+        B[c == K] = 0.0  # (+∞ there; α is 0 below)
+        if self.recover:  # S_c = (p·ỹ_c − B_c)/p_v
+            S = lowest_free * self.p
             S -= B
             S /= self.own
+        else:
+            S = np.maximum(Y - lowest_free, 0.0).sum(axis=0)
         beta = self.slopes.take(c)
-        if self.rowless is not None:
+        if self.rowless is not None:  # p_v = 0 there
             alone = np.flatnonzero(self.rowless[rows])
             beta[alone] = (K - c[alone]) / self.p
         alpha = np.add(B, wy, out=B)
@@ -293,15 +415,6 @@ class _Breakpoints:
         alpha += S
         alpha[c == K] = 0.0
         return alpha, beta
-
-
-class _Segments:
-    """Every parent's segment: c cells at 0 and its total α − β·Γ there.
-    Starts with none (every parent moves on the first `_Breakpoints.locate`)."""
-
-    def __init__(self, P: int):
-        self.c = np.full(P, 255, dtype=np.uint8)  # (K ≤ 64: no real count)
-        self.alpha, self.beta = np.empty(P), np.empty(P)
 
 
 def _spread_down(
@@ -366,7 +479,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     w_leaf = tree._leaf_weight()
     if layout is None or not w_leaf:
         return None
-    n, P, K, t0 = tree.num_cells, layout.P, layout.K, tree.height - 1
+    n, P, t0 = tree.num_cells, layout.P, tree.height - 1
     grid = (1, *layout.parts, 1)
     p = w_leaf * w_leaf
     terms = {t: tree._node_terms(y, t) for t in range(max(tree._first, 0), t0 + 1)}
@@ -383,14 +496,12 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     below += wy
     np.negative(below, out=below)
     leaves = y[:n]
-    ys = layout.sorted_cells(leaves, 1.0 / w_leaf)
-    breaks = _Breakpoints(ys, p, own, layout.pads, rowless)
+    parents = _Parents(layout, leaves, 1.0 / w_leaf, p, own, rowless)
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
-    seg = _Segments(P)
-    breaks.locate(G, wy, seg)
+    largest, scale = parents.locate_all(G, wy, below)
     rounds = 0
-    totals = np.empty(grid)  # (reused: see `_spread_down`)
+    totals = np.empty(grid)
     while True:
         if rounds == max_rounds:
             return None
@@ -398,21 +509,21 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
         totals = tree._solve_from(
             y,
             t0,
-            seg.alpha.reshape(grid),
-            seg.beta.reshape(grid),
+            parents.alpha.reshape(grid),
+            parents.beta.reshape(grid),
             known=True,
             terms=terms,
             out=totals,
         )
         G = _fitted_above(tree, t0, terms, totals, out=G, base=below)
-        if breaks.locate(G, wy, seg) == 0:
+        if parents.relocate(G, wy) == 0:
             break
     # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
     # more than the arithmetic on them; the segments' lines are free now)
-    price = np.multiply(totals.reshape(P), own_rows, out=seg.alpha)
+    price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
     price += G  # Π_v
-    tau = np.divide(price, p, out=seg.beta)
-    x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, ys)
+    tau = np.divide(price, p, out=parents.beta)
+    x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, parents.ys)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
@@ -420,16 +531,8 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     true_totals *= own_rows
     moved_price += true_totals
     moved_price -= price  # Π_true − Π
-    # every cell's p·ỹ lies in [p·ỹ_0, p·ỹ_{K−1}] of its parent
-    lowest, highest = breaks.lowest, breaks.B[K - 1]
     eps = np.finfo(np.float64).eps
-    largest = max(_magnitude(lowest), _magnitude(highest))
     bound = _magnitude(moved_price) + 8 * eps * (largest + p * _magnitude(tau))
-    # ‖Aᵀy‖∞: a cell's entry is p·ỹ_c plus its ancestors' w_u·y_u, its parent's included
-    scale = max(
-        _magnitude(np.subtract(lowest, below, out=price)),
-        _magnitude(np.subtract(highest, below, out=price)),
-    )
     return TreeNNLS(x, rounds, bound, scale)
 
 
