@@ -57,9 +57,9 @@ __all__ = ["TreeNNLS", "solve"]
 
 # Parents with more cells fall back (the breakpoints cost O(K) per cell).
 _MAX_CELLS_PER_PARENT = 64
-# Parents per block where cells are written through per-cell temporaries.
-_BLOCK_PARENTS = 1 << 18
-# Cells per block where parents' cells are sorted and their segments counted.
+# Cells per block where parents' cells are sorted, their segments counted
+# and, at the end, written (temporaries of this size are reused by malloc
+# instead of being mapped afresh every block).
 _BLOCK_CELLS = 1 << 18
 # Below this p_v/p the parents' totals at the breakpoints are summed instead
 # of being recovered from the breakpoints (which divides by p_v).
@@ -122,10 +122,13 @@ class _Grid:
         """out (K, b − a) = the cells of parents [a, b), cell-major."""
         np.copyto(out, self.rows(leaves, a, b, pad).T)
 
-    def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
+    def cells(
+        self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray, totals: Any
+    ):
         """max(scale·leaves − τ of the cell's parent, 0) in cell order (in 1-D
         written over `spare`, the sorted cells, no longer needed), and the
-        parents' totals of it where they come cheaply (else None)."""
+        parents' totals of it where they come cheaply, written into `totals`
+        (else None)."""
         x = spare.reshape(-1) if len(self.parts) == 1 else np.empty(spare.size)
         cells = self._view(x)
         shifts = tau.reshape(self.parts + (1,) * len(self.sizes))
@@ -177,14 +180,16 @@ class _Runs:
         self.columns(leaves, a, b, pad, out)
         return out.T
 
-    def cells(self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray):
+    def cells(
+        self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray, totals: Any
+    ):
         # written over the sorted cells (P·K ≥ n), parents a block at a time,
         # and summed per parent while the block is in cache: fresh arrays of
         # the cells' size cost more than the arithmetic
         x = spare.reshape(-1)[: leaves.size]
-        totals = np.empty(self.P)
-        for a in range(0, self.P, _BLOCK_PARENTS):
-            b = min(a + _BLOCK_PARENTS, self.P)
+        block = max(1, _BLOCK_CELLS // self.K)
+        for a in range(0, self.P, block):
+            b = min(a + block, self.P)
             lengths = self.lengths[a:b]
             lo, hi = int(self.ends[a]) - int(lengths[0]), int(self.ends[b - 1])
             part = np.multiply(leaves[lo:hi], scale, out=x[lo:hi])
@@ -239,6 +244,15 @@ def _network(K: int) -> tuple[tuple[int, int], ...]:
     return tuple((i, j) for i, j in pairs if j < K)
 
 
+def _pick(Y: np.ndarray, c: np.ndarray, span: np.ndarray) -> np.ndarray:
+    """Y[c[j], j] for every column j of Y (K, m): one flat take, Y or its
+    transpose being contiguous (a pair of index arrays costs ~3× more)."""
+    K, m = Y.shape
+    if Y.flags.c_contiguous:
+        return Y.reshape(-1).take(c.astype(np.intp) * m + span)
+    return Y.T.reshape(-1).take(span * K + c)  # (rows of `ys`)
+
+
 class _Parents:
     """Every parent's cells, sorted (ỹ_0 ≤ … ≤ ỹ_{K−1}, in `ys`), and the
     segment it is on: its line (α, β) and the range [lo, hi) of G over
@@ -291,6 +305,7 @@ class _Parents:
         m = self.block
         self._B = np.empty((K + 2) * m)
         self._work = np.empty((K + 1) * m)
+        self._sorted = np.empty(K * m) if self.cell_major else None
         self._hit = np.empty(m, dtype=bool)
         self._miss = np.empty(m, dtype=bool)
         self._span = np.arange(m)
@@ -345,7 +360,7 @@ class _Parents:
                 np.minimum(rows[i], rows[j], out=spare)
                 np.maximum(rows[i], rows[j], out=rows[j])
                 rows[i], spare = spare, rows[i]
-            Y = self.ys[:, a:b]
+            Y = self._sorted[: K * m].reshape(K, m)  # (contiguous, for `_pick`)
             for row, out in zip(rows, Y, strict=True):
                 np.copyto(out, row)
         else:
@@ -355,6 +370,8 @@ class _Parents:
             Y = block.T
         if self.pads is not None:  # finite: the products with it stay defined
             np.copyto(Y[0], Y[1], where=self.pads[a:b] != 0)
+        if self.cell_major:
+            np.copyto(self.ys[:, a:b], Y)
         return Y
 
     def _settle(self, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, rows: Any) -> None:
@@ -398,7 +415,7 @@ class _Parents:
         free cells (B: their B_c)."""
         K = self.K
         first_free = np.minimum(c, K - 1)  # (when there is one)
-        lowest_free = Y[first_free, self._span[: c.size]]
+        lowest_free = _pick(Y, first_free, self._span[: c.size])
         B[c == K] = 0.0  # (+∞ there; α is 0 below)
         if self.recover:  # S_c = (p·ỹ_c − B_c)/p_v
             S = lowest_free * self.p
@@ -523,7 +540,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
     price += G  # Π_v
     tau = np.divide(price, p, out=parents.beta)
-    x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, parents.ys)
+    x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, parents.ys, parents.lo)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
