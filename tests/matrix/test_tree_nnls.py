@@ -33,6 +33,14 @@ SOLVED = [
     ((37,), 2, True, None),
     ((90,), 3, True, [1.0, 2.0, 3.0, 1.0, 2.0, 2.0]),
     ((100,), 16, True, [1.0, 1.0, -2.0]),
+    # parents of 9–16 cells: both sorts (network up to 12 cells, rows above),
+    # 1-D runs with pads and 2-D grids in blocks of whole grid rows
+    ((180,), 16, True, None),
+    ((192,), 16, False, None),
+    ((210,), 16, True, None),
+    ((250,), 16, True, [1.0, 1.0, 2.0]),
+    ((9, 9), 3, True, None),
+    ((16, 16), 4, True, None),
 ]
 
 
@@ -212,10 +220,10 @@ def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
             assert parents.relocate(G, wy) == 0
 
 
-@pytest.mark.parametrize("K", range(1, 11))
+@pytest.mark.parametrize("K", range(1, 13))
 def test_sorting_networks_sort(K) -> None:
     """Every 0–1 input comes out sorted, so every input does (Knuth, TAOCP
-    vol. 3, §5.3.4, the 0–1 principle); the sizes used are ≤ 8."""
+    vol. 3, §5.3.4, the 0–1 principle): the sizes used, up to 12."""
     network = tree_nnls._network(K)
     for word in range(2**K):
         v = [(word >> i) & 1 for i in range(K)]

@@ -64,8 +64,10 @@ _BLOCK_CELLS = 1 << 18
 # Below this p_v/p the parents' totals at the breakpoints are summed instead
 # of being recovered from the breakpoints (which divides by p_v).
 _RECOVER_RATIO = 1e-3
-# Parents of at most this many cells are sorted by a network of row compares.
-_NETWORK_CELLS = 8
+# Parents of at most this many cells are sorted by a network of row compares
+# (measured at 2^23–2^24 cells: 13–27% faster than numpy's row sort at 12
+# cells, even at 14, 20% slower at 16).
+_NETWORK_CELLS = 12
 
 
 @dataclass(frozen=True)
