@@ -684,6 +684,7 @@ class Hierarchy(EMatrix):
                 x = z_c
                 continue
             share = np.empty(z_c.shape) if out is None or zs else out
+            # (a zero base: the spread written in one pass, share's values unread)
             self._expand_into(share, correction, t, base=np.broadcast_to(0.0, share.shape))
             share *= V_c
             share += z_c

@@ -405,8 +405,9 @@ class _Parents:
             lo[c == pads] = -math.inf
         self.lo[rows] = lo
         at += m
-        self.hi[rows] = flat.take(at)
-        self.alpha[rows], self.beta[rows] = self.lines(c, Y, flat.take(at), wy, rows)
+        hi = flat.take(at)
+        self.hi[rows] = hi  # (a copy: `lines` may reuse hi)
+        self.alpha[rows], self.beta[rows] = self.lines(c, Y, hi, wy, rows)
 
     def lines(
         self, c: np.ndarray, Y: np.ndarray, B: np.ndarray, wy: np.ndarray, rows: Any
@@ -414,11 +415,12 @@ class _Parents:
         """(α, β) of the parents `rows` (sorted cells Y, (K, m)) with c cells
         at 0: their total is α − β·Γ between their c-th and (c+1)-th
         breakpoints, α = S_c + β·(B_c + w_v·y_v), β = j/(p + j·p_v) for j
-        free cells (B: their B_c)."""
+        free cells (B: their B_c, overwritten)."""
         K = self.K
         first_free = np.minimum(c, K - 1)  # (when there is one)
         lowest_free = _pick(Y, first_free, self._span[: c.size])
-        B[c == K] = 0.0  # (+∞ there; α is 0 below)
+        none_free = c == K
+        B[none_free] = 0.0  # (+∞ there; α is 0 below)
         if self.recover:  # S_c = (p·ỹ_c − B_c)/p_v
             S = lowest_free * self.p
             S -= B
@@ -432,7 +434,7 @@ class _Parents:
         alpha = np.add(B, wy, out=B)
         alpha *= beta
         alpha += S
-        alpha[c == K] = 0.0
+        alpha[none_free] = 0.0
         return alpha, beta
 
 
