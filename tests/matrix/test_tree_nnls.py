@@ -247,3 +247,49 @@ def test_parent_solve_writes_into_the_given_buffer(rng) -> None:
     again = H._solve_from(y, t0, z, V, known=True, out=out)
     assert again is out
     np.testing.assert_array_equal(out, fresh)
+
+
+@pytest.mark.parametrize(("dims", "b"), [((256,), 16), ((16, 16), 4), ((200,), 16)])
+def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) -> None:
+    """Where the grandparents are the root, the local price a block gives its
+    parents is exactly the price of a parent solve from their lines: the
+    two-level closed form agrees with `Hierarchy._solve_from`."""
+    H = Hierarchy(dims, b)
+    assert H.height == 2
+    y = noisy_answers(H, True, rng)
+    seen = []
+    price = tree_nnls._Parents._local_price
+
+    def recorded(self, G, a, b):
+        lines = self.alpha.copy(), self.beta.copy()
+        out = price(self, G, a, b)
+        seen.append((a, b, lines, G.copy(), out.copy()))
+        return out
+
+    monkeypatch.setattr(tree_nnls._Parents, "_local_price", recorded)
+    H.nnls(y)
+    assert len(seen) == 1 and seen[0][:2] == (0, H._axes[0].count[1] ** len(dims))
+    _, _, (alpha, beta), G, local = seen[0]
+    t0 = H.height - 1
+    terms = {t: H._node_terms(y, t) for t in range(t0 + 1)}
+    grid = (1, *(ax.count[t0] for ax in H._axes), 1)
+    totals = H._solve_from(y, t0, alpha.reshape(grid), beta.reshape(grid), True, terms=terms)
+    base = G - tree_nnls._spread_down(H, t0, {0: terms[0][0]})  # G less the root's w·y
+    expected = tree_nnls._fitted_above(H, t0, terms, totals, out=np.empty(G.size), base=base)
+    np.testing.assert_allclose(local, expected, rtol=1e-12, atol=1e-12 * np.abs(G).max())
+
+
+@pytest.mark.parametrize(
+    ("dims", "b", "fewer"), [((65536,), 16, True), ((5000,), 16, True), ((64, 64), 4, False)]
+)
+def test_local_price_saves_rounds(dims, b, fewer, rng, monkeypatch) -> None:
+    """The local price only changes where the rounds start: the same
+    estimate, in no more parent solves (fewer on the 1-D sparse cases)."""
+    H = Hierarchy(dims, b)
+    y = noisy_answers(H, True, rng)
+    local = H.nnls(y)
+    monkeypatch.setattr(tree_nnls, "_local", lambda tree, terms: None)
+    plain = H.nnls(y)
+    np.testing.assert_allclose(local.x, plain.x, rtol=1e-12, atol=1e-12 * plain.x.max())
+    assert local.rounds < plain.rounds if fewer else local.rounds <= plain.rounds
+    assert local.gradient_bound <= 1e-11 * local.gradient_scale

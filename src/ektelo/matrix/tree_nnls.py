@@ -22,13 +22,16 @@ The solver is semismooth Newton on the parents (the primal–dual active-set
 method of Hintermüller, Ito & Kunisch, SIAM J. Optim. 2002, with the cells
 eliminated exactly): fix every parent's segment, solve, move each parent to
 the segment its new Γ falls in, and stop when none moves — the exact KKT
-point. From Γ = 0 this takes 2–5 rounds on HB measurements. A first pass
-sorts every parent's cells and locates its segment, a block of parents at a
-time, with the breakpoints computed in cache and never stored; each round
-then costs a tree solve on the parents, a range check per parent, and a
-recount of only the parents whose Γ left their segment's range (about half
-of them on the second round on sparse data, a few percent after). The
-cells are written once, at the end.
+point. A first pass sorts every parent's cells and locates its segment, a
+block of parents at a time, with the breakpoints computed in cache and
+never stored. From Γ = 0 alone about half the parents would move in the
+second round on sparse data; so while a block's breakpoints are still in
+cache its parents are moved once more, to the price their grandparent
+would set were it the root (its row and its children's lines: a two-level
+solve in closed form), and then only ~7% move. Each round then costs a
+tree solve on the parents, a range check per parent, and a recount of
+only the parents whose Γ left their segment's range; HB measurements
+settle in 1–3 rounds. The cells are written once, at the end.
 
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
@@ -68,6 +71,10 @@ _RECOVER_RATIO = 1e-3
 # (measured at 2^23–2^24 cells: 13–27% faster than numpy's row sort at 12
 # cells, even at 14, 20% slower at 16).
 _NETWORK_CELLS = 12
+
+
+# children per grandparent per axis; w·y and w² of the grandparents' rows
+_Local = tuple[tuple[int, ...], np.ndarray, Any]
 
 
 @dataclass(frozen=True)
@@ -283,6 +290,7 @@ class _Parents:
         p: float,
         own: float,
         rowless: np.ndarray | None,
+        local: _Local | None = None,
     ):
         P, K = layout.P, layout.K
         self.layout, self.leaves, self.scale = layout, leaves, scale
@@ -302,14 +310,21 @@ class _Parents:
         self.recover = own >= _RECOVER_RATIO * p
         free = K - np.arange(K + 1)
         self.slopes = free / (p + free * own)  # β by the count of cells at 0
-        # parents per block: whole rows of the parents' grid beyond 1-D
-        self.block = max(1, _BLOCK_CELLS // (K * layout.step)) * layout.step
-        m = self.block
+        # parents per block: whole rows of the parents' grid beyond 1-D, and
+        # (for the local price) whole grandparents
+        self.local = local
+        # (no larger than the grid: the buffers below are fresh memory)
+        rows = max(1, min(_BLOCK_CELLS // (K * layout.step), layout.parts[0]))
+        if local is not None:
+            rows = -(-rows // local[0][0]) * local[0][0]
+        self.block = m = rows * layout.step
         self._B = np.empty((K + 2) * m)
         self._work = np.empty((K + 1) * m)
         self._sorted = np.empty(K * m) if self.cell_major else None
         self._hit = np.empty(m, dtype=bool)
         self._miss = np.empty(m, dtype=bool)
+        self._below = np.empty(K * m, dtype=bool)
+        self._local_G = np.empty(m) if local is not None else None
         self._span = np.arange(m)
 
     def locate_all(self, G: np.ndarray, wy: np.ndarray, below: np.ndarray) -> tuple[float, float]:
@@ -321,7 +336,10 @@ class _Parents:
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
             Y = self._sort(a, b)
-            self._settle(Y, G[a:b], wy[a:b], slice(a, b))
+            B = self._breaks(Y)
+            self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
+            if self.local is not None:
+                self._local_move(B, Y, self._local_price(G, a, b), wy, a, b)
             for row in (Y[0], Y[-1]):
                 end = np.multiply(row, self.p, out=self._work[: b - a])
                 largest = max(largest, _magnitude(end))
@@ -345,6 +363,43 @@ class _Parents:
                 self._settle(Y, G[index], wy[index], index)
                 moved += index.size
         return moved
+
+    def _local_move(
+        self, B: np.ndarray, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, a: int, b: int
+    ) -> None:
+        """Move the parents [a, b) whose local price G left their segment's
+        range: the whole block when many did (it is in cache), else just
+        those (on dense data, almost none)."""
+        out = np.less(G, self.lo[a:b], out=self._hit[: b - a])
+        out |= np.greater_equal(G, self.hi[a:b], out=self._miss[: b - a])
+        index = np.flatnonzero(out)
+        if 4 * index.size > b - a:
+            self._place(B, Y, G, wy[a:b], slice(a, b))
+        elif index.size:
+            rows = index + a
+            self._place(B[:, index], Y[:, index], G[index], wy[rows], rows)
+
+    def _local_price(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
+        """G of the parents [a, b) plus the price their grandparent would
+        set were it the root: its own row and its children's lines make a
+        two-level tree whose estimate is closed-form (`Hierarchy.lstsq`'s
+        passes on one node). Whole grandparents lie in [a, b)."""
+        ks, wy_up, own_up = self.local
+        grid = ((b - a) // self.layout.step, *self.layout.parts[1:])
+        split = [n for size, k in zip(grid, ks, strict=True) for n in (size // k, k)]
+        inner = tuple(range(1, 2 * len(ks), 2))
+        s = self.alpha[a:b].reshape(split).sum(axis=inner)  # Σ of the children's α
+        v = self.beta[a:b].reshape(split).sum(axis=inner)  # and variances
+        first, last = a // math.prod(ks), b // math.prod(ks)
+        wy_u = wy_up[first:last].reshape(s.shape)
+        own_u = own_up if np.ndim(own_up) == 0 else own_up[first:last].reshape(s.shape)
+        exact = v == 0  # every cell below held at 0: the total is known
+        precision = 1.0 / np.where(exact, 1.0, v)
+        estimate = np.where(exact, s, (wy_u + s * precision) / (precision + own_u))
+        price = estimate * own_u - wy_u  # p_u·(s_u − ỹ_u)
+        for axis, k in enumerate(ks):  # (a broadcast over short rows is slower)
+            price = price.repeat(k, axis=axis)
+        return np.add(G[a:b], price.reshape(-1), out=self._local_G[: b - a])
 
     def _sort(self, a: int, b: int) -> np.ndarray:
         """Sort the cells of parents [a, b), times the scale, into `ys`; short
@@ -380,19 +435,27 @@ class _Parents:
         """Put the parents `rows` (Y: their sorted cells, (K, m)) on the
         segment their G falls in: with c of their breakpoints B_i ≤ G (cells
         at 0), their line and the range [B_{c−1}, B_c) of G where it holds."""
-        K, m = self.K, G.size
-        B = self._B[: (K + 2) * m].reshape(K + 2, m)  # row i + 1 holds B_i
+        self._place(self._breaks(Y), Y, G, wy, rows)
+
+    def _breaks(self, Y: np.ndarray) -> np.ndarray:
+        """(K + 2, m): the breakpoints of the parents whose sorted cells are
+        Y (K, m), row i + 1 holding B_i, −∞ and +∞ around them."""
+        K, m = self.K, Y.shape[1]
+        B = self._B[: (K + 2) * m].reshape(K + 2, m)
         B[0], B[K + 1] = -math.inf, math.inf
         np.matmul(self.to_breaks, Y, out=B[1 : K + 1])
         # tied cells give equal B that rounding may put a few ulps out of
         # order: ordered, the count is a position and [B_{c−1}, B_c) exact
         for i in range(2, K + 1):
             np.maximum(B[i - 1], B[i], out=B[i])
-        c = np.zeros(m, dtype=np.uint8)
-        hit = self._hit[:m]
-        for i in range(1, K + 1):
-            np.less_equal(B[i], G, out=hit)
-            np.add(c, hit.view(np.uint8), out=c)
+        return B
+
+    def _place(self, B: np.ndarray, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, rows: Any):
+        """`_settle` given the parents' breakpoints B (from `_breaks`)."""
+        K, m = self.K, G.size
+        below = self._below[: K * m].reshape(K, m)
+        np.less_equal(B[1 : K + 1], G, out=below)
+        c = np.add.reduce(below.view(np.uint8), axis=0, dtype=np.uint8)
         pads = None if self.pads is None else self.pads[rows]
         if pads is not None:  # padding cells are always at 0
             np.maximum(c, pads, out=c)
@@ -492,6 +555,19 @@ def _fitted_above(
     return _spread_down(tree, depth, parts, out, base)
 
 
+def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
+    """(children per grandparent per axis, w·y and w² of the grandparents'
+    rows, flat) for `_Parents._local_price`, or None where the grandparents
+    have no rows or differ in their numbers of children."""
+    t = tree.height - 2
+    term = terms.get(t)
+    ks = tuple(ax.k[t] for ax in tree._axes) if t >= 0 else ()
+    if term is None or not ks or any(k is None for k in ks):
+        return None
+    own = term[1] if np.ndim(term[1]) == 0 else term[1].reshape(-1)
+    return ks, term[0].reshape(-1), own
+
+
 def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | None:
     """min_{x ≥ 0} ½‖A x − y‖² for the tree A (see the module), or None where
     the method does not apply (irregular parents, mixed leaf weights) or
@@ -517,7 +593,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     below += wy
     np.negative(below, out=below)
     leaves = y[:n]
-    parents = _Parents(layout, leaves, 1.0 / w_leaf, p, own, rowless)
+    parents = _Parents(layout, leaves, 1.0 / w_leaf, p, own, rowless, _local(tree, terms))
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
     largest, scale = parents.locate_all(G, wy, below)
