@@ -353,16 +353,20 @@ class _Parents:
         moved = 0
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
-            g = G[a:b]
-            out = np.less(g, self.lo[a:b], out=self._hit[: b - a])
-            out |= np.greater_equal(g, self.hi[a:b], out=self._miss[: b - a])
-            index = np.flatnonzero(out)
+            index = self._leaving(G[a:b], a, b)
             if index.size:
                 index += a
                 Y = self.ys[:, index] if self.cell_major else self.ys[index].T
-                self._settle(Y, G[index], wy[index], index)
+                self._place(self._breaks(Y), Y, G[index], wy[index], index)
                 moved += index.size
         return moved
+
+    def _leaving(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
+        """Which of the parents [a, b) (from 0) have their G (of the block)
+        outside their segment's range [lo, hi)."""
+        out = np.less(G, self.lo[a:b], out=self._hit[: b - a])
+        out |= np.greater_equal(G, self.hi[a:b], out=self._miss[: b - a])
+        return np.flatnonzero(out)
 
     def _local_move(
         self, B: np.ndarray, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, a: int, b: int
@@ -370,9 +374,7 @@ class _Parents:
         """Move the parents [a, b) whose local price G left their segment's
         range: the whole block when many did (it is in cache), else just
         those (on dense data, almost none)."""
-        out = np.less(G, self.lo[a:b], out=self._hit[: b - a])
-        out |= np.greater_equal(G, self.hi[a:b], out=self._miss[: b - a])
-        index = np.flatnonzero(out)
+        index = self._leaving(G, a, b)
         if 4 * index.size > b - a:
             self._place(B, Y, G, wy[a:b], slice(a, b))
         elif index.size:
@@ -431,12 +433,6 @@ class _Parents:
             np.copyto(self.ys[:, a:b], Y)
         return Y
 
-    def _settle(self, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, rows: Any) -> None:
-        """Put the parents `rows` (Y: their sorted cells, (K, m)) on the
-        segment their G falls in: with c of their breakpoints B_i ≤ G (cells
-        at 0), their line and the range [B_{c−1}, B_c) of G where it holds."""
-        self._place(self._breaks(Y), Y, G, wy, rows)
-
     def _breaks(self, Y: np.ndarray) -> np.ndarray:
         """(K + 2, m): the breakpoints of the parents whose sorted cells are
         Y (K, m), row i + 1 holding B_i, −∞ and +∞ around them."""
@@ -451,7 +447,10 @@ class _Parents:
         return B
 
     def _place(self, B: np.ndarray, Y: np.ndarray, G: np.ndarray, wy: np.ndarray, rows: Any):
-        """`_settle` given the parents' breakpoints B (from `_breaks`)."""
+        """Put the parents `rows` (Y: their sorted cells, (K, m); B: their
+        breakpoints, from `_breaks`) on the segment their G falls in: with c
+        of their breakpoints B_i ≤ G (cells at 0), their line and the range
+        [B_{c−1}, B_c) of G where it holds."""
         K, m = self.K, G.size
         below = self._below[: K * m].reshape(K, m)
         np.less_equal(B[1 : K + 1], G, out=below)
