@@ -1,9 +1,14 @@
 """`Hierarchy.nnls` (module `ektelo.matrix.tree_nnls`) against scipy's NNLS on
 the dense tree: the estimate, the objective, the computed bound on the
 projected gradient (it must bound the measured one and be tight), ‖Aᵀy‖∞,
-where the method declines, and bad input."""
+where the method declines, and bad input. Every test runs twice: with the
+per-parent step in NumPy and in C (`_nnls_kernel.c`)."""
 
 from __future__ import annotations
+
+import platform
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,6 +47,32 @@ SOLVED = [
     ((9, 9), 3, True, None),
     ((16, 16), 4, True, None),
 ]
+
+
+@pytest.fixture(autouse=True, params=["numpy", "kernel"])
+def backend(request, monkeypatch) -> str:
+    """Which code sorts and places the parents: NumPy or the C step."""
+    if request.param == "numpy":
+        monkeypatch.setattr(tree_nnls, "_KERNEL", None)
+    elif tree_nnls._KERNEL is None:
+        pytest.skip("the C step is not built here, or the CPU lacks AVX2/FMA")
+    return request.param
+
+
+def test_the_kernel_is_built_where_it_can_be(backend) -> None:
+    """Where there is a C compiler and an x86-64 CPU with AVX2 and FMA, the
+    install built the C step and it loaded (so the kernel runs above are
+    not skipped)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text().split() if cpuinfo.exists() else []
+    if platform.machine() != "x86_64" or not {"avx2", "fma"} <= set(flags):
+        pytest.skip("not an x86-64 CPU with AVX2 and FMA")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    if backend == "kernel":
+        assert tree_nnls._KERNEL is not None
+        layout = tree_nnls._Grid((4,), (16,))
+        assert tree_nnls._Parents(layout, np.zeros(64), 1.0, 1.0, 1.0, None).kernel
 
 
 def noisy_answers(H: Hierarchy, sparse: bool, rng: np.random.Generator) -> np.ndarray:
@@ -110,6 +141,7 @@ def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> 
     A = H.dense()
     y = noisy_answers(H, False, rng)
     lines = tree_nnls._Parents.lines
+    monkeypatch.setattr(tree_nnls, "_KERNEL", None)  # (`lines` is NumPy's)
 
     def skewed(self, c, Y, B, wy, rows):
         alpha, beta = lines(self, c, Y, B, wy, rows)
@@ -209,7 +241,8 @@ def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
     parents = tree_nnls._Parents(tree_nnls._Grid((P,), (K,)), leaves, 1.0, 0.37, 3.1, None)
     wy = rng.normal(size=P)
     parents.locate_all(np.zeros(P), wy, np.zeros(P))
-    rows = parents.ys.T if parents.cell_major else parents.ys
+    # (the C step's rows are padded to 16 at the front)
+    rows = parents.ys.T if parents.cell_major else parents.ys[:, parents.width - K :]
     np.testing.assert_array_equal(rows, np.sort(leaves.reshape(P, K), axis=1))
     B = parents.to_breaks @ rows.T  # the breakpoints' product, (K, P)
     assert (np.diff(B, axis=0) < 0).any()  # the case under test occurs
@@ -218,6 +251,17 @@ def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
             parents.locate_all(G, wy, np.zeros(P))
             assert np.all(parents.lo <= G) and np.all(parents.hi > G)
             assert parents.relocate(G, wy) == 0
+    # and on the breakpoints as this backend rounds them (the C step sums
+    # instead of a product): G on each parent's B_c moves it up one segment
+    G = np.zeros(P)
+    parents.locate_all(G, wy, np.zeros(P))
+    for _ in range(K):
+        G = np.where(np.isfinite(parents.hi), parents.hi, G)
+        before = parents.hi.copy()
+        parents.locate_all(G, wy, np.zeros(P))
+        assert np.all(parents.lo <= G) and np.all(parents.hi > G)
+        assert np.all(parents.lo[np.isfinite(before)] == G[np.isfinite(before)])
+        assert parents.relocate(G, wy) == 0
 
 
 @pytest.mark.parametrize("K", range(1, 13))

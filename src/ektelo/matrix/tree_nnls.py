@@ -33,6 +33,13 @@ tree solve on the parents, a range check per parent, and a recount of
 only the parents whose Γ left their segment's range; HB measurements
 settle in 1–3 rounds. The cells are written once, at the end.
 
+Parents of up to 16 cells are sorted and placed by a small C step
+(`_nnls_kernel.c`, built by the install, loaded with ctypes): a sorting
+network and the breakpoints in AVX2 registers, four parents at a time,
+where NumPy's row sort alone costs ~50 ns a parent. It computes what
+`_Parents._place` does (the tests run every case both ways); without a
+compiler or without AVX2, NumPy does it.
+
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
 d-D trees whose parents of cells all have one shape (b^h × b^h, …), with at
@@ -47,6 +54,7 @@ was built from, plus the rounding of the cells' formula.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,6 +80,30 @@ _RECOVER_RATIO = 1e-3
 # cells, even at 14, 20% slower at 16).
 _NETWORK_CELLS = 12
 
+
+def _load_kernel() -> Any:
+    """The per-parent step in C (`_nnls_kernel.c`: sort by a network, then
+    place, four parents at a time in AVX2 registers) as a ctypes function, or
+    None where it was not built or the CPU lacks AVX2 or FMA."""
+    try:
+        from . import _nnls_kernel
+    except ImportError:  # pragma: no cover - an install without a compiler
+        return None
+    library = ctypes.CDLL(_nnls_kernel.__file__)
+    if not library.nnls_kernel_ready():  # pragma: no cover - a CPU before AVX2
+        return None
+    place = library.nnls_place
+    place.restype = None
+    address, size, real = ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_double
+    place.argtypes = [ctypes.c_int, ctypes.c_int, size, address, address, real, address]
+    place.argtypes += [address, address, real, real, address, address] + [address] * 4
+    return place
+
+
+# Parents of up to this many cells are sorted and placed by the C step (in
+# rows of 4, 8 or 16, padded), when it is there; NumPy does the rest.
+_KERNEL = _load_kernel()
+_KERNEL_CELLS = 16
 
 # children per grandparent per axis; w·y and w² of the grandparents' rows
 _Local = tuple[tuple[int, ...], np.ndarray, Any]
@@ -138,7 +170,8 @@ class _Grid:
         written over `spare`, the sorted cells, no longer needed), and the
         parents' totals of it where they come cheaply, written into `totals`
         (else None)."""
-        x = spare.reshape(-1) if len(self.parts) == 1 else np.empty(spare.size)
+        n = self.P * self.K  # (the sorted rows may be padded)
+        x = spare.reshape(-1)[:n] if len(self.parts) == 1 else np.empty(n)
         cells = self._view(x)
         shifts = tau.reshape(self.parts + (1,) * len(self.sizes))
         if scale == 1.0:
@@ -296,9 +329,22 @@ class _Parents:
         self.layout, self.leaves, self.scale = layout, leaves, scale
         self.P, self.K, self.p, self.own, self.rowless = P, K, p, own, rowless
         self.pads = layout.pads
-        # sorted by a network, cell-major (K, P); else by rows (P, K)
-        self.cell_major = K <= _NETWORK_CELLS
-        self.ys = np.empty((K, P) if self.cell_major else (P, K))
+        # sorted by the C step, rows (P, width) padded at the front; else by
+        # a network, cell-major (K, P), or by rows (P, K)
+        self.kernel = _KERNEL if K <= _KERNEL_CELLS and scale > 0 else None
+        self.cell_major = self.kernel is None and K <= _NETWORK_CELLS
+        self.width = K if self.kernel is None else 4 if K <= 4 else 8 if K <= 8 else 16
+        self.ys = np.empty((K, P) if self.cell_major else (P, self.width))
+        if self.kernel is not None:
+            extra = np.uint8(self.width - K)
+            self.kernel_pads = self.pads
+            if extra:
+                base = np.zeros(P, np.uint8) if self.pads is None else self.pads
+                self.kernel_pads = base + extra
+            # (p_v per parent only where some have no row)
+            self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
+            # 1-D parents of a full row: the leaves are the rows
+            self.direct = self.width == K and isinstance(layout, _Grid) and len(layout.parts) == 1
         self.network = _network(K) if self.cell_major else ()
         self.alpha, self.beta = np.empty(P), np.empty(P)
         self.lo, self.hi = np.empty(P), np.empty(P)
@@ -326,6 +372,8 @@ class _Parents:
         self._below = np.empty(K * m, dtype=bool)
         self._local_G = np.empty(m) if local is not None else None
         self._span = np.arange(m)
+        if self.kernel is not None and not self.direct:
+            self._rows = np.empty((m, self.width))
 
     def locate_all(self, G: np.ndarray, wy: np.ndarray, below: np.ndarray) -> tuple[float, float]:
         """Sort every parent's cells and put it on the segment its G falls in.
@@ -335,12 +383,22 @@ class _Parents:
         largest = scale = 0.0
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
-            Y = self._sort(a, b)
-            B = self._breaks(Y)
-            self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
-            if self.local is not None:
-                self._local_move(B, Y, self._local_price(G, a, b), wy, a, b)
-            for row in (Y[0], Y[-1]):
+            if self.kernel is not None:
+                self._kernel_place(G[a:b], wy, a, b - a, sort=True)
+                if self.local is not None:
+                    local = self._local_price(G, a, b)
+                    index = self._leaving(local, a, b)
+                    if index.size:
+                        self._kernel_place(local, wy, a, index.size, index)
+                ends = (self.ys[a:b, 0], self.ys[a:b, -1])
+            else:
+                Y = self._sort(a, b)
+                B = self._breaks(Y)
+                self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
+                if self.local is not None:
+                    self._local_move(B, Y, self._local_price(G, a, b), wy, a, b)
+                ends = (Y[0], Y[-1])
+            for row in ends:
                 end = np.multiply(row, self.p, out=self._work[: b - a])
                 largest = max(largest, _magnitude(end))
                 end -= below[a:b]
@@ -354,12 +412,56 @@ class _Parents:
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
             index = self._leaving(G[a:b], a, b)
-            if index.size:
+            moved += index.size
+            if index.size and self.kernel is not None:
+                self._kernel_place(G[a:b], wy, a, index.size, index)
+            elif index.size:
                 index += a
                 Y = self.ys[:, index] if self.cell_major else self.ys[index].T
                 self._place(self._breaks(Y), Y, G[index], wy[index], index)
-                moved += index.size
         return moved
+
+    def _kernel_place(
+        self,
+        G: np.ndarray,
+        wy: np.ndarray,
+        a: int,
+        m: int,
+        index: np.ndarray | None = None,
+        sort: bool = False,
+    ) -> None:
+        """The C step on m parents from a: [a, a + m), or a + `index` (from
+        0, the block's own numbering, as G is). With `sort`, their cells are
+        sorted into `ys` first; else `ys` holds them sorted."""
+        K, width = self.K, self.width
+        cells = 0
+        if sort and self.direct:
+            cells = self.leaves.ctypes.data + 8 * K * a
+        elif sort:  # (pads −∞: they sort first)
+            rows = self._rows[:m]
+            rows[:, : width - K] = -math.inf
+            rows[:, width - K :] = self.layout.rows(self.leaves, a, a + m, -math.inf)
+            cells = rows.ctypes.data
+        at = 8 * a  # bytes to parent a in the float arrays
+        own = None if self.own_rows is None else self.own_rows.ctypes.data + at
+        pads = None if self.kernel_pads is None else self.kernel_pads.ctypes.data + a
+        outputs = (self.alpha, self.beta, self.lo, self.hi)
+        self.kernel(
+            width,
+            int(sort),
+            m,
+            None if index is None else index.ctypes.data,
+            cells,
+            self.scale,
+            self.ys.ctypes.data + at * width,
+            G.ctypes.data,
+            wy.ctypes.data + at,
+            self.p,
+            self.own,
+            own,
+            pads,
+            *(v.ctypes.data + at for v in outputs),
+        )
 
     def _leaving(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
         """Which of the parents [a, b) (from 0) have their G (of the block)

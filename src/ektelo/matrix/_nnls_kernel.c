@@ -1,0 +1,239 @@
+/* The per-parent step of the tree NNLS (ektelo/matrix/tree_nnls.py), four
+ * parents at a time in AVX2 registers: sort each parent's cells by a
+ * sorting network, then put the parent on the segment its G falls in.
+ *
+ * With a parent's cells sorted, u_0 ≤ … ≤ u_{K−1}, its breakpoints are
+ *
+ *     S_i = Σ_{l>i} (u_l − u_i),    B_i = p·u_i − p_v·S_i,
+ *
+ * made monotone (B_i ← max(B_i, B_{i−1})) so that rounding at tied cells
+ * cannot put them out of order; c = #{i : B_i ≤ G} cells are at 0 (at least
+ * the parent's pads), its range is [B_{c−1}, B_c) (−∞ below its pads, +∞
+ * above the last cell) and its line, with j = K − c free cells,
+ *
+ *     β = j / (p + j·p_v),    α = S_c + β·(B_c + w_v·y_v)   (0, 0 when j = 0).
+ *
+ * Exactly `_Parents._place` of tree_nnls.py, which is the reference this is
+ * tested against. Rows are K ∈ {4, 8, 16} doubles; a parent's pads (cells
+ * held at 0) arrive as −∞ and sort first, where they take the value of its
+ * smallest cell (in the sorted rows stored too) so that every product stays
+ * finite.
+ *
+ * Loaded with ctypes (the module init below only makes the library
+ * importable, so Python can find it); callers check `nnls_kernel_ready()`
+ * (the CPU has AVX2 and FMA) before any other call.
+ */
+#include <Python.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static struct PyModuleDef kernel_module = {PyModuleDef_HEAD_INIT, "_nnls_kernel", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__nnls_kernel(void) { return PyModule_Create(&kernel_module); }
+
+int nnls_kernel_ready(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* Batcher's odd–even merge sort (the comparators of tree_nnls._network). */
+static const int8_t NET4[][2] = {{0, 1}, {2, 3}, {0, 2}, {1, 3}, {1, 2}};
+static const int8_t NET8[][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3}, {4, 6},
+                                 {5, 7}, {1, 2}, {5, 6}, {0, 4}, {1, 5}, {2, 6}, {3, 7},
+                                 {2, 4}, {3, 5}, {1, 2}, {3, 4}, {5, 6}};
+static const int8_t NET16[][2] = {
+    {0, 1},   {2, 3},   {4, 5},   {6, 7},   {8, 9},   {10, 11}, {12, 13}, {14, 15},
+    {0, 2},   {1, 3},   {4, 6},   {5, 7},   {8, 10},  {9, 11},  {12, 14}, {13, 15},
+    {1, 2},   {5, 6},   {9, 10},  {13, 14}, {0, 4},   {1, 5},   {2, 6},   {3, 7},
+    {8, 12},  {9, 13},  {10, 14}, {11, 15}, {2, 4},   {3, 5},   {10, 12}, {11, 13},
+    {1, 2},   {3, 4},   {5, 6},   {9, 10},  {11, 12}, {13, 14}, {0, 8},   {1, 9},
+    {2, 10},  {3, 11},  {4, 12},  {5, 13},  {6, 14},  {7, 15},  {4, 8},   {5, 9},
+    {6, 10},  {7, 11},  {2, 4},   {3, 5},   {6, 8},   {7, 9},   {10, 12}, {11, 13},
+    {1, 2},   {3, 4},   {5, 6},   {7, 8},   {9, 10},  {11, 12}, {13, 14}};
+
+#define AVX __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* 4×4 transpose: rows a..d (four parents' cells k..k+3) ↔ cells a..d. */
+AVX void transpose4(__m256d *a, __m256d *b, __m256d *c, __m256d *d) {
+    __m256d t0 = _mm256_unpacklo_pd(*a, *b), t1 = _mm256_unpackhi_pd(*a, *b);
+    __m256d t2 = _mm256_unpacklo_pd(*c, *d), t3 = _mm256_unpackhi_pd(*c, *d);
+    *a = _mm256_permute2f128_pd(t0, t2, 0x20);
+    *b = _mm256_permute2f128_pd(t1, t3, 0x20);
+    *c = _mm256_permute2f128_pd(t0, t2, 0x31);
+    *d = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+/* Four parents: v[k] holds cell k of each (lane = parent). */
+typedef struct {
+    __m256d g, wy, own, pads;
+} Quad;
+
+typedef struct {
+    __m256d alpha, beta, lo, hi;
+} Placed;
+
+AVX Placed place4(__m256d *v, int K, Quad q, double p) {
+    const __m256d vp = _mm256_set1_pd(p), ninf = _mm256_set1_pd(-INFINITY);
+    const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+    __m256d above[16];
+    __m256d total = zero;
+#pragma GCC unroll 16
+    for (int k = K - 1; k >= 0; k--) {
+        above[k] = total;
+        total = _mm256_add_pd(total, v[k]);
+    }
+    __m256d prev = ninf, lo = ninf, hi = _mm256_set1_pd(INFINITY), S_c = zero, found = zero;
+    __m256d count = zero;
+#pragma GCC unroll 16
+    for (int k = 0; k < K; k++) {
+        __m256d S = _mm256_fnmadd_pd(_mm256_set1_pd((double)(K - 1 - k)), v[k], above[k]);
+        __m256d B = _mm256_max_pd(_mm256_fnmadd_pd(q.own, S, _mm256_mul_pd(vp, v[k])), prev);
+        prev = B;
+        __m256d real = _mm256_cmp_pd(_mm256_set1_pd((double)k), q.pads, _CMP_GE_OQ);
+        __m256d over = _mm256_and_pd(_mm256_cmp_pd(B, q.g, _CMP_GT_OQ), real);
+        __m256d first = _mm256_andnot_pd(found, over);
+        hi = _mm256_blendv_pd(hi, B, first);
+        S_c = _mm256_blendv_pd(S_c, S, first);
+        found = _mm256_or_pd(found, over);
+        __m256d below = _mm256_andnot_pd(found, real); /* B_k ≤ G, not a pad */
+        lo = _mm256_blendv_pd(lo, B, below);
+        count = _mm256_add_pd(count, _mm256_andnot_pd(found, one));
+    }
+    __m256d free = _mm256_sub_pd(_mm256_set1_pd((double)K), count);
+    __m256d none = _mm256_cmp_pd(free, zero, _CMP_EQ_OQ);
+    __m256d beta = _mm256_div_pd(free, _mm256_fmadd_pd(free, q.own, vp));
+    __m256d alpha = _mm256_fmadd_pd(beta, _mm256_add_pd(hi, q.wy), S_c);
+    Placed out = {_mm256_blendv_pd(alpha, zero, none), _mm256_blendv_pd(beta, zero, none), lo,
+                  hi};
+    return out;
+}
+
+/* Sort v[0..K) within each lane. */
+AVX void sort4(__m256d *v, int K) {
+    const int8_t(*net)[2] = K == 4 ? NET4 : K == 8 ? NET8 : NET16;
+    int n = K == 4 ? 5 : K == 8 ? 19 : 63;
+#pragma GCC unroll 64
+    for (int c = 0; c < n; c++) {
+        __m256d a = v[net[c][0]], b = v[net[c][1]];
+        v[net[c][0]] = _mm256_min_pd(a, b);
+        v[net[c][1]] = _mm256_max_pd(a, b);
+    }
+}
+
+/* Pads (−∞, sorted first) take the value of the smallest real cell. */
+AVX void fill_pads(__m256d *v, int K) {
+    const __m256d ninf = _mm256_set1_pd(-INFINITY);
+#pragma GCC unroll 16
+    for (int k = K - 2; k >= 0; k--)
+        v[k] = _mm256_blendv_pd(v[k], v[k + 1], _mm256_cmp_pd(v[k], ninf, _CMP_EQ_OQ));
+}
+
+AVX void load_rows(__m256d *v, const double *const rows[4], int K) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k += 4) {
+        v[k] = _mm256_loadu_pd(rows[0] + k);
+        v[k + 1] = _mm256_loadu_pd(rows[1] + k);
+        v[k + 2] = _mm256_loadu_pd(rows[2] + k);
+        v[k + 3] = _mm256_loadu_pd(rows[3] + k);
+        transpose4(&v[k], &v[k + 1], &v[k + 2], &v[k + 3]);
+    }
+}
+
+AVX void store_rows(const __m256d *v, double *const rows[4], int K) {
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k += 4) {
+        __m256d a = v[k], b = v[k + 1], c = v[k + 2], d = v[k + 3];
+        transpose4(&a, &b, &c, &d);
+        _mm256_storeu_pd(rows[0] + k, a);
+        _mm256_storeu_pd(rows[1] + k, b);
+        _mm256_storeu_pd(rows[2] + k, c);
+        _mm256_storeu_pd(rows[3] + k, d);
+    }
+}
+
+/* Parents t = 0..m−1 (parent index: index[t], or t without an index):
+ *   cells   rows of K at cells + K·parent (scaled by `scale` when sorting);
+ *   sorted  where the sorted rows go (sort != 0) or are read from (sort == 0);
+ *   g, wy, own, pads  per parent (own may be NULL: own_all; pads may be NULL);
+ *   alpha, beta, lo, hi  written at the parent's index.
+ * Every array is indexed by the parent's index, so a call can place any
+ * subset of the parents. K is a constant in each instance (the network and
+ * the loops unroll, and the cells stay in registers). */
+#define PLACE_ARGS                                                                         \
+    int sort, ptrdiff_t m, const ptrdiff_t *index, const double *cells, double scale,      \
+        double *sorted, const double *g, const double *wy, double p, double own_all,       \
+        const double *own, const uint8_t *pads, double *alpha, double *beta, double *lo,   \
+        double *hi
+
+AVX void place_rows(const int K, PLACE_ARGS) {
+    const __m256d vs = _mm256_set1_pd(scale);
+    double spare[4][16];
+    for (ptrdiff_t t = 0; t < m; t += 4) {
+        ptrdiff_t at[4];
+        int lanes = m - t < 4 ? (int)(m - t) : 4;
+        for (int l = 0; l < 4; l++) {
+            ptrdiff_t r = t + (l < lanes ? l : lanes - 1); /* a short quad repeats its last */
+            at[l] = index ? index[r] : r;
+        }
+        const double *in[4];
+        double *out[4];
+        for (int l = 0; l < 4; l++) {
+            in[l] = (sort ? cells : sorted) + K * at[l];
+            out[l] = l < lanes ? sorted + K * at[l] : spare[l];
+        }
+        __m256d v[16];
+        load_rows(v, in, K);
+        if (sort) {
+#pragma GCC unroll 16
+            for (int k = 0; k < K; k++) v[k] = _mm256_mul_pd(v[k], vs);
+            sort4(v, K);
+            fill_pads(v, K);
+            store_rows(v, out, K);
+        }
+        Quad q;
+        q.g = _mm256_setr_pd(g[at[0]], g[at[1]], g[at[2]], g[at[3]]);
+        q.wy = _mm256_setr_pd(wy[at[0]], wy[at[1]], wy[at[2]], wy[at[3]]);
+        q.own = own ? _mm256_setr_pd(own[at[0]], own[at[1]], own[at[2]], own[at[3]])
+                    : _mm256_set1_pd(own_all);
+        q.pads = pads ? _mm256_setr_pd(pads[at[0]], pads[at[1]], pads[at[2]], pads[at[3]])
+                      : _mm256_setzero_pd();
+        Placed r = place4(v, K, q, p);
+        double a[4], b[4], l_[4], h[4];
+        _mm256_storeu_pd(a, r.alpha);
+        _mm256_storeu_pd(b, r.beta);
+        _mm256_storeu_pd(l_, r.lo);
+        _mm256_storeu_pd(h, r.hi);
+        for (int l = 0; l < lanes; l++) {
+            alpha[at[l]] = a[l];
+            beta[at[l]] = b[l];
+            lo[at[l]] = l_[l];
+            hi[at[l]] = h[l];
+        }
+    }
+}
+
+#define CALL_ARGS                                                                          \
+    sort, m, index, cells, scale, sorted, g, wy, p, own_all, own, pads, alpha, beta, lo, hi
+
+__attribute__((target("avx2,fma"))) static void place_rows4(PLACE_ARGS) {
+    place_rows(4, CALL_ARGS);
+}
+__attribute__((target("avx2,fma"))) static void place_rows8(PLACE_ARGS) {
+    place_rows(8, CALL_ARGS);
+}
+__attribute__((target("avx2,fma"))) static void place_rows16(PLACE_ARGS) {
+    place_rows(16, CALL_ARGS);
+}
+
+/* K ∈ {4, 8, 16}: the width of the rows (see place_rows). */
+void nnls_place(int K, PLACE_ARGS) {
+    if (K == 4)
+        place_rows4(CALL_ARGS);
+    else if (K == 8)
+        place_rows8(CALL_ARGS);
+    else
+        place_rows16(CALL_ARGS);
+}
