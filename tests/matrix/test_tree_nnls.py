@@ -337,3 +337,12 @@ def test_local_price_saves_rounds(dims, b, fewer, rng, monkeypatch) -> None:
     np.testing.assert_allclose(local.x, plain.x, rtol=1e-12, atol=1e-12 * plain.x.max())
     assert local.rounds < plain.rounds if fewer else local.rounds <= plain.rounds
     assert local.gradient_bound <= 1e-11 * local.gradient_scale
+
+
+def test_strided_answers_give_the_contiguous_estimate(rng) -> None:
+    """Answers that are a strided view (the C step reads rows of cells
+    straight from memory only where they are contiguous)."""
+    H = Hierarchy(4096, 16)
+    spaced = np.repeat(noisy_answers(H, True, rng), 2)
+    strided = H.nnls(spaced[::2])
+    np.testing.assert_array_equal(strided.x, H.nnls(spaced[::2].copy()).x)

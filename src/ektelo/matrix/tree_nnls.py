@@ -343,8 +343,13 @@ class _Parents:
                 self.kernel_pads = base + extra
             # (p_v per parent only where some have no row)
             self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
-            # 1-D parents of a full row: the leaves are the rows
-            self.direct = self.width == K and isinstance(layout, _Grid) and len(layout.parts) == 1
+            # 1-D parents of a full row: the leaves are the rows (when contiguous)
+            self.direct = (
+                self.width == K
+                and isinstance(layout, _Grid)
+                and len(layout.parts) == 1
+                and leaves.flags.c_contiguous
+            )
         self.network = _network(K) if self.cell_major else ()
         self.alpha, self.beta = np.empty(P), np.empty(P)
         self.lo, self.hi = np.empty(P), np.empty(P)
@@ -684,7 +689,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     term = terms.get(t0)
     wy, own, rowless = np.zeros(P), 0.0, None
     if term is not None:
-        wy, own = term[0].reshape(P), term[1]
+        wy, own = np.ascontiguousarray(term[0].reshape(P)), term[1]  # (read by the C step)
         if isinstance(own, np.ndarray):  # 0 at single cells
             rowless = own.reshape(P) == 0
             own = float(own.max())
