@@ -391,10 +391,7 @@ class _Parents:
             if self.kernel is not None:
                 self._kernel_place(G[a:b], wy, a, b - a, sort=True)
                 if self.local is not None:
-                    local = self._local_price(G, a, b)
-                    index = self._leaving(local, a, b)
-                    if index.size:
-                        self._kernel_place(local, wy, a, index.size, index)
+                    self._kernel_move(self._local_price(G, a, b), wy, a, b)
                 ends = (self.ys[a:b, 0], self.ys[a:b, -1])
             else:
                 Y = self._sort(a, b)
@@ -416,15 +413,24 @@ class _Parents:
         moved = 0
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
+            if self.kernel is not None:
+                moved += self._kernel_move(G[a:b], wy, a, b)
+                continue
             index = self._leaving(G[a:b], a, b)
-            moved += index.size
-            if index.size and self.kernel is not None:
-                self._kernel_place(G[a:b], wy, a, index.size, index)
-            elif index.size:
+            if index.size:
                 index += a
                 Y = self.ys[:, index] if self.cell_major else self.ys[index].T
                 self._place(self._breaks(Y), Y, G[index], wy[index], index)
+                moved += index.size
         return moved
+
+    def _kernel_move(self, G: np.ndarray, wy: np.ndarray, a: int, b: int) -> int:
+        """By the C step, move the parents [a, b) whose G (of the block) left
+        their segment's range; returns how many moved."""
+        index = self._leaving(G, a, b)
+        if index.size:
+            self._kernel_place(G, wy, a, index.size, index)
+        return index.size
 
     def _kernel_place(
         self,
