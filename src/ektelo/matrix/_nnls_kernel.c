@@ -154,8 +154,33 @@ AVX void store_rows(const __m256d *v, double *const rows[4], int K) {
     }
 }
 
+/* Four parents' cells gathered from the leaves themselves: parent l's
+ * K − pads[l] cells start at leaves + start[l] and fill the last places of
+ * its row; the first pads[l] places are −∞. Masked loads read no cell
+ * outside the parent (so none past either end of the leaves). */
+AVX void load_runs(__m256d *v, const double *leaves, const ptrdiff_t start[4],
+                   const int pad[4], int K) {
+    const __m256d ninf = _mm256_set1_pd(-INFINITY);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k += 4) {
+        const __m256i place = _mm256_setr_epi64x(k, k + 1, k + 2, k + 3);
+        for (int l = 0; l < 4; l++) {
+            __m256i real = _mm256_cmpgt_epi64(place, _mm256_set1_epi64x(pad[l] - 1));
+            /* (address arithmetic in integers: below the leaves where masked) */
+            const double *from =
+                (const double *)((uintptr_t)leaves + 8 * (uintptr_t)(start[l] - pad[l] + k));
+            v[k + l] = _mm256_blendv_pd(ninf, _mm256_maskload_pd(from, real),
+                                        _mm256_castsi256_pd(real));
+        }
+        transpose4(&v[k], &v[k + 1], &v[k + 2], &v[k + 3]);
+    }
+}
+
 /* Parents t = 0..m−1 (parent index: index[t], or t without an index):
- *   cells   rows of K at cells + K·parent (scaled by `scale` when sorting);
+ *   cells   when sorting: with run = 0, rows of K at cells + K·parent;
+ *           with run > 0, the leaves, the parent's K − pads cells ending
+ *           at ends[parent] (or starting at run·parent without ends);
+ *           scaled by `scale`;
  *   sorted  where the sorted rows go (sort != 0) or are read from (sort == 0);
  *   g, wy, own, pads  per parent (own may be NULL: own_all; pads may be NULL);
  *   alpha, beta, lo, hi  written at the parent's index.
@@ -163,7 +188,8 @@ AVX void store_rows(const __m256d *v, double *const rows[4], int K) {
  * subset of the parents. K is a constant in each instance (the network and
  * the loops unroll, and the cells stay in registers). */
 #define PLACE_ARGS                                                                         \
-    int sort, ptrdiff_t m, const ptrdiff_t *index, const double *cells, double scale,      \
+    int sort, ptrdiff_t m, const ptrdiff_t *index, const double *cells, ptrdiff_t run,     \
+        const ptrdiff_t *ends, double scale,                                               \
         double *sorted, const double *g, const double *wy, double p, double own_all,       \
         const double *own, const uint8_t *pads, double *alpha, double *beta, double *lo,   \
         double *hi
@@ -185,7 +211,17 @@ AVX void place_rows(const int K, PLACE_ARGS) {
             out[l] = l < lanes ? sorted + K * at[l] : spare[l];
         }
         __m256d v[16];
-        load_rows(v, in, K);
+        if (sort && run > 0) {
+            ptrdiff_t start[4];
+            int pad[4];
+            for (int l = 0; l < 4; l++) {
+                pad[l] = pads ? pads[at[l]] : 0;
+                start[l] = ends ? ends[at[l]] - (K - pad[l]) : run * at[l];
+            }
+            load_runs(v, cells, start, pad, K);
+        } else {
+            load_rows(v, in, K);
+        }
         if (sort) {
 #pragma GCC unroll 16
             for (int k = 0; k < K; k++) v[k] = _mm256_mul_pd(v[k], vs);
@@ -216,7 +252,8 @@ AVX void place_rows(const int K, PLACE_ARGS) {
 }
 
 #define CALL_ARGS                                                                          \
-    sort, m, index, cells, scale, sorted, g, wy, p, own_all, own, pads, alpha, beta, lo, hi
+    sort, m, index, cells, run, ends, scale, sorted, g, wy, p, own_all, own, pads, alpha, \
+        beta, lo, hi
 
 __attribute__((target("avx2,fma"))) static void place_rows4(PLACE_ARGS) {
     place_rows(4, CALL_ARGS);

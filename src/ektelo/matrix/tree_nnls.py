@@ -95,7 +95,8 @@ def _load_kernel() -> Any:
     place = library.nnls_place
     place.restype = None
     address, size, real = ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_double
-    place.argtypes = [ctypes.c_int, ctypes.c_int, size, address, address, real, address]
+    place.argtypes = [ctypes.c_int, ctypes.c_int, size, address, address, size, address]
+    place.argtypes += [real, address]
     place.argtypes += [address, address, real, real, address, address] + [address] * 4
     return place
 
@@ -343,13 +344,9 @@ class _Parents:
                 self.kernel_pads = base + extra
             # (p_v per parent only where some have no row)
             self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
-            # 1-D parents of a full row: the leaves are the rows (when contiguous)
-            self.direct = (
-                self.width == K
-                and isinstance(layout, _Grid)
-                and len(layout.parts) == 1
-                and leaves.flags.c_contiguous
-            )
+            # 1-D parents: the C step gathers their cells from the leaves
+            # (when contiguous) itself
+            self.direct = len(layout.parts) == 1 and leaves.flags.c_contiguous
         self.network = _network(K) if self.cell_major else ()
         self.alpha, self.beta = np.empty(P), np.empty(P)
         self.lo, self.hi = np.empty(P), np.empty(P)
@@ -445,9 +442,13 @@ class _Parents:
         0, the block's own numbering, as G is). With `sort`, their cells are
         sorted into `ys` first; else `ys` holds them sorted."""
         K, width = self.K, self.width
-        cells = 0
-        if sort and self.direct:
-            cells = self.leaves.ctypes.data + 8 * K * a
+        cells, run, ends = 0, 0, None
+        if sort and self.direct:  # (parent a's cells end at ends[a], or start at K·a)
+            cells, run = self.leaves.ctypes.data, K
+            if isinstance(self.layout, _Runs):
+                ends = self.layout.ends.ctypes.data + 8 * a
+            else:
+                cells += 8 * K * a
         elif sort:  # (pads −∞: they sort first)
             rows = self._rows[:m]
             rows[:, : width - K] = -math.inf
@@ -463,6 +464,8 @@ class _Parents:
             m,
             None if index is None else index.ctypes.data,
             cells,
+            run,
+            ends,
             self.scale,
             self.ys.ctypes.data + at * width,
             G.ctypes.data,
