@@ -274,3 +274,26 @@ void nnls_place(int K, PLACE_ARGS) {
     else
         place_rows16(CALL_ARGS);
 }
+
+/* The estimate's cells, x = max(scale·leaf − τ of its parent, 0), over the
+ * sorted rows' memory, and each parent's total of them (one pass: the
+ * totals are summed while the parent's cells are in registers). Parent i's
+ * cells end at ends[i], or are cells [run·i, run·(i + 1)) without ends.
+ * Plain C (no FMA): the same roundings as NumPy's multiply, then subtract. */
+void nnls_cells(ptrdiff_t P, const double *leaves, ptrdiff_t run, const ptrdiff_t *ends,
+                double scale, const double *tau, double *x, double *totals) {
+    ptrdiff_t start = 0;
+    for (ptrdiff_t i = 0; i < P; i++) {
+        ptrdiff_t end = ends ? ends[i] : start + run;
+        double shift = tau[i], total = 0.0;
+        for (ptrdiff_t j = start; j < end; j++) {
+            /* (maxsd: a branch on the sign mispredicts on sparse data) */
+            __m128d v0 = _mm_set_sd(scale * leaves[j] - shift);
+            double v = _mm_cvtsd_f64(_mm_max_sd(v0, _mm_setzero_pd()));
+            x[j] = v;
+            total += v;
+        }
+        totals[i] = total;
+        start = end;
+    }
+}

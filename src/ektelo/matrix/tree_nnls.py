@@ -81,10 +81,19 @@ _RECOVER_RATIO = 1e-3
 _NETWORK_CELLS = 12
 
 
-def _load_kernel() -> Any:
+@dataclass(frozen=True)
+class _Kernel:
+    """The C step's two functions (see `_nnls_kernel.c`)."""
+
+    place: Any  # sort (optionally) and place parents
+    cells: Any  # the estimate's cells and their parents' totals
+
+
+def _load_kernel() -> _Kernel | None:
     """The per-parent step in C (`_nnls_kernel.c`: sort by a network, then
-    place, four parents at a time in AVX2 registers) as a ctypes function, or
-    None where it was not built or the CPU lacks AVX2 or FMA."""
+    place, four parents at a time in AVX2 registers; and the cells of the
+    estimate) as ctypes functions, or None where it was not built or the
+    CPU lacks AVX2 or FMA."""
     try:
         from . import _nnls_kernel
     except ImportError:  # pragma: no cover - an install without a compiler
@@ -92,13 +101,14 @@ def _load_kernel() -> Any:
     library = ctypes.CDLL(_nnls_kernel.__file__)
     if not library.nnls_kernel_ready():  # pragma: no cover - a CPU before AVX2
         return None
-    place = library.nnls_place
-    place.restype = None
     address, size, real = ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_double
+    place, cells = library.nnls_place, library.nnls_cells
     place.argtypes = [ctypes.c_int, ctypes.c_int, size, address, address, size, address]
-    place.argtypes += [real, address]
-    place.argtypes += [address, address, real, real, address, address] + [address] * 4
-    return place
+    place.argtypes += [real, address, address, address, real, real, address, address]
+    place.argtypes += [address] * 4
+    cells.argtypes = [size, address, size, address, real, address, address, address]
+    place.restype = cells.restype = None
+    return _Kernel(place, cells)
 
 
 # Parents of up to this many cells are sorted and placed by the C step (in
@@ -458,7 +468,7 @@ class _Parents:
         own = None if self.own_rows is None else self.own_rows.ctypes.data + at
         pads = None if self.kernel_pads is None else self.kernel_pads.ctypes.data + a
         outputs = (self.alpha, self.beta, self.lo, self.hi)
-        self.kernel(
+        self.kernel.place(
             width,
             int(sort),
             m,
@@ -476,6 +486,19 @@ class _Parents:
             pads,
             *(v.ctypes.data + at for v in outputs),
         )
+
+    def cells(self, tau: np.ndarray, totals: np.ndarray):
+        """The estimate's cells, max(scale·leaves − τ of the cell's parent, 0),
+        over `ys` (no longer needed), and the parents' totals of them written
+        into `totals` where they come cheaply (else None): `layout.cells`,
+        in one pass by the C step for 1-D parents."""
+        if self.kernel is None or not self.direct:
+            return self.layout.cells(self.leaves, self.scale, tau, self.ys, totals)
+        x = self.ys.reshape(-1)[: self.leaves.size]
+        ends = self.layout.ends.ctypes.data if isinstance(self.layout, _Runs) else None
+        pointers = (self.leaves.ctypes.data, self.K, ends, self.scale, tau.ctypes.data)
+        self.kernel.cells(self.P, *pointers, x.ctypes.data, totals.ctypes.data)
+        return x, totals
 
     def _leaving(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
         """Which of the parents [a, b) (from 0) have their G (of the block)
@@ -735,7 +758,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
     price += G  # Π_v
     tau = np.divide(price, p, out=parents.beta)
-    x, true_totals = layout.cells(leaves, 1.0 / w_leaf, tau, parents.ys, parents.lo)
+    x, true_totals = parents.cells(tau, parents.lo)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
