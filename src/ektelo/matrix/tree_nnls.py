@@ -36,9 +36,11 @@ settle in 1–3 rounds. The cells are written once, at the end.
 Parents of up to 16 cells are sorted and placed by a small C step
 (`_nnls_kernel.c`, built by the install, loaded with ctypes): a sorting
 network and the breakpoints in AVX2 registers, four parents at a time,
-where NumPy's row sort alone costs ~50 ns a parent. It computes what
-`_Parents._place` does (the tests run every case both ways); without a
-compiler or without AVX2, NumPy does it.
+where NumPy's row sort alone costs ~50 ns a parent. In 1-D it also
+gathers each parent's cells from the leaves (masked loads) and writes the
+estimate's cells with their parents' totals in one pass. It computes what
+`_Parents._place` and the layouts' `cells` do (the tests run every case
+both ways); without a compiler or without AVX2, NumPy does it.
 
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
