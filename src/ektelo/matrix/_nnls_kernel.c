@@ -14,7 +14,7 @@
  *     β = j / (p + j·p_v),    α = S_c + β·(B_c + w_v·y_v)   (0, 0 when j = 0).
  *
  * Exactly `_Parents._place` of tree_nnls.py, which is the reference this is
- * tested against. Rows are K ∈ {4, 8, 16} doubles; a parent's pads (cells
+ * tested against. Rows are K ∈ {2, 4, 8, 16} doubles; a parent's pads (cells
  * held at 0) arrive as −∞ and sort first, where they take the value of its
  * smallest cell (in the sorted rows stored too) so that every product stays
  * finite.
@@ -40,6 +40,7 @@ int nnls_kernel_ready(void) {
 }
 
 /* Batcher's odd–even merge sort (the comparators of tree_nnls._network). */
+static const int8_t NET2[][2] = {{0, 1}};
 static const int8_t NET4[][2] = {{0, 1}, {2, 3}, {0, 2}, {1, 3}, {1, 2}};
 static const int8_t NET8[][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3}, {4, 6},
                                  {5, 7}, {1, 2}, {5, 6}, {0, 4}, {1, 5}, {2, 6}, {3, 7},
@@ -113,8 +114,8 @@ AVX Placed place4(__m256d *v, int K, Quad q, double p) {
 
 /* Sort v[0..K) within each lane. */
 AVX void sort4(__m256d *v, int K) {
-    const int8_t(*net)[2] = K == 4 ? NET4 : K == 8 ? NET8 : NET16;
-    int n = K == 4 ? 5 : K == 8 ? 19 : 63;
+    const int8_t(*net)[2] = K == 2 ? NET2 : K == 4 ? NET4 : K == 8 ? NET8 : NET16;
+    int n = K == 2 ? 1 : K == 4 ? 5 : K == 8 ? 19 : 63;
 #pragma GCC unroll 64
     for (int c = 0; c < n; c++) {
         __m256d a = v[net[c][0]], b = v[net[c][1]];
@@ -131,7 +132,29 @@ AVX void fill_pads(__m256d *v, int K) {
         v[k] = _mm256_blendv_pd(v[k], v[k + 1], _mm256_cmp_pd(v[k], ninf, _CMP_EQ_OQ));
 }
 
+/* Rows of 2: [r0 r1 | r2 r3] pairs ↔ cell 0 and cell 1 of the four rows. */
+AVX void load_pairs(__m256d *v, const double *const rows[4]) {
+    __m256d a = _mm256_set_m128d(_mm_loadu_pd(rows[1]), _mm_loadu_pd(rows[0]));
+    __m256d b = _mm256_set_m128d(_mm_loadu_pd(rows[3]), _mm_loadu_pd(rows[2]));
+    /* unpack gives rows in the order 0 2 1 3 */
+    v[0] = _mm256_permute4x64_pd(_mm256_unpacklo_pd(a, b), 0xD8);
+    v[1] = _mm256_permute4x64_pd(_mm256_unpackhi_pd(a, b), 0xD8);
+}
+
+AVX void store_pairs(const __m256d *v, double *const rows[4]) {
+    __m256d c0 = _mm256_permute4x64_pd(v[0], 0xD8), c1 = _mm256_permute4x64_pd(v[1], 0xD8);
+    __m256d a = _mm256_unpacklo_pd(c0, c1), b = _mm256_unpackhi_pd(c0, c1);
+    _mm_storeu_pd(rows[0], _mm256_castpd256_pd128(a));
+    _mm_storeu_pd(rows[1], _mm256_extractf128_pd(a, 1));
+    _mm_storeu_pd(rows[2], _mm256_castpd256_pd128(b));
+    _mm_storeu_pd(rows[3], _mm256_extractf128_pd(b, 1));
+}
+
 AVX void load_rows(__m256d *v, const double *const rows[4], int K) {
+    if (K == 2) {
+        load_pairs(v, rows);
+        return;
+    }
 #pragma GCC unroll 4
     for (int k = 0; k < K; k += 4) {
         v[k] = _mm256_loadu_pd(rows[0] + k);
@@ -143,6 +166,10 @@ AVX void load_rows(__m256d *v, const double *const rows[4], int K) {
 }
 
 AVX void store_rows(const __m256d *v, double *const rows[4], int K) {
+    if (K == 2) {
+        store_pairs(v, rows);
+        return;
+    }
 #pragma GCC unroll 4
     for (int k = 0; k < K; k += 4) {
         __m256d a = v[k], b = v[k + 1], c = v[k + 2], d = v[k + 3];
@@ -166,6 +193,9 @@ AVX void load_runs(__m256d *v, const double *leaves, const ptrdiff_t start[4],
         const __m256i place = _mm256_setr_epi64x(k, k + 1, k + 2, k + 3);
         for (int l = 0; l < 4; l++) {
             __m256i real = _mm256_cmpgt_epi64(place, _mm256_set1_epi64x(pad[l] - 1));
+            if (K < 4) /* (rows of 2: places 2 and 3 are not the parent's) */
+                real = _mm256_andnot_si256(_mm256_cmpgt_epi64(place, _mm256_set1_epi64x(K - 1)),
+                                           real);
             /* (address arithmetic in integers: below the leaves where masked) */
             const double *from =
                 (const double *)((uintptr_t)leaves + 8 * (uintptr_t)(start[l] - pad[l] + k));
@@ -255,6 +285,9 @@ AVX void place_rows(const int K, PLACE_ARGS) {
     sort, m, index, cells, run, ends, scale, sorted, g, wy, p, own_all, own, pads, alpha, \
         beta, lo, hi
 
+__attribute__((target("avx2,fma"))) static void place_rows2(PLACE_ARGS) {
+    place_rows(2, CALL_ARGS);
+}
 __attribute__((target("avx2,fma"))) static void place_rows4(PLACE_ARGS) {
     place_rows(4, CALL_ARGS);
 }
@@ -265,9 +298,11 @@ __attribute__((target("avx2,fma"))) static void place_rows16(PLACE_ARGS) {
     place_rows(16, CALL_ARGS);
 }
 
-/* K ∈ {4, 8, 16}: the width of the rows (see place_rows). */
+/* K ∈ {2, 4, 8, 16}: the width of the rows (see place_rows). */
 void nnls_place(int K, PLACE_ARGS) {
-    if (K == 4)
+    if (K == 2)
+        place_rows2(CALL_ARGS);
+    else if (K == 4)
         place_rows4(CALL_ARGS);
     else if (K == 8)
         place_rows8(CALL_ARGS);

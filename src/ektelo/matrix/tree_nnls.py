@@ -114,7 +114,7 @@ def _load_kernel() -> _Kernel | None:
 
 
 # Parents of up to this many cells are sorted and placed by the C step (in
-# rows of 4, 8 or 16, padded), when it is there; NumPy does the rest.
+# rows of 2, 4, 8 or 16, padded), when it is there; NumPy does the rest.
 _KERNEL = _load_kernel()
 _KERNEL_CELLS = 16
 
@@ -346,7 +346,7 @@ class _Parents:
         # a network, cell-major (K, P), or by rows (P, K)
         self.kernel = _KERNEL if K <= _KERNEL_CELLS and scale > 0 else None
         self.cell_major = self.kernel is None and K <= _NETWORK_CELLS
-        self.width = K if self.kernel is None else 4 if K <= 4 else 8 if K <= 8 else 16
+        self.width = K if self.kernel is None else next(w for w in (2, 4, 8, 16) if w >= K)
         self.ys = np.empty((K, P) if self.cell_major else (P, self.width))
         if self.kernel is not None:
             extra = np.uint8(self.width - K)
