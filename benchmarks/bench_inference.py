@@ -1,7 +1,9 @@
 """Scalability of inference (paper §7.6, §10.2.2): LS and NNLS on HB-style
 measurements — Identity stacked with a branching-16 hierarchy of ranges
 (`selection.hierarchy(n, 16)`) measured once with Laplace noise at ε = 1 —
-at n = 2^16, 2^20, 2^24 and 10^8.
+at n = 2^16, 2^17, 2^20, 2^21, 2^24 and 10^8. (2^17 and 2^21 = 2·16^k give
+the leaves' parents 2 cells each — the hardest case for NNLS against LS,
+whose parent solves then cover half as many parents as cells.)
 
 Prints iterations, matrix–vector products, seconds and peak memory (traced
 allocations during one more, untimed inference call, and the process's max
@@ -31,7 +33,7 @@ later ~0.02 s), so
 a single run charges that to whichever method comes first — it made LS at
 2^24 look 3–6× slower than it is.
 
-Usage: python benchmarks/bench_inference.py [--sizes 16 20 24 1e8] [--repeat 2]
+Usage: python benchmarks/bench_inference.py [--sizes 16 17 20 21 24 1e8] [--repeat 2]
        [--regimes dense sparse] [--methods LS NNLS L-BFGS-B]
        [--lbfgsb-max 65536] [--time-limit 60]
 """
@@ -110,7 +112,7 @@ def peak_memory(method: str, m: Measurement) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", nargs="+", default=["16", "20", "24", "1e8"])
+    parser.add_argument("--sizes", nargs="+", default=["16", "17", "20", "21", "24", "1e8"])
     parser.add_argument("--regimes", nargs="+", default=["dense", "sparse"])
     parser.add_argument("--lbfgsb-max", type=int, default=2**16)
     parser.add_argument("--methods", nargs="+", default=["LS", "LSMR", "NNLS", "L-BFGS-B"])
