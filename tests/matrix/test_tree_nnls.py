@@ -308,6 +308,7 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
     y = noisy_answers(H, True, rng)
     seen = []
     price = tree_nnls._Parents._local_price
+    move = tree_nnls._Grandparents.local_move
 
     def recorded(self, G, a, b):
         lines = self.alpha.copy(), self.beta.copy()
@@ -315,7 +316,15 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
         seen.append((a, b, lines, G.copy(), out.copy()))
         return out
 
+    def recorded_by_grandparents(self, G, wy, a, b):
+        # (1-D with the C step: the grandparents' Φ; a parent's G is Φ + below)
+        lines, start = (self.parents.alpha.copy(), self.parents.beta.copy()), G.copy()
+        move(self, G, wy, a, b)
+        local = np.repeat(self.phi[a // self.k : b // self.k], self.k) + self.below[a:b]
+        seen.append((a, b, lines, start, local))
+
     monkeypatch.setattr(tree_nnls._Parents, "_local_price", recorded)
+    monkeypatch.setattr(tree_nnls._Grandparents, "local_move", recorded_by_grandparents)
     H.nnls(y)
     assert len(seen) == 1 and seen[0][:2] == (0, H._axes[0].count[1] ** len(dims))
     _, _, (alpha, beta), G, local = seen[0]
@@ -342,6 +351,41 @@ def test_local_price_saves_rounds(dims, b, fewer, rng, monkeypatch) -> None:
     np.testing.assert_allclose(local.x, plain.x, rtol=1e-12, atol=1e-12 * plain.x.max())
     assert local.rounds < plain.rounds if fewer else local.rounds <= plain.rounds
     assert local.gradient_bound <= 1e-11 * local.gradient_scale
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize(
+    ("dims", "b", "root"),
+    [((8192,), 16, True), ((512,), 16, False), ((1024,), 2, True), ((5000,), 16, True)],
+)
+def test_grandparent_rounds_are_the_parent_rounds(
+    dims, b, root, sparse, backend, rng, monkeypatch
+) -> None:
+    """With the C step, 1-D trees run their Newton rounds on the
+    grandparents (parents of 2 cells: 2·16^k under HB; runs with pads): the
+    same rounds as on the parents and the same estimate, the certificate
+    as tight."""
+    if backend == "numpy":
+        pytest.skip("a check of the C step")
+    H = Hierarchy(dims, b, root)
+    y = noisy_answers(H, sparse, rng)
+    made = []
+    grandparents = tree_nnls._Grandparents
+
+    def counted(*args):
+        made.append(grandparents(*args))
+        return made[-1]
+
+    monkeypatch.setattr(tree_nnls, "_Grandparents", counted)
+    by_grandparents = H.nnls(y)
+    assert len(made) == 1
+    monkeypatch.setattr(tree_nnls, "_Grandparents", lambda *args: None)
+    by_parents = H.nnls(y)
+    scale = by_parents.x.max()
+    np.testing.assert_allclose(by_grandparents.x, by_parents.x, rtol=1e-12, atol=1e-12 * scale)
+    assert by_grandparents.rounds == by_parents.rounds
+    assert by_grandparents.gradient_bound <= 1e-11 * by_grandparents.gradient_scale
+    assert by_grandparents.gradient_bound <= 2 * by_parents.gradient_bound
 
 
 def test_strided_answers_give_the_contiguous_estimate(rng) -> None:

@@ -332,3 +332,86 @@ void nnls_cells(ptrdiff_t P, const double *leaves, ptrdiff_t run, const ptrdiff_
         start = end;
     }
 }
+
+/* Grandparents of k parents each, in 1-D (grandparent g's parents are
+ * g·k … g·k + k − 1); g = rows[i], or first + i without rows, i < count.
+ * Its children's G all equal Φ_g + below_v, so every child keeps its
+ * segment iff Φ_g ∈ [low_g, high_g):
+ *
+ *     low_g = max_v (lo_v − below_v),   high_g = min_v (hi_v − below_v),
+ *
+ * written with the sums of the children's lines, Σα and Σβ (the
+ * grandparent's own estimate in a tree solve). */
+void nnls_group(ptrdiff_t k, ptrdiff_t count, const ptrdiff_t *rows, ptrdiff_t first,
+                const double *alpha, const double *beta, const double *lo, const double *hi,
+                const double *below, double *sum_alpha, double *sum_beta, double *low,
+                double *high) {
+    for (ptrdiff_t i = 0; i < count; i++) {
+        ptrdiff_t g = rows ? rows[i] : first + i, v = g * k;
+        double a = 0.0, b = 0.0, l = -INFINITY, h = INFINITY;
+        for (ptrdiff_t j = v; j < v + k; j++) {
+            a += alpha[j];
+            b += beta[j];
+            double from = lo[j] - below[j], to = hi[j] - below[j];
+            l = from > l ? from : l;
+            h = to < h ? to : h;
+        }
+        sum_alpha[g] = a;
+        sum_beta[g] = b;
+        low[g] = l;
+        high[g] = h;
+    }
+}
+
+/* For the children v of the grandparents listed as in nnls_group: G_v =
+ * Φ_g + below_v, and the children whose G is off their segment's range
+ * [lo_v, hi_v) listed in `off` (in order). Returns how many are off.
+ * With `totals`, also each child's total on its segment, α_v + β_v·corr_g
+ * (the last round's: written whether or not some are off). */
+ptrdiff_t nnls_prices(ptrdiff_t k, ptrdiff_t count, const ptrdiff_t *rows, ptrdiff_t first,
+                      const double *phi, const double *below, const double *lo,
+                      const double *hi, double *g_out, ptrdiff_t *off, const double *corr,
+                      const double *alpha, const double *beta, double *totals) {
+    ptrdiff_t n = 0;
+    for (ptrdiff_t i = 0; i < count; i++) {
+        ptrdiff_t g = rows ? rows[i] : first + i, v = g * k;
+        double shared = phi[g];
+        for (ptrdiff_t j = v; j < v + k; j++) {
+            double price = shared + below[j];
+            g_out[j] = price;
+            off[n] = j; /* kept only when off: no branch to mispredict */
+            n += (price < lo[j]) | (price >= hi[j]);
+        }
+        if (totals) {
+            double c = corr[g];
+            for (ptrdiff_t j = v; j < v + k; j++) totals[j] = alpha[j] + beta[j] * c;
+        }
+    }
+    return n;
+}
+
+/* out_g = the sum of grandparent g's k children's values, g < Q. */
+void nnls_sums(ptrdiff_t k, ptrdiff_t Q, const double *values, double *out) {
+    for (ptrdiff_t g = 0; g < Q; g++) {
+        double total = 0.0;
+        for (ptrdiff_t j = g * k; j < g * k + k; j++) total += values[j];
+        out[g] = total;
+    }
+}
+
+/* max over the parents v (of grandparents g = v / k < Q) of
+ * |shift_g + p_v·(truth_v − fit_v)|, p_v = own[v] (or own_all): how far
+ * the prices true totals give are from those the estimate was built on. */
+double nnls_certify(ptrdiff_t k, ptrdiff_t Q, const double *shift, const double *fit,
+                    const double *truth, double own_all, const double *own) {
+    double largest = 0.0;
+    int undefined = 0;
+    for (ptrdiff_t g = 0; g < Q; g++) {
+        for (ptrdiff_t j = g * k; j < g * k + k; j++) {
+            double moved = fabs(shift[g] + (own ? own[j] : own_all) * (truth[j] - fit[j]));
+            largest = moved > largest ? moved : largest;
+            undefined |= moved != moved; /* a NaN must not pass as a small bound */
+        }
+    }
+    return undefined ? NAN : largest;
+}

@@ -89,6 +89,10 @@ class _Kernel:
 
     place: Any  # sort (optionally) and place parents
     cells: Any  # the estimate's cells and their parents' totals
+    group: Any  # grandparents' sums of their children's lines, and range
+    prices: Any  # grandparents' children's G, those off their segment, totals
+    sums: Any  # grandparents' sums of a parents' array
+    certify: Any  # the certificate's largest price difference
 
 
 def _load_kernel() -> _Kernel | None:
@@ -110,7 +114,15 @@ def _load_kernel() -> _Kernel | None:
     place.argtypes += [address] * 4
     cells.argtypes = [size, address, size, address, real, address, address, address]
     place.restype = cells.restype = None
-    return _Kernel(place, cells)
+    group, prices = library.nnls_group, library.nnls_prices
+    sums, certify = library.nnls_sums, library.nnls_certify
+    group.argtypes = [size, size, address, size] + [address] * 9
+    prices.argtypes = [size, size, address, size] + [address] * 10
+    sums.argtypes = [size, size, address, address]
+    certify.argtypes = [size, size, address, address, address, real, address]
+    group.restype = sums.restype = None
+    prices.restype, certify.restype = size, real
+    return _Kernel(place, cells, group, prices, sums, certify)
 
 
 # Parents of up to this many cells are sorted and placed by the C step (in
@@ -389,17 +401,22 @@ class _Parents:
         if self.kernel is not None and not self.direct:
             self._rows = np.empty((m, self.width))
 
-    def locate_all(self, G: np.ndarray, wy: np.ndarray, below: np.ndarray) -> tuple[float, float]:
-        """Sort every parent's cells and put it on the segment its G falls in.
-        Returns max |p·ỹ| over the cells, and ‖Aᵀy‖∞ — a cell's entry is
-        p·ỹ_c minus `below` of its parent, extreme at the parent's smallest
-        or largest cell."""
+    def locate_all(
+        self, G: np.ndarray, wy: np.ndarray, below: np.ndarray, groups: Any = None
+    ) -> tuple[float, float]:
+        """Sort every parent's cells and put it on the segment its G falls in,
+        then move it by its grandparent's local price (by `groups`, a
+        `_Grandparents`, when given). Returns max |p·ỹ| over the cells, and
+        ‖Aᵀy‖∞ — a cell's entry is p·ỹ_c minus `below` of its parent,
+        extreme at the parent's smallest or largest cell."""
         largest = scale = 0.0
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
             if self.kernel is not None:
                 self._kernel_place(G[a:b], wy, a, b - a, sort=True)
-                if self.local is not None:
+                if groups is not None:
+                    groups.local_move(G, wy, a, b)
+                elif self.local is not None:
                     self._kernel_move(self._local_price(G, a, b), wy, a, b)
                 ends = (self.ys[a:b, 0], self.ys[a:b, -1])
             else:
@@ -428,10 +445,20 @@ class _Parents:
             index = self._leaving(G[a:b], a, b)
             if index.size:
                 index += a
-                Y = self.ys[:, index] if self.cell_major else self.ys[index].T
-                self._place(self._breaks(Y), Y, G[index], wy[index], index)
+                self.move(G, wy, index)
                 moved += index.size
         return moved
+
+    def move(self, G: np.ndarray, wy: np.ndarray, index: np.ndarray) -> None:
+        """Put the parents `index` (sorted, intp) on the segment their G (of
+        all parents) falls in, a block's worth at a time (the buffers')."""
+        for a in range(0, index.size, self.block):
+            part = index[a : a + self.block]
+            if self.kernel is not None:
+                self._kernel_place(G, wy, 0, part.size, part)
+                continue
+            Y = self.ys[:, part] if self.cell_major else self.ys[part].T
+            self._place(self._breaks(Y), Y, G[part], wy[part], part)
 
     def _kernel_move(self, G: np.ndarray, wy: np.ndarray, a: int, b: int) -> int:
         """By the C step, move the parents [a, b) whose G (of the block) left
@@ -708,6 +735,215 @@ def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
     return ks, term[0].reshape(-1), own
 
 
+class _Grandparents:
+    """Newton rounds on the grandparents of 1-D parents, k parents each,
+    where the C step is there.
+
+    Siblings share their ancestors, so G_v = Φ_g + below_v for every child v
+    of a grandparent g, with Φ_g = Σ_{u ⊇ g} p_u S_u (S_u the fitted
+    totals); and all of g's children keep their segments iff Φ_g ∈ [L_g,
+    H_g), L_g = max_v (lo_v − below_v), H_g = min_v (hi_v − below_v). With
+    those and the sums of the children's lines (Σα, Σβ: the grandparent's
+    line) kept per grandparent, a round is a tree solve from the
+    grandparents up, a check of their ranges, and a recount of the children
+    of those that left theirs: O(P/k) and the movers, where a round on the
+    parents is O(P). When no grandparent leaves, every parent's G is formed
+    and checked exactly (rounding may still move a few; then the rounds go
+    on). The first pass's local move is the same step with Φ_g from the
+    grandparent as a root.
+    """
+
+    def __init__(
+        self, tree: Hierarchy, terms: dict[int, Any], parents: _Parents, below: np.ndarray
+    ):
+        (k,), wy, own = parents.local  # (1-D: one axis)
+        Q = parents.P // k
+        self.tree, self.terms, self.parents, self.k, self.Q = tree, terms, parents, k, Q
+        self.depth, self.grid = tree.height - 2, (1, Q, 1)
+        self.wy, self.own, self.below = wy, own, below
+        # Σ w_u·y_u over a grandparent's strict ancestors: Φ_g when they fit
+        # their answers exactly (the first pass's guess)
+        self.above = _spread_down(tree, self.depth, {t: r[0] for t, r in terms.items() if r})
+        self.sum_alpha, self.sum_beta = np.empty(Q), np.empty(Q)
+        self.low, self.high = np.empty(Q), np.empty(Q)
+        self.phi, self.correction = np.empty(Q), np.empty(Q)
+        self._fit = np.empty(self.grid)
+        self._off = np.empty(parents.P, dtype=np.intp)  # (pages touched as used)
+
+    def _rows(self, rows: np.ndarray | None, first: int, count: int) -> tuple[int, Any, int]:
+        """The C functions' way of naming grandparents: `rows`, else
+        [first, first + count)."""
+        if rows is None:
+            return count, None, first
+        return rows.size, rows.ctypes.data, 0
+
+    def gather(self, rows: np.ndarray | None = None, first: int = 0, count: int = 0) -> None:
+        """Sum the children's lines and intersect their ranges for the
+        grandparents `rows` (else [first, first + count))."""
+        parents = self.parents
+        arrays = (parents.alpha, parents.beta, parents.lo, parents.hi, self.below)
+        arrays += (self.sum_alpha, self.sum_beta, self.low, self.high)
+        self.parents.kernel.group(
+            self.k, *self._rows(rows, first, count), *(v.ctypes.data for v in arrays)
+        )
+
+    def local_move(self, G: np.ndarray, wy: np.ndarray, a: int, b: int) -> None:
+        """The first pass's second step on the parents [a, b) (whole
+        grandparents, just placed at Γ = 0): move them to the price their
+        grandparent would set were it the root, its own row and its
+        children's lines making a two-level tree whose estimate is
+        closed-form (`Hierarchy.lstsq`'s passes on one node)."""
+        first, last = a // self.k, b // self.k
+        self.gather(first=first, count=last - first)
+        s, v = self.sum_alpha[first:last], self.sum_beta[first:last]
+        own = self.own if np.ndim(self.own) == 0 else self.own[first:last]
+        exact = v == 0  # every cell below held at 0: the total is known
+        precision = 1.0 / np.where(exact, 1.0, v)
+        estimate = np.where(exact, s, (self.wy[first:last] + s * precision) / (precision + own))
+        phi = np.multiply(estimate, own, out=self.phi[first:last])
+        phi += self.above[first:last]
+        self.move(G, wy, self.leaving(first, last))
+
+    def solve(self, y: np.ndarray) -> None:
+        """The tree solve from the grandparents up, every parent on its
+        segment: Φ per grandparent, and the correction (x_g − Σα)/Σβ that
+        gives each child its total α + β·correction."""
+        s, v = self.sum_alpha, self.sum_beta
+        exact = v == 0
+        precision = 1.0 / np.where(exact, 1.0, v)
+        variance = 1.0 / (precision + self.own)
+        estimate = (self.wy + s * precision) * variance
+        estimate[exact] = s[exact]
+        variance[exact] = 0.0
+        x = self.tree._solve_from(
+            y,
+            self.depth,
+            estimate.reshape(self.grid),
+            variance.reshape(self.grid),
+            known=True,
+            terms=self.terms,
+            out=self._fit,
+        )
+        own_fit = np.multiply(x.reshape(self.Q), self.own, out=self.correction)
+        _fitted_above(self.tree, self.depth, self.terms, x, out=self.phi, base=own_fit)
+        correction = np.subtract(x.reshape(self.Q), s, out=self.correction)
+        np.divide(correction, v, out=correction, where=~exact)
+        correction[exact] = 0.0
+
+    def leaving(self, first: int = 0, last: int | None = None) -> np.ndarray:
+        """The grandparents of [first, last) whose Φ left their range."""
+        phi, low, high = self.phi[first:last], self.low[first:last], self.high[first:last]
+        out = np.less(phi, low)
+        out |= np.greater_equal(phi, high)
+        rows = np.flatnonzero(out)
+        rows += first
+        return rows
+
+    def move(self, G: np.ndarray, wy: np.ndarray, rows: np.ndarray) -> None:
+        """Give the children of grandparents `rows` their G from Φ, move those
+        off their segment, and gather the grandparents again."""
+        if rows.size:
+            off = self._off[: self.prices(G, rows)]
+            if off.size:
+                self.parents.move(G, wy, off)
+                self.gather(rows)
+
+    def prices(
+        self, G: np.ndarray, rows: np.ndarray | None = None, totals: np.ndarray | None = None
+    ) -> int:
+        """G = Φ of its grandparent + below for the children of `rows` (else
+        every parent); the number of them off their segment, listed first
+        in `_off`. With `totals`, every parent's total α + β·(its
+        grandparent's correction) is written there too."""
+        parents = self.parents
+        arrays = (self.phi, self.below, parents.lo, parents.hi, G, self._off)
+        lines = (self.correction, parents.alpha, parents.beta, totals)
+        return parents.kernel.prices(
+            self.k,
+            *self._rows(rows, 0, self.Q),
+            *(v.ctypes.data for v in arrays),
+            *(None if totals is None else v.ctypes.data for v in lines),
+        )
+
+    def certify(self, truth: np.ndarray, fit: np.ndarray, own: Any) -> float:
+        """max |Π_true − Π| over the parents, Π the prices the estimate was
+        built on (from the totals `fit` and Φ) and Π_true those the cells'
+        true parent totals `truth` give: Σ_{u ⊇ g} p_u (T_u − S_u) over the
+        grandparent and its ancestors, plus p_v (T_v − S_v)."""
+        kernel, Q = self.parents.kernel, self.Q
+        true_sums = np.empty(Q)
+        kernel.sums(self.k, Q, truth.ctypes.data, true_sums.ctypes.data)
+        own_sums = true_sums * self.own
+        shift = _fitted_above(
+            self.tree, self.depth, self.terms, true_sums.reshape(self.grid), own_sums, own_sums
+        )
+        shift -= self.phi
+        own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
+        pointers = (shift.ctypes.data, fit.ctypes.data, truth.ctypes.data)
+        return kernel.certify(self.k, Q, *pointers, float(own_all), own_rows)
+
+
+def _settle_by_grandparents(
+    groups: _Grandparents,
+    y: np.ndarray,
+    G: np.ndarray,
+    wy: np.ndarray,
+    totals: np.ndarray,
+    max_rounds: int,
+) -> int | None:
+    """Newton rounds on the grandparents until no parent leaves its segment;
+    G and the parents' totals (written into `totals`) are then the
+    solution's. Returns the rounds, or None past `max_rounds`."""
+    for rounds in range(1, max_rounds + 1):
+        groups.solve(y)
+        rows = groups.leaving()
+        if rows.size:
+            groups.move(G, wy, rows)
+            continue
+        off = groups.prices(G, totals=totals)  # every parent's G, checked exactly
+        if off == 0:
+            return rounds
+        movers = groups._off[:off]
+        groups.parents.move(G, wy, movers)
+        groups.gather(np.unique(movers // groups.k))
+    return None
+
+
+def _settle_by_parents(
+    tree: Hierarchy,
+    terms: dict[int, Any],
+    parents: _Parents,
+    y: np.ndarray,
+    G: np.ndarray,
+    wy: np.ndarray,
+    below: np.ndarray,
+    totals: np.ndarray,
+    max_rounds: int,
+) -> int | None:
+    """Newton rounds on the parents until none leaves its segment: a tree
+    solve from the parents up, every parent's G, and a recount of those off
+    their segment. G and the parents' totals (written into `totals`, a
+    parents' grid) are then the solution's. Returns the rounds, or None
+    past `max_rounds`."""
+    t0 = tree.height - 1
+    for rounds in range(1, max_rounds + 1):
+        fit = tree._solve_from(
+            y,
+            t0,
+            parents.alpha.reshape(totals.shape),
+            parents.beta.reshape(totals.shape),
+            known=True,
+            terms=terms,
+            out=totals,
+        )
+        if fit is not totals:  # (the parents are the top of the tree)
+            np.copyto(totals, fit)
+        _fitted_above(tree, t0, terms, totals, out=G, base=below)
+        if parents.relocate(G, wy) == 0:
+            return rounds
+    return None
+
+
 def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | None:
     """min_{x ≥ 0} ½‖A x − y‖² for the tree A (see the module), or None where
     the method does not apply (irregular parents, mixed leaf weights) or
@@ -736,25 +972,17 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     parents = _Parents(layout, leaves, 1.0 / w_leaf, p, own, rowless, _local(tree, terms))
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
-    largest, scale = parents.locate_all(G, wy, below)
-    rounds = 0
+    groups = None
+    if parents.kernel is not None and parents.local is not None and len(layout.parts) == 1:
+        groups = _Grandparents(tree, terms, parents, below)
+    largest, scale = parents.locate_all(G, wy, below, groups)
     totals = np.empty(grid)
-    while True:
-        if rounds == max_rounds:
-            return None
-        rounds += 1
-        totals = tree._solve_from(
-            y,
-            t0,
-            parents.alpha.reshape(grid),
-            parents.beta.reshape(grid),
-            known=True,
-            terms=terms,
-            out=totals,
-        )
-        G = _fitted_above(tree, t0, terms, totals, out=G, base=below)
-        if parents.relocate(G, wy) == 0:
-            break
+    if groups is not None:
+        rounds = _settle_by_grandparents(groups, y, G, wy, totals.reshape(P), max_rounds)
+    else:
+        rounds = _settle_by_parents(tree, terms, parents, y, G, wy, below, totals, max_rounds)
+    if rounds is None:
+        return None
     # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
     # more than the arithmetic on them; the segments' lines are free now)
     price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
@@ -764,12 +992,16 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
-    moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
-    true_totals *= own_rows
-    moved_price += true_totals
-    moved_price -= price  # Π_true − Π
+    if groups is not None:
+        moved = groups.certify(true_totals, totals.reshape(P), own_rows)
+    else:
+        moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
+        true_totals *= own_rows
+        moved_price += true_totals
+        moved_price -= price  # Π_true − Π
+        moved = _magnitude(moved_price)
     eps = np.finfo(np.float64).eps
-    bound = _magnitude(moved_price) + 8 * eps * (largest + p * _magnitude(tau))
+    bound = moved + 8 * eps * (largest + p * _magnitude(tau))
     return TreeNNLS(x, rounds, bound, scale)
 
 
