@@ -388,6 +388,27 @@ def test_grandparent_rounds_are_the_parent_rounds(
     assert by_grandparents.gradient_bound <= 2 * by_parents.gradient_bound
 
 
+@pytest.mark.parametrize(("dims", "b"), [((8192,), 16), ((1000,), 16), ((16, 16), 4)])
+def test_first_pass_finds_the_problem_scale(dims, b, rng, monkeypatch) -> None:
+    """The first pass's by-products: max |p·ỹ| over the cells (the rounding
+    term of the bound) and ‖Aᵀy‖∞, on cells of both signs."""
+    H = Hierarchy(dims, b, level_weights=[1.0] * Hierarchy(dims, b).height + [0.5])
+    y = noisy_answers(H, True, rng) - 2.0
+    found = []
+    locate_all = tree_nnls._Parents.locate_all
+
+    def recorded(self, *args):
+        found.append(locate_all(self, *args))
+        return found[-1]
+
+    monkeypatch.setattr(tree_nnls._Parents, "locate_all", recorded)
+    H.nnls(y)
+    cells = y[: H.num_cells] / 0.5
+    largest = 0.25 * max(cells.max(), -cells.min())
+    assert found[0][0] == pytest.approx(largest, rel=1e-15)
+    assert found[0][1] == pytest.approx(np.abs(H.dense().T @ y).max(), rel=1e-12)
+
+
 def test_strided_answers_give_the_contiguous_estimate(rng) -> None:
     """Answers that are a strided view (the C step reads rows of cells
     straight from memory only where they are contiguous)."""

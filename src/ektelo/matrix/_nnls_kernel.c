@@ -213,7 +213,11 @@ AVX void load_runs(__m256d *v, const double *leaves, const ptrdiff_t start[4],
  *           scaled by `scale`;
  *   sorted  where the sorted rows go (sort != 0) or are read from (sort == 0);
  *   g, wy, own, pads  per parent (own may be NULL: own_all; pads may be NULL);
- *   alpha, beta, lo, hi  written at the parent's index.
+ *   alpha, beta, lo, hi  written at the parent's index;
+ *   extremes  when sorting (may be NULL): the sorted cells' max and min and,
+ *             with `below` per parent, max (p·largest cell − below) and
+ *             min (p·smallest cell − below), folded into [0..3] (the
+ *             scale of the problem, ‖Aᵀy‖∞, without another pass).
  * Every array is indexed by the parent's index, so a call can place any
  * subset of the parents. K is a constant in each instance (the network and
  * the loops unroll, and the cells stay in registers). */
@@ -222,10 +226,12 @@ AVX void load_runs(__m256d *v, const double *leaves, const ptrdiff_t start[4],
         const ptrdiff_t *ends, double scale,                                               \
         double *sorted, const double *g, const double *wy, double p, double own_all,       \
         const double *own, const uint8_t *pads, double *alpha, double *beta, double *lo,   \
-        double *hi
+        double *hi, const double *below, double *extremes
 
 AVX void place_rows(const int K, PLACE_ARGS) {
-    const __m256d vs = _mm256_set1_pd(scale);
+    const __m256d vs = _mm256_set1_pd(scale), vp = _mm256_set1_pd(p);
+    __m256d top = _mm256_set1_pd(-INFINITY), bottom = _mm256_set1_pd(INFINITY);
+    __m256d top_entry = top, bottom_entry = bottom;
     double spare[4][16];
     for (ptrdiff_t t = 0; t < m; t += 4) {
         ptrdiff_t at[4];
@@ -258,6 +264,14 @@ AVX void place_rows(const int K, PLACE_ARGS) {
             sort4(v, K);
             fill_pads(v, K);
             store_rows(v, out, K);
+            if (extremes) { /* (a short quad's repeated lanes change nothing) */
+                __m256d b = _mm256_setr_pd(below[at[0]], below[at[1]], below[at[2]],
+                                           below[at[3]]);
+                top = _mm256_max_pd(top, v[K - 1]);
+                bottom = _mm256_min_pd(bottom, v[0]);
+                top_entry = _mm256_max_pd(top_entry, _mm256_sub_pd(_mm256_mul_pd(vp, v[K - 1]), b));
+                bottom_entry = _mm256_min_pd(bottom_entry, _mm256_sub_pd(_mm256_mul_pd(vp, v[0]), b));
+            }
         }
         Quad q;
         q.g = _mm256_setr_pd(g[at[0]], g[at[1]], g[at[2]], g[at[3]]);
@@ -279,11 +293,24 @@ AVX void place_rows(const int K, PLACE_ARGS) {
             hi[at[l]] = h[l];
         }
     }
+    if (sort && extremes) {
+        double t[4], u[4], te[4], be[4];
+        _mm256_storeu_pd(t, top);
+        _mm256_storeu_pd(u, bottom);
+        _mm256_storeu_pd(te, top_entry);
+        _mm256_storeu_pd(be, bottom_entry);
+        for (int l = 0; l < 4; l++) {
+            extremes[0] = t[l] > extremes[0] ? t[l] : extremes[0];
+            extremes[1] = u[l] < extremes[1] ? u[l] : extremes[1];
+            extremes[2] = te[l] > extremes[2] ? te[l] : extremes[2];
+            extremes[3] = be[l] < extremes[3] ? be[l] : extremes[3];
+        }
+    }
 }
 
 #define CALL_ARGS                                                                          \
     sort, m, index, cells, run, ends, scale, sorted, g, wy, p, own_all, own, pads, alpha, \
-        beta, lo, hi
+        beta, lo, hi, below, extremes
 
 __attribute__((target("avx2,fma"))) static void place_rows2(PLACE_ARGS) {
     place_rows(2, CALL_ARGS);

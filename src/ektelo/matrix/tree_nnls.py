@@ -111,7 +111,7 @@ def _load_kernel() -> _Kernel | None:
     place, cells = library.nnls_place, library.nnls_cells
     place.argtypes = [ctypes.c_int, ctypes.c_int, size, address, address, size, address]
     place.argtypes += [real, address, address, address, real, real, address, address]
-    place.argtypes += [address] * 4
+    place.argtypes += [address] * 6
     cells.argtypes = [size, address, size, address, real, address, address, address]
     place.restype = cells.restype = None
     group, prices = library.nnls_group, library.nnls_prices
@@ -410,27 +410,31 @@ class _Parents:
         ‖Aᵀy‖∞ — a cell's entry is p·ỹ_c minus `below` of its parent,
         extreme at the parent's smallest or largest cell."""
         largest = scale = 0.0
+        # (the C step's: max and min sorted cell, max and min entry at them)
+        extremes = np.array([-math.inf, math.inf, -math.inf, math.inf])
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
             if self.kernel is not None:
-                self._kernel_place(G[a:b], wy, a, b - a, sort=True)
+                self._kernel_place(G[a:b], wy, a, b - a, sort=True, below=below, out=extremes)
                 if groups is not None:
                     groups.local_move(G, wy, a, b)
                 elif self.local is not None:
                     self._kernel_move(self._local_price(G, a, b), wy, a, b)
-                ends = (self.ys[a:b, 0], self.ys[a:b, -1])
-            else:
-                Y = self._sort(a, b)
-                B = self._breaks(Y)
-                self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
-                if self.local is not None:
-                    self._local_move(B, Y, self._local_price(G, a, b), wy, a, b)
-                ends = (Y[0], Y[-1])
-            for row in ends:
+                continue
+            Y = self._sort(a, b)
+            B = self._breaks(Y)
+            self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
+            if self.local is not None:
+                self._local_move(B, Y, self._local_price(G, a, b), wy, a, b)
+            for row in (Y[0], Y[-1]):
                 end = np.multiply(row, self.p, out=self._work[: b - a])
                 largest = max(largest, _magnitude(end))
                 end -= below[a:b]
                 scale = max(scale, _magnitude(end))
+        if self.kernel is not None:
+            top, bottom, top_entry, bottom_entry = extremes.tolist()
+            largest = self.p * max(top, -bottom)  # (p > 0: p·y is monotone in y)
+            scale = max(top_entry, -bottom_entry)
         return largest, scale
 
     def relocate(self, G: np.ndarray, wy: np.ndarray) -> int:
@@ -476,10 +480,14 @@ class _Parents:
         m: int,
         index: np.ndarray | None = None,
         sort: bool = False,
+        below: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ) -> None:
         """The C step on m parents from a: [a, a + m), or a + `index` (from
         0, the block's own numbering, as G is). With `sort`, their cells are
-        sorted into `ys` first; else `ys` holds them sorted."""
+        sorted into `ys` first; else `ys` holds them sorted. With `out`
+        (and `below`) when sorting, the extremes of the sorted cells and of
+        the entries of Aᵀy at them are folded into it (see the C step)."""
         K, width = self.K, self.width
         cells, run, ends = 0, 0, None
         if sort and self.direct:  # (parent a's cells end at ends[a], or start at K·a)
@@ -514,6 +522,8 @@ class _Parents:
             own,
             pads,
             *(v.ctypes.data + at for v in outputs),
+            None if out is None else below.ctypes.data + at,
+            None if out is None else out.ctypes.data,
         )
 
     def cells(self, tau: np.ndarray, totals: np.ndarray):
