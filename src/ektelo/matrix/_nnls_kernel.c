@@ -391,27 +391,36 @@ void nnls_group(ptrdiff_t k, ptrdiff_t count, const ptrdiff_t *rows, ptrdiff_t f
 }
 
 /* For the children v of the grandparents listed as in nnls_group: G_v =
- * Φ_g + below_v, and the children whose G is off their segment's range
- * [lo_v, hi_v) listed in `off` (in order). Returns how many are off.
- * With `totals`, also each child's total on its segment, α_v + β_v·corr_g
- * (the last round's: written whether or not some are off). */
+ * Φ_g + below_v, written to g_out, and the children whose G is off their
+ * segment's range [lo_v, hi_v) listed in `off` (in order). Returns how
+ * many are off.
+ *
+ * With `totals` (the last check), also each child's total on its segment,
+ * S_v = α_v + β_v·corr_g, into totals, and in g_out, where the child is
+ * on its segment, its cells' shift τ_v = (p_v·S_v + G_v)/p (p_v = own[v],
+ * or own_all) instead of G_v: the estimate's, once none is off. */
 ptrdiff_t nnls_prices(ptrdiff_t k, ptrdiff_t count, const ptrdiff_t *rows, ptrdiff_t first,
                       const double *phi, const double *below, const double *lo,
                       const double *hi, double *g_out, ptrdiff_t *off, const double *corr,
-                      const double *alpha, const double *beta, double *totals) {
+                      const double *alpha, const double *beta, double *totals,
+                      double own_all, const double *own, double p) {
     ptrdiff_t n = 0;
     for (ptrdiff_t i = 0; i < count; i++) {
         ptrdiff_t g = rows ? rows[i] : first + i, v = g * k;
-        double shared = phi[g];
+        double shared = phi[g], c = totals ? corr[g] : 0.0;
         for (ptrdiff_t j = v; j < v + k; j++) {
             double price = shared + below[j];
-            g_out[j] = price;
+            int away = (price < lo[j]) | (price >= hi[j]);
             off[n] = j; /* kept only when off: no branch to mispredict */
-            n += (price < lo[j]) | (price >= hi[j]);
-        }
-        if (totals) {
-            double c = corr[g];
-            for (ptrdiff_t j = v; j < v + k; j++) totals[j] = alpha[j] + beta[j] * c;
+            n += away;
+            if (totals) {
+                double total = alpha[j] + beta[j] * c;
+                totals[j] = total;
+                double tau = (total * (own ? own[j] : own_all) + price) / p;
+                g_out[j] = away ? price : tau;
+            } else {
+                g_out[j] = price;
+            }
         }
     }
     return n;

@@ -117,7 +117,7 @@ def _load_kernel() -> _Kernel | None:
     group, prices = library.nnls_group, library.nnls_prices
     sums, certify = library.nnls_sums, library.nnls_certify
     group.argtypes = [size, size, address, size] + [address] * 9
-    prices.argtypes = [size, size, address, size] + [address] * 10
+    prices.argtypes = [size, size, address, size] + [address] * 10 + [real, address, real]
     sums.argtypes = [size, size, address, address]
     certify.argtypes = [size, size, address, address, address, real, address]
     group.restype = sums.restype = None
@@ -858,21 +858,39 @@ class _Grandparents:
                 self.parents.move(G, wy, off)
                 self.gather(rows)
 
-    def prices(
-        self, G: np.ndarray, rows: np.ndarray | None = None, totals: np.ndarray | None = None
-    ) -> int:
-        """G = Φ of its grandparent + below for the children of `rows` (else
-        every parent); the number of them off their segment, listed first
-        in `_off`. With `totals`, every parent's total α + β·(its
-        grandparent's correction) is written there too."""
+    def prices(self, G: np.ndarray, rows: np.ndarray | None = None) -> int:
+        """G = Φ of its grandparent + below for the children of `rows`; the
+        number of them off their segment, listed first in `_off`."""
         parents = self.parents
         arrays = (self.phi, self.below, parents.lo, parents.hi, G, self._off)
-        lines = (self.correction, parents.alpha, parents.beta, totals)
         return parents.kernel.prices(
             self.k,
             *self._rows(rows, 0, self.Q),
             *(v.ctypes.data for v in arrays),
-            *(None if totals is None else v.ctypes.data for v in lines),
+            *(None,) * 4,
+            0.0,
+            None,
+            1.0,
+        )
+
+    def check(self, G: np.ndarray, totals: np.ndarray, own: Any) -> int:
+        """Every parent's G from Φ, checked against its segment exactly: the
+        number off (listed first in `_off`, their G in G). With none off, G
+        holds the cells' shifts τ = (p_v·S + G)/p and `totals` the parents'
+        totals S = α + β·(their grandparent's correction)."""
+        parents = self.parents
+        arrays = (self.phi, self.below, parents.lo, parents.hi, G, self._off)
+        lines = (self.correction, parents.alpha, parents.beta, totals)
+        own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
+        return parents.kernel.prices(
+            self.k,
+            self.Q,
+            None,
+            0,
+            *(v.ctypes.data for v in arrays + lines),
+            float(own_all),
+            own_rows,
+            parents.p,
         )
 
     def certify(self, truth: np.ndarray, fit: np.ndarray, own: Any) -> float:
@@ -899,18 +917,19 @@ def _settle_by_grandparents(
     G: np.ndarray,
     wy: np.ndarray,
     totals: np.ndarray,
+    own: Any,
     max_rounds: int,
 ) -> int | None:
     """Newton rounds on the grandparents until no parent leaves its segment;
-    G and the parents' totals (written into `totals`) are then the
-    solution's. Returns the rounds, or None past `max_rounds`."""
+    G then holds the cells' shifts τ, and `totals` the parents' totals, of
+    the solution. Returns the rounds, or None past `max_rounds`."""
     for rounds in range(1, max_rounds + 1):
         groups.solve(y)
         rows = groups.leaving()
         if rows.size:
             groups.move(G, wy, rows)
             continue
-        off = groups.prices(G, totals=totals)  # every parent's G, checked exactly
+        off = groups.check(G, totals, own)  # every parent, exactly
         if off == 0:
             return rounds
         movers = groups._off[:off]
@@ -988,16 +1007,17 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     largest, scale = parents.locate_all(G, wy, below, groups)
     totals = np.empty(grid)
     if groups is not None:
-        rounds = _settle_by_grandparents(groups, y, G, wy, totals.reshape(P), max_rounds)
+        rounds = _settle_by_grandparents(groups, y, G, wy, totals.reshape(P), own_rows, max_rounds)
+        tau = G
     else:
         rounds = _settle_by_parents(tree, terms, parents, y, G, wy, below, totals, max_rounds)
+        # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
+        # more than the arithmetic on them; the segments' lines are free now)
+        price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
+        price += G  # Π_v
+        tau = np.divide(price, p, out=parents.beta)
     if rounds is None:
         return None
-    # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
-    # more than the arithmetic on them; the segments' lines are free now)
-    price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
-    price += G  # Π_v
-    tau = np.divide(price, p, out=parents.beta)
     x, true_totals = parents.cells(tau, parents.lo)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
