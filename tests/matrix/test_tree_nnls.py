@@ -409,6 +409,48 @@ def test_first_pass_finds_the_problem_scale(dims, b, rng, monkeypatch) -> None:
     assert found[0][1] == pytest.approx(np.abs(H.dense().T @ y).max(), rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("dims", "b", "root", "weights"),
+    [
+        ((8192,), 16, True, None),
+        ((512,), 16, False, None),
+        ((1024,), 2, True, None),
+        ((4096,), 4, True, [1.0, 0.0, 2.0, 1.0, 1.0, 3.0, 1.0]),
+        ((5000,), 16, True, None),
+    ],
+)
+def test_upper_tree_solve_is_the_tree_solve(dims, b, root, weights, rng) -> None:
+    """`_Upper` (the grandparent rounds' tree solve, flat arrays per depth)
+    against `Hierarchy._solve_from` and `_fitted_above`: the prices Φ, the
+    children's correction (some grandparents known exactly: Σβ = 0) and the
+    certificate's fitted prices."""
+    H = Hierarchy(dims, b, root, weights)
+    y = noisy_answers(H, True, rng)
+    depth = H.height - 2
+    terms = {t: H._node_terms(y, t) for t in range(max(H._first, 0), H.height)}
+    upper = tree_nnls._Upper.of(H, terms, depth)
+    assert upper is not None
+    Q = H._axes[0].count[depth]
+    grid = (1, Q, 1)
+    s, v = rng.normal(size=Q) * 10, rng.random(Q)
+    v[::7] = 0.0
+    wy, own = terms[depth][0].reshape(-1), terms[depth][1]
+    z, V = tree_nnls._Upper._node(wy, own, s, v)
+    x = H._solve_from(y, depth, z.reshape(grid), V.reshape(grid), known=True, terms=terms)
+    x = x.reshape(Q)
+    phi, correction = np.empty(Q), np.empty(Q)
+    upper.solve(s, v, phi, correction)
+    expected = tree_nnls._fitted_above(H, depth, terms, x.reshape(grid), np.empty(Q), x * own)
+    np.testing.assert_allclose(phi, expected, rtol=1e-13, atol=1e-13 * np.abs(expected).max())
+    step = np.divide(x - s, v, out=np.zeros(Q), where=v > 0)
+    np.testing.assert_allclose(correction, step, rtol=1e-12, atol=1e-12 * np.abs(step).max())
+    totals = rng.random(Q) * 5
+    fitted = tree_nnls._fitted_above(
+        H, depth, terms, totals.reshape(grid), np.empty(Q), totals * own
+    )
+    np.testing.assert_allclose(upper.fitted(totals), fitted, rtol=1e-13)
+
+
 def test_strided_answers_give_the_contiguous_estimate(rng) -> None:
     """Answers that are a strided view (the C step reads rows of cells
     straight from memory only where they are contiguous)."""

@@ -57,6 +57,7 @@ was built from, plus the rounding of the cells' formula.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -397,9 +398,20 @@ class _Parents:
         self._miss = np.empty(m, dtype=bool)
         self._below = np.empty(K * m, dtype=bool)
         self._local_G = np.empty(m) if local is not None else None
-        self._span = np.arange(m)
         if self.kernel is not None and not self.direct:
             self._rows = np.empty((m, self.width))
+        if self.kernel is not None:  # (ndarray.ctypes costs ~1.6 µs a call)
+            self._lines_at = tuple(v.ctypes.data for v in (self.alpha, self.beta, self.lo, self.hi))
+            self._ys_at, self._leaves_at = self.ys.ctypes.data, leaves.ctypes.data
+            self._own_at = None if self.own_rows is None else self.own_rows.ctypes.data
+            self._pads_at = None if self.kernel_pads is None else self.kernel_pads.ctypes.data
+            runs = isinstance(layout, _Runs)
+            self._ends_at = layout.ends.ctypes.data if runs else None
+
+    @functools.cached_property
+    def _span(self) -> np.ndarray:
+        """0, 1, …, block − 1 (the NumPy step's take offsets)."""
+        return np.arange(self.block)
 
     def locate_all(
         self, G: np.ndarray, wy: np.ndarray, below: np.ndarray, groups: Any = None
@@ -491,9 +503,9 @@ class _Parents:
         K, width = self.K, self.width
         cells, run, ends = 0, 0, None
         if sort and self.direct:  # (parent a's cells end at ends[a], or start at K·a)
-            cells, run = self.leaves.ctypes.data, K
-            if isinstance(self.layout, _Runs):
-                ends = self.layout.ends.ctypes.data + 8 * a
+            cells, run = self._leaves_at, K
+            if self._ends_at is not None:
+                ends = self._ends_at + 8 * a
             else:
                 cells += 8 * K * a
         elif sort:  # (pads −∞: they sort first)
@@ -502,9 +514,6 @@ class _Parents:
             rows[:, width - K :] = self.layout.rows(self.leaves, a, a + m, -math.inf)
             cells = rows.ctypes.data
         at = 8 * a  # bytes to parent a in the float arrays
-        own = None if self.own_rows is None else self.own_rows.ctypes.data + at
-        pads = None if self.kernel_pads is None else self.kernel_pads.ctypes.data + a
-        outputs = (self.alpha, self.beta, self.lo, self.hi)
         self.kernel.place(
             width,
             int(sort),
@@ -514,14 +523,14 @@ class _Parents:
             run,
             ends,
             self.scale,
-            self.ys.ctypes.data + at * width,
+            self._ys_at + at * width,
             G.ctypes.data,
             wy.ctypes.data + at,
             self.p,
             self.own,
-            own,
-            pads,
-            *(v.ctypes.data + at for v in outputs),
+            None if self._own_at is None else self._own_at + at,
+            None if self._pads_at is None else self._pads_at + a,
+            *(line + at for line in self._lines_at),
             None if out is None else below.ctypes.data + at,
             None if out is None else out.ctypes.data,
         )
@@ -745,6 +754,86 @@ def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
     return ks, term[0].reshape(-1), own
 
 
+class _Upper:
+    """The tree from the grandparents (depth d) up, in 1-D where every node
+    above them has one number of children per depth: flat arrays per depth,
+    so that a round's tree solve and the prices Φ it sets are one up and one
+    down pass of a few operations per depth (`Hierarchy._solve_from` and
+    `_fitted_above` take ~20 NumPy calls per depth for any tree).
+
+    levels[i] is depth d − i: (children per node there, None at d; its rows'
+    w·y, flat, or None; their w², 0 without rows).
+    """
+
+    def __init__(self, tree: Hierarchy, terms: dict[int, Any], depth: int):
+        self.levels = []
+        for t in range(depth, tree._first - 1, -1):
+            term = terms.get(t)
+            k = tree._axes[0].k[t] if t < depth else None
+            if term is None:
+                self.levels.append((k, None, 0.0))
+            else:
+                own = term[1] if np.ndim(term[1]) == 0 else term[1].reshape(-1)
+                self.levels.append((k, term[0].reshape(-1), own))
+
+    @staticmethod
+    def of(tree: Hierarchy, terms: dict[int, Any], depth: int) -> _Upper | None:
+        """The tree above depth `depth`, where its nodes' children are even."""
+        ks = tree._axes[0].k
+        if len(tree._axes) != 1 or any(ks[t] is None for t in range(max(tree._first, 0), depth)):
+            return None
+        return _Upper(tree, terms, depth)
+
+    @staticmethod
+    def _node(wy: Any, own: Any, s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A node's estimate from its subtree and its variance, given its
+        children's sum s and their variances' sum v (v = 0: known)."""
+        if wy is None:
+            return s, v
+        exact = v == 0
+        precision = 1.0 / np.where(exact, 1.0, v)
+        variance = 1.0 / (precision + own)
+        estimate = wy + s * precision
+        estimate *= variance
+        if exact.any():
+            estimate[exact] = s[exact]
+            variance[exact] = 0.0
+        return estimate, variance
+
+    def solve(self, s: np.ndarray, v: np.ndarray, phi: np.ndarray, correction: np.ndarray) -> None:
+        """With the grandparents' children's lines summed (s = Σα, v = Σβ):
+        the tree solve's Φ_g = Σ_{u ⊇ g} p_u x_u into `phi`, and
+        (x_g − s)/v (0 where v = 0) into `correction`."""
+        z, V = self._node(self.levels[0][1], self.levels[0][2], s, v)
+        passes = []
+        for k, wy, own in self.levels[1:]:
+            sums = z.reshape(-1, k).sum(axis=1), V.reshape(-1, k).sum(axis=1)
+            passes.append((z, V, *sums))
+            z, V = self._node(wy, own, *sums)
+        x, fitted = z, self.levels[-1][2] * z
+        for i in range(len(passes) - 1, -1, -1):
+            z, V, s_up, v_up = passes[i]
+            k, own = self.levels[i + 1][0], self.levels[i][2]
+            step = np.divide(x - s_up, v_up, out=np.zeros(s_up.shape), where=v_up > 0)
+            x = z + V * step.repeat(k)
+            fitted = fitted.repeat(k) + own * x
+        np.copyto(phi, fitted)
+        np.subtract(x, s, out=correction)
+        np.divide(correction, v, out=correction, where=v > 0)
+        correction[v == 0] = 0.0
+
+    def fitted(self, totals: np.ndarray) -> np.ndarray:
+        """Σ_{u ⊇ g} p_u T_u per grandparent g, T_u the sum of `totals` (per
+        grandparent) under u."""
+        sums = [totals]
+        for k, _, _ in self.levels[1:]:
+            sums.append(sums[-1].reshape(-1, k).sum(axis=1))
+        fitted = self.levels[-1][2] * sums[-1]
+        for i in range(len(self.levels) - 2, -1, -1):
+            fitted = fitted.repeat(self.levels[i + 1][0]) + self.levels[i][2] * sums[i]
+        return fitted
+
+
 class _Grandparents:
     """Newton rounds on the grandparents of 1-D parents, k parents each,
     where the C step is there.
@@ -763,22 +852,26 @@ class _Grandparents:
     grandparent as a root.
     """
 
-    def __init__(
-        self, tree: Hierarchy, terms: dict[int, Any], parents: _Parents, below: np.ndarray
-    ):
+    def __init__(self, upper: _Upper, parents: _Parents, below: np.ndarray, above: np.ndarray):
         (k,), wy, own = parents.local  # (1-D: one axis)
         Q = parents.P // k
-        self.tree, self.terms, self.parents, self.k, self.Q = tree, terms, parents, k, Q
-        self.depth, self.grid = tree.height - 2, (1, Q, 1)
+        self.upper, self.parents, self.k, self.Q = upper, parents, k, Q
         self.wy, self.own, self.below = wy, own, below
         # Σ w_u·y_u over a grandparent's strict ancestors: Φ_g when they fit
         # their answers exactly (the first pass's guess)
-        self.above = _spread_down(tree, self.depth, {t: r[0] for t, r in terms.items() if r})
+        self.above = above
         self.sum_alpha, self.sum_beta = np.empty(Q), np.empty(Q)
         self.low, self.high = np.empty(Q), np.empty(Q)
         self.phi, self.correction = np.empty(Q), np.empty(Q)
-        self._fit = np.empty(self.grid)
         self._off = np.empty(parents.P, dtype=np.intp)  # (pages touched as used)
+        # the C functions' arrays (ndarray.ctypes costs ~1.6 µs a call)
+        lines = (parents.alpha, parents.beta, parents.lo, parents.hi, below)
+        sums = (self.sum_alpha, self.sum_beta, self.low, self.high)
+        self._group_at = tuple(v.ctypes.data for v in lines + sums)
+        self._lines_at = tuple(v.ctypes.data for v in (parents.alpha, parents.beta))
+        self._segments_at = tuple(v.ctypes.data for v in (parents.lo, parents.hi))
+        self._phi_at, self._below_at = self.phi.ctypes.data, below.ctypes.data
+        self._off_at, self._correction_at = self._off.ctypes.data, self.correction.ctypes.data
 
     def _rows(self, rows: np.ndarray | None, first: int, count: int) -> tuple[int, Any, int]:
         """The C functions' way of naming grandparents: `rows`, else
@@ -790,12 +883,7 @@ class _Grandparents:
     def gather(self, rows: np.ndarray | None = None, first: int = 0, count: int = 0) -> None:
         """Sum the children's lines and intersect their ranges for the
         grandparents `rows` (else [first, first + count))."""
-        parents = self.parents
-        arrays = (parents.alpha, parents.beta, parents.lo, parents.hi, self.below)
-        arrays += (self.sum_alpha, self.sum_beta, self.low, self.high)
-        self.parents.kernel.group(
-            self.k, *self._rows(rows, first, count), *(v.ctypes.data for v in arrays)
-        )
+        self.parents.kernel.group(self.k, *self._rows(rows, first, count), *self._group_at)
 
     def local_move(self, G: np.ndarray, wy: np.ndarray, a: int, b: int) -> None:
         """The first pass's second step on the parents [a, b) (whole
@@ -814,31 +902,11 @@ class _Grandparents:
         phi += self.above[first:last]
         self.move(G, wy, self.leaving(first, last))
 
-    def solve(self, y: np.ndarray) -> None:
+    def solve(self) -> None:
         """The tree solve from the grandparents up, every parent on its
         segment: Φ per grandparent, and the correction (x_g − Σα)/Σβ that
         gives each child its total α + β·correction."""
-        s, v = self.sum_alpha, self.sum_beta
-        exact = v == 0
-        precision = 1.0 / np.where(exact, 1.0, v)
-        variance = 1.0 / (precision + self.own)
-        estimate = (self.wy + s * precision) * variance
-        estimate[exact] = s[exact]
-        variance[exact] = 0.0
-        x = self.tree._solve_from(
-            y,
-            self.depth,
-            estimate.reshape(self.grid),
-            variance.reshape(self.grid),
-            known=True,
-            terms=self.terms,
-            out=self._fit,
-        )
-        own_fit = np.multiply(x.reshape(self.Q), self.own, out=self.correction)
-        _fitted_above(self.tree, self.depth, self.terms, x, out=self.phi, base=own_fit)
-        correction = np.subtract(x.reshape(self.Q), s, out=self.correction)
-        np.divide(correction, v, out=correction, where=~exact)
-        correction[exact] = 0.0
+        self.upper.solve(self.sum_alpha, self.sum_beta, self.phi, self.correction)
 
     def leaving(self, first: int = 0, last: int | None = None) -> np.ndarray:
         """The grandparents of [first, last) whose Φ left their range."""
@@ -861,12 +929,14 @@ class _Grandparents:
     def prices(self, G: np.ndarray, rows: np.ndarray | None = None) -> int:
         """G = Φ of its grandparent + below for the children of `rows`; the
         number of them off their segment, listed first in `_off`."""
-        parents = self.parents
-        arrays = (self.phi, self.below, parents.lo, parents.hi, G, self._off)
-        return parents.kernel.prices(
+        return self.parents.kernel.prices(
             self.k,
             *self._rows(rows, 0, self.Q),
-            *(v.ctypes.data for v in arrays),
+            self._phi_at,
+            self._below_at,
+            *self._segments_at,
+            G.ctypes.data,
+            self._off_at,
             *(None,) * 4,
             0.0,
             None,
@@ -878,19 +948,23 @@ class _Grandparents:
         number off (listed first in `_off`, their G in G). With none off, G
         holds the cells' shifts τ = (p_v·S + G)/p and `totals` the parents'
         totals S = α + β·(their grandparent's correction)."""
-        parents = self.parents
-        arrays = (self.phi, self.below, parents.lo, parents.hi, G, self._off)
-        lines = (self.correction, parents.alpha, parents.beta, totals)
         own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
-        return parents.kernel.prices(
+        return self.parents.kernel.prices(
             self.k,
             self.Q,
             None,
             0,
-            *(v.ctypes.data for v in arrays + lines),
+            self._phi_at,
+            self._below_at,
+            *self._segments_at,
+            G.ctypes.data,
+            self._off_at,
+            self._correction_at,
+            *self._lines_at,
+            totals.ctypes.data,
             float(own_all),
             own_rows,
-            parents.p,
+            self.parents.p,
         )
 
     def certify(self, truth: np.ndarray, fit: np.ndarray, own: Any) -> float:
@@ -901,10 +975,7 @@ class _Grandparents:
         kernel, Q = self.parents.kernel, self.Q
         true_sums = np.empty(Q)
         kernel.sums(self.k, Q, truth.ctypes.data, true_sums.ctypes.data)
-        own_sums = true_sums * self.own
-        shift = _fitted_above(
-            self.tree, self.depth, self.terms, true_sums.reshape(self.grid), own_sums, own_sums
-        )
+        shift = self.upper.fitted(true_sums)
         shift -= self.phi
         own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
         pointers = (shift.ctypes.data, fit.ctypes.data, truth.ctypes.data)
@@ -913,7 +984,6 @@ class _Grandparents:
 
 def _settle_by_grandparents(
     groups: _Grandparents,
-    y: np.ndarray,
     G: np.ndarray,
     wy: np.ndarray,
     totals: np.ndarray,
@@ -924,7 +994,7 @@ def _settle_by_grandparents(
     G then holds the cells' shifts τ, and `totals` the parents' totals, of
     the solution. Returns the rounds, or None past `max_rounds`."""
     for rounds in range(1, max_rounds + 1):
-        groups.solve(y)
+        groups.solve()
         rows = groups.leaving()
         if rows.size:
             groups.move(G, wy, rows)
@@ -993,21 +1063,29 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
             rowless = own.reshape(P) == 0
             own = float(own.max())
     own_rows = own if rowless is None else np.where(rowless, 0.0, own)
-    # −Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted + this
-    below = _spread_down(tree, t0, {t: rows[0] for t, rows in terms.items() if rows})
-    below += wy
-    np.negative(below, out=below)
     leaves = y[:n]
     parents = _Parents(layout, leaves, 1.0 / w_leaf, p, own, rowless, _local(tree, terms))
+    # −Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted + this
+    answers = {t: rows[0] for t, rows in terms.items() if rows}
+    groups = upper = None
+    if parents.kernel is not None and parents.local is not None:
+        upper = _Upper.of(tree, terms, t0 - 1)
+    if upper is not None:
+        (k,), wy_up, _ = parents.local  # (siblings share all but their own row)
+        above = _spread_down(tree, t0 - 1, answers)  # (the grandparents' ancestors')
+        shared = np.add(above, wy_up)
+        below = np.subtract(-shared[:, np.newaxis], wy.reshape(-1, k)).reshape(P)
+        groups = _Grandparents(upper, parents, below, above)
+    else:
+        below = _spread_down(tree, t0, answers)
+        below += wy
+        np.negative(below, out=below)
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
-    groups = None
-    if parents.kernel is not None and parents.local is not None and len(layout.parts) == 1:
-        groups = _Grandparents(tree, terms, parents, below)
     largest, scale = parents.locate_all(G, wy, below, groups)
     totals = np.empty(grid)
     if groups is not None:
-        rounds = _settle_by_grandparents(groups, y, G, wy, totals.reshape(P), own_rows, max_rounds)
+        rounds = _settle_by_grandparents(groups, G, wy, totals.reshape(P), own_rows, max_rounds)
         tau = G
     else:
         rounds = _settle_by_parents(tree, terms, parents, y, G, wy, below, totals, max_rounds)
