@@ -26,12 +26,13 @@ Times are of the solve alone (`return_info=False`); one more, untimed call
 with `return_info=True` gives the iterations, products and status printed
 (the info's residual and gradient cost extra products for every method).
 
-Each method runs `--repeat` times (default 2), memory tracing off, and the
-fastest time is printed: on this VM the first touch of fresh memory in a
-process is slow (filling a new 2^24-vector the first time takes ~0.36 s,
-later ~0.02 s), so
-a single run charges that to whichever method comes first — it made LS at
-2^24 look 3–6× slower than it is.
+Each method runs `--repeat` times (default 2; at least 20 below n = 2^20,
+where a solve takes milliseconds), memory tracing off, the methods in
+turn (LS, NNLS, LS, NNLS, …) so that the machine's drift hits each alike,
+and the fastest time is printed: on this VM the first touch of fresh
+memory in a process is slow (filling a new 2^24-vector the first time takes
+~0.36 s, later ~0.02 s), so a single run charges that to whichever method
+comes first — it made LS at 2^24 look 3–6× slower than it is.
 
 Usage: python benchmarks/bench_inference.py [--sizes 16 17 20 21 24 1e8] [--repeat 2]
        [--regimes dense sparse] [--methods LS NNLS L-BFGS-B]
@@ -54,6 +55,8 @@ from ektelo.operators import inference, selection
 
 TIME_LIMIT = 60.0
 MEMORY_LIMIT = 8e9
+# below this n every method runs at least SMALL_REPEAT times
+SMALL, SMALL_REPEAT = 2**20, 20
 
 
 def parse_size(text: str) -> int:
@@ -136,25 +139,38 @@ def main() -> None:
             m = make_measurement(n, regime)
             setup = time.perf_counter() - setup
             ls_time = lsmr_time = None
+            skipped: dict[str, str] = {}
+            for method in args.methods:
+                predicted = per_cell.get(method, 0.0) * n
+                if method in stopped:
+                    skipped[method] = stopped[method]
+                elif predicted > MEMORY_LIMIT:
+                    stopped[method] = f"predicted {predicted / 1e9:.1f} GB > 8 GB"
+                    skipped[method] = stopped[method]
+            timed = [
+                method
+                for method in args.methods
+                if method not in skipped and not (method == "L-BFGS-B" and n > args.lbfgsb_max)
+            ]
+            # interleaved rounds, so that the machine's drift hits every method
+            # alike; the fastest of each (see the docstring); more rounds for
+            # the small sizes, where one solve takes milliseconds
+            repeat = args.repeat if n >= SMALL else max(args.repeat, SMALL_REPEAT)
+            times: dict[str, list[float]] = {method: [] for method in timed}
+            for _ in range(repeat):
+                for method in timed:
+                    times[method].append(run(method, m))
             for method in args.methods:
                 if method == "L-BFGS-B" and n > args.lbfgsb_max:
                     continue
                 label = f"{regime:7s} {n:>11d} {method:7s}"
-                if method in stopped:
+                if method in skipped:
                     print(
                         f"{label} {'':>6s} {'':>8s} {'':>8s} {'':>6s} {'':>6s} {'':>8s} {'':>7s}  "
-                        f"skipped: {stopped[method]}"
+                        f"skipped: {skipped[method]}"
                     )
                     continue
-                predicted = per_cell.get(method, 0.0) * n
-                if predicted > MEMORY_LIMIT:
-                    stopped[method] = f"predicted {predicted / 1e9:.1f} GB > 8 GB"
-                    print(
-                        f"{label} {'':>6s} {'':>8s} {'':>8s} {'':>6s} {'':>6s} {'':>8s} {'':>7s}  "
-                        f"skipped: {stopped[method]}"
-                    )
-                    continue
-                seconds = min(run(method, m) for _ in range(args.repeat))  # see the docstring
+                seconds = min(times[method])
                 peak = peak_memory(method, m)
                 _, info = CALLS[method](m, True)  # untimed: iterations, products, status
                 per_cell[method] = peak / n
@@ -167,7 +183,7 @@ def main() -> None:
                 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
                 status = "converged" if info.converged else f"NOT converged ({info.message})"
                 print(
-                    f"{label} {info.iterations:6d} {info.products:8d} {seconds:8.2f} "
+                    f"{label} {info.iterations:6d} {info.products:8d} {seconds:8.4f} "
                     f"{ratio:6.2f} {ratio_lsmr:6.2f} {peak / 1e9:8.2f} {rss:7.2f}  {status}",
                     flush=True,
                 )
