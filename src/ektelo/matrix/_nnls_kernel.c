@@ -395,27 +395,26 @@ void nnls_group(ptrdiff_t k, ptrdiff_t count, const ptrdiff_t *rows, ptrdiff_t f
  * segment's range [lo_v, hi_v) listed in `off` (in order). Returns how
  * many are off.
  *
- * With `totals` (the last check), also each child's total on its segment,
- * S_v = α_v + β_v·corr_g, into totals, and in g_out, where the child is
- * on its segment, its cells' shift τ_v = (p_v·S_v + G_v)/p (p_v = own[v],
- * or own_all) instead of G_v: the estimate's, once none is off. */
+ * With `corr` (the last check), where the child is on its segment, g_out
+ * gets its cells' shift τ_v = (p_v·S_v + G_v)/p instead of G_v (the
+ * estimate's, once none is off): S_v = α_v + β_v·corr_g its total on its
+ * segment, p_v = own[v] (or own_all). */
 ptrdiff_t nnls_prices(ptrdiff_t k, ptrdiff_t count, const ptrdiff_t *rows, ptrdiff_t first,
                       const double *phi, const double *below, const double *lo,
                       const double *hi, double *g_out, ptrdiff_t *off, const double *corr,
-                      const double *alpha, const double *beta, double *totals,
-                      double own_all, const double *own, double p) {
+                      const double *alpha, const double *beta, double own_all,
+                      const double *own, double p) {
     ptrdiff_t n = 0;
     for (ptrdiff_t i = 0; i < count; i++) {
         ptrdiff_t g = rows ? rows[i] : first + i, v = g * k;
-        double shared = phi[g], c = totals ? corr[g] : 0.0;
+        double shared = phi[g], c = corr ? corr[g] : 0.0;
         for (ptrdiff_t j = v; j < v + k; j++) {
             double price = shared + below[j];
             int away = (price < lo[j]) | (price >= hi[j]);
             off[n] = j; /* kept only when off: no branch to mispredict */
             n += away;
-            if (totals) {
+            if (corr) {
                 double total = alpha[j] + beta[j] * c;
-                totals[j] = total;
                 double tau = (total * (own ? own[j] : own_all) + price) / p;
                 g_out[j] = away ? price : tau;
             } else {
@@ -436,15 +435,18 @@ void nnls_sums(ptrdiff_t k, ptrdiff_t Q, const double *values, double *out) {
 }
 
 /* max over the parents v (of grandparents g = v / k < Q) of
- * |shift_g + p_v·(truth_v − fit_v)|, p_v = own[v] (or own_all): how far
- * the prices true totals give are from those the estimate was built on. */
-double nnls_certify(ptrdiff_t k, ptrdiff_t Q, const double *shift, const double *fit,
-                    const double *truth, double own_all, const double *own) {
+ * |shift_g + p_v·(truth_v − S_v)|, S_v = α_v + β_v·corr_g the total the
+ * estimate was built on (as nnls_prices computes it), p_v = own[v] (or
+ * own_all): how far the prices true totals give are from those. */
+double nnls_certify(ptrdiff_t k, ptrdiff_t Q, const double *shift, const double *corr,
+                    const double *alpha, const double *beta, const double *truth,
+                    double own_all, const double *own) {
     double largest = 0.0;
     int undefined = 0;
     for (ptrdiff_t g = 0; g < Q; g++) {
         for (ptrdiff_t j = g * k; j < g * k + k; j++) {
-            double moved = fabs(shift[g] + (own ? own[j] : own_all) * (truth[j] - fit[j]));
+            double fit = alpha[j] + beta[j] * corr[g];
+            double moved = fabs(shift[g] + (own ? own[j] : own_all) * (truth[j] - fit));
             largest = moved > largest ? moved : largest;
             undefined |= moved != moved; /* a NaN must not pass as a small bound */
         }

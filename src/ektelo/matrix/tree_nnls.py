@@ -91,7 +91,7 @@ class _Kernel:
     place: Any  # sort (optionally) and place parents
     cells: Any  # the estimate's cells and their parents' totals
     group: Any  # grandparents' sums of their children's lines, and range
-    prices: Any  # grandparents' children's G, those off their segment, totals
+    prices: Any  # grandparents' children's G, those off their segment, τ
     sums: Any  # grandparents' sums of a parents' array
     certify: Any  # the certificate's largest price difference
 
@@ -118,9 +118,9 @@ def _load_kernel() -> _Kernel | None:
     group, prices = library.nnls_group, library.nnls_prices
     sums, certify = library.nnls_sums, library.nnls_certify
     group.argtypes = [size, size, address, size] + [address] * 9
-    prices.argtypes = [size, size, address, size] + [address] * 10 + [real, address, real]
+    prices.argtypes = [size, size, address, size] + [address] * 9 + [real, address, real]
     sums.argtypes = [size, size, address, address]
-    certify.argtypes = [size, size, address, address, address, real, address]
+    certify.argtypes = [size, size] + [address] * 5 + [real, address]
     group.restype = sums.restype = None
     prices.restype, certify.restype = size, real
     return _Kernel(place, cells, group, prices, sums, certify)
@@ -937,17 +937,17 @@ class _Grandparents:
             *self._segments_at,
             G.ctypes.data,
             self._off_at,
-            *(None,) * 4,
+            *(None,) * 3,
             0.0,
             None,
             1.0,
         )
 
-    def check(self, G: np.ndarray, totals: np.ndarray, own: Any) -> int:
+    def check(self, G: np.ndarray, own: Any) -> int:
         """Every parent's G from Φ, checked against its segment exactly: the
         number off (listed first in `_off`, their G in G). With none off, G
-        holds the cells' shifts τ = (p_v·S + G)/p and `totals` the parents'
-        totals S = α + β·(their grandparent's correction)."""
+        holds the cells' shifts τ = (p_v·S + G)/p, S = α + β·(their
+        grandparent's correction) the parents' totals."""
         own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
         return self.parents.kernel.prices(
             self.k,
@@ -961,16 +961,15 @@ class _Grandparents:
             self._off_at,
             self._correction_at,
             *self._lines_at,
-            totals.ctypes.data,
             float(own_all),
             own_rows,
             self.parents.p,
         )
 
-    def certify(self, truth: np.ndarray, fit: np.ndarray, own: Any) -> float:
+    def certify(self, truth: np.ndarray, own: Any) -> float:
         """max |Π_true − Π| over the parents, Π the prices the estimate was
-        built on (from the totals `fit` and Φ) and Π_true those the cells'
-        true parent totals `truth` give: Σ_{u ⊇ g} p_u (T_u − S_u) over the
+        built on (from the totals S and Φ) and Π_true those the cells' true
+        parent totals `truth` give: Σ_{u ⊇ g} p_u (T_u − S_u) over the
         grandparent and its ancestors, plus p_v (T_v − S_v)."""
         kernel, Q = self.parents.kernel, self.Q
         true_sums = np.empty(Q)
@@ -978,7 +977,8 @@ class _Grandparents:
         shift = self.upper.fitted(true_sums)
         shift -= self.phi
         own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
-        pointers = (shift.ctypes.data, fit.ctypes.data, truth.ctypes.data)
+        lines = (self._correction_at, *self._lines_at)
+        pointers = (shift.ctypes.data, *lines, truth.ctypes.data)
         return kernel.certify(self.k, Q, *pointers, float(own_all), own_rows)
 
 
@@ -986,20 +986,19 @@ def _settle_by_grandparents(
     groups: _Grandparents,
     G: np.ndarray,
     wy: np.ndarray,
-    totals: np.ndarray,
     own: Any,
     max_rounds: int,
 ) -> int | None:
     """Newton rounds on the grandparents until no parent leaves its segment;
-    G then holds the cells' shifts τ, and `totals` the parents' totals, of
-    the solution. Returns the rounds, or None past `max_rounds`."""
+    G then holds the solution's cells' shifts τ. Returns the rounds, or
+    None past `max_rounds`."""
     for rounds in range(1, max_rounds + 1):
         groups.solve()
         rows = groups.leaving()
         if rows.size:
             groups.move(G, wy, rows)
             continue
-        off = groups.check(G, totals, own)  # every parent, exactly
+        off = groups.check(G, own)  # every parent, exactly
         if off == 0:
             return rounds
         movers = groups._off[:off]
@@ -1083,11 +1082,11 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
     largest, scale = parents.locate_all(G, wy, below, groups)
-    totals = np.empty(grid)
     if groups is not None:
-        rounds = _settle_by_grandparents(groups, G, wy, totals.reshape(P), own_rows, max_rounds)
+        rounds = _settle_by_grandparents(groups, G, wy, own_rows, max_rounds)
         tau = G
     else:
+        totals = np.empty(grid)
         rounds = _settle_by_parents(tree, terms, parents, y, G, wy, below, totals, max_rounds)
         # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
         # more than the arithmetic on them; the segments' lines are free now)
@@ -1101,7 +1100,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
     if groups is not None:
-        moved = groups.certify(true_totals, totals.reshape(P), own_rows)
+        moved = groups.certify(true_totals, own_rows)
     else:
         moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
         true_totals *= own_rows
