@@ -31,14 +31,29 @@ would set were it the root (its row and its children's lines: a two-level
 solve in closed form), and then only ~7% move. Each round then costs a
 tree solve on the parents, a range check per parent, and a recount of
 only the parents whose Γ left their segment's range; HB measurements
-settle in 1–3 rounds. The cells are written once, at the end.
+settle in 1–4 rounds. The cells are written once, at the end.
+
+In 1-D with the C step, the rounds run on the grandparents instead
+(`_Grandparents`): siblings share their ancestors, so G_v = Φ_g + below_v
+for every child v of a grandparent g, and all of g's children keep their
+segments iff Φ_g lies in the intersection of their ranges shifted by
+below_v. Keeping that range and the sum of the children's lines per
+grandparent, a round is a tree solve from the grandparents up (`_Upper`:
+flat arrays per depth), a range check per grandparent and a recount of the
+children of those that left theirs — O(P/16) and the movers, where a round
+on the parents is O(P), which with 2 cells per parent (n = 2·16^k under
+HB) cost as much as a third of a whole LS. Every parent is checked exactly
+once no grandparent leaves, and the certificate below is then formed per
+grandparent.
 
 Parents of up to 16 cells are sorted and placed by a small C step
 (`_nnls_kernel.c`, built by the install, loaded with ctypes): a sorting
 network and the breakpoints in AVX2 registers, four parents at a time,
 where NumPy's row sort alone costs ~50 ns a parent. In 1-D it also
-gathers each parent's cells from the leaves (masked loads) and writes the
-estimate's cells with their parents' totals in one pass. It computes what
+gathers each parent's cells from the leaves (masked loads), writes the
+estimate's cells with their parents' totals in one pass, and serves the
+grandparents' rounds (their sums and ranges, the children's prices and
+checks, the certificate). It computes what
 `_Parents._place` and the layouts' `cells` do (the tests run every case
 both ways); without a compiler or without AVX2, NumPy does it.
 
