@@ -910,9 +910,7 @@ class _Grandparents:
         self.gather(first=first, count=last - first)
         s, v = self.sum_alpha[first:last], self.sum_beta[first:last]
         own = self.own if np.ndim(self.own) == 0 else self.own[first:last]
-        exact = v == 0  # every cell below held at 0: the total is known
-        precision = 1.0 / np.where(exact, 1.0, v)
-        estimate = np.where(exact, s, (self.wy[first:last] + s * precision) / (precision + own))
+        estimate, _ = _Upper._node(self.wy[first:last], own, s, v)
         phi = np.multiply(estimate, own, out=self.phi[first:last])
         phi += self.above[first:last]
         self.move(G, wy, self.leaving(first, last))
