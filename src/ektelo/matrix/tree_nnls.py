@@ -370,6 +370,8 @@ class _Parents:
         self.layout, self.leaves, self.scale = layout, leaves, scale
         self.P, self.K, self.p, self.own, self.rowless = P, K, p, own, rowless
         self.pads = layout.pads
+        # p_v per parent, only where some have no row (else `own` for all)
+        self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
         # sorted by the C step, rows (P, width) padded at the front; else by
         # a network, cell-major (K, P), or by rows (P, K)
         self.kernel = _KERNEL if K <= _KERNEL_CELLS and scale > 0 else None
@@ -382,8 +384,6 @@ class _Parents:
             if extra:
                 base = np.zeros(P, np.uint8) if self.pads is None else self.pads
                 self.kernel_pads = base + extra
-            # (p_v per parent only where some have no row)
-            self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
             # 1-D parents: the C step gathers their cells from the leaves
             # (when contiguous) itself
             self.direct = len(layout.parts) == 1 and leaves.flags.c_contiguous
@@ -956,13 +956,13 @@ class _Grandparents:
             1.0,
         )
 
-    def check(self, G: np.ndarray, own: Any) -> int:
+    def check(self, G: np.ndarray) -> int:
         """Every parent's G from Φ, checked against its segment exactly: the
         number off (listed first in `_off`, their G in G). With none off, G
         holds the cells' shifts τ = (p_v·S + G)/p, S = α + β·(their
         grandparent's correction) the parents' totals."""
-        own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
-        return self.parents.kernel.prices(
+        parents = self.parents
+        return parents.kernel.prices(
             self.k,
             self.Q,
             None,
@@ -974,32 +974,31 @@ class _Grandparents:
             self._off_at,
             self._correction_at,
             *self._lines_at,
-            float(own_all),
-            own_rows,
-            self.parents.p,
+            parents.own,
+            parents._own_at,
+            parents.p,
         )
 
-    def certify(self, truth: np.ndarray, own: Any) -> float:
+    def certify(self, truth: np.ndarray) -> float:
         """max |Π_true − Π| over the parents, Π the prices the estimate was
         built on (from the totals S and Φ) and Π_true those the cells' true
         parent totals `truth` give: Σ_{u ⊇ g} p_u (T_u − S_u) over the
         grandparent and its ancestors, plus p_v (T_v − S_v)."""
-        kernel, Q = self.parents.kernel, self.Q
+        parents, Q = self.parents, self.Q
+        kernel = parents.kernel
         true_sums = np.empty(Q)
         kernel.sums(self.k, Q, truth.ctypes.data, true_sums.ctypes.data)
         shift = self.upper.fitted(true_sums)
         shift -= self.phi
-        own_all, own_rows = (own, None) if np.ndim(own) == 0 else (0.0, own.ctypes.data)
         lines = (self._correction_at, *self._lines_at)
         pointers = (shift.ctypes.data, *lines, truth.ctypes.data)
-        return kernel.certify(self.k, Q, *pointers, float(own_all), own_rows)
+        return kernel.certify(self.k, Q, *pointers, parents.own, parents._own_at)
 
 
 def _settle_by_grandparents(
     groups: _Grandparents,
     G: np.ndarray,
     wy: np.ndarray,
-    own: Any,
     max_rounds: int,
 ) -> int | None:
     """Newton rounds on the grandparents until no parent leaves its segment;
@@ -1011,7 +1010,7 @@ def _settle_by_grandparents(
         if rows.size:
             groups.move(G, wy, rows)
             continue
-        off = groups.check(G, own)  # every parent, exactly
+        off = groups.check(G)  # every parent, exactly
         if off == 0:
             return rounds
         movers = groups._off[:off]
@@ -1074,9 +1073,9 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
         if isinstance(own, np.ndarray):  # 0 at single cells
             rowless = own.reshape(P) == 0
             own = float(own.max())
-    own_rows = own if rowless is None else np.where(rowless, 0.0, own)
     leaves = y[:n]
     parents = _Parents(layout, leaves, 1.0 / w_leaf, p, own, rowless, _local(tree, terms))
+    own_rows = own if parents.own_rows is None else parents.own_rows
     # −Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted + this
     answers = {t: rows[0] for t, rows in terms.items() if rows}
     groups = upper = None
@@ -1096,7 +1095,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     G = -wy  # compared with B: G = Γ − w_v·y_v
     largest, scale = parents.locate_all(G, wy, below, groups)
     if groups is not None:
-        rounds = _settle_by_grandparents(groups, G, wy, own_rows, max_rounds)
+        rounds = _settle_by_grandparents(groups, G, wy, max_rounds)
         tau = G
     else:
         totals = np.empty(grid)
@@ -1113,7 +1112,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
     if groups is not None:
-        moved = groups.certify(true_totals, own_rows)
+        moved = groups.certify(true_totals)
     else:
         moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
         true_totals *= own_rows
