@@ -15,7 +15,7 @@ $(BIN)/python:
 KERNEL := src/ektelo/matrix/_nnls_kernel.c
 
 $(STAMP_RUN): pyproject.toml setup.py $(KERNEL) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[plot]'
 	touch $@
 
 $(STAMP_DEV): pyproject.toml setup.py $(KERNEL) | $(BIN)/python

@@ -210,3 +210,42 @@ def test_progress_indicator_on_a_terminal():
     with Progress("running test", stream=quiet, delay=0.0):
         pass
     assert quiet.getvalue() == ""
+
+
+def test_datasets_take_an_explicit_data_dir(capsys, tmp_path):
+    code, out, _ = call(capsys, "datasets", "--data-dir", str(tmp_path))
+    assert code == 0
+    assert "census-like" in out and "generated" in out
+    assert "adult" in out and "not found" in out
+    if (DATA / "adult" / "adult.csv").exists():
+        code, out, _ = call(capsys, "datasets", "--data-dir", str(DATA))
+        assert code == 0 and str(DATA / "adult" / "adult.csv") in out
+    code, _, err = call(capsys, "datasets", "--data-dir", str(tmp_path / "nosuch"))
+    assert code == 2 and "data directory not found" in err
+
+
+def test_the_experiments_are_not_a_library_command(capsys):
+    code, _, err = call(capsys, "experiment", "dpbench")
+    assert code == 2 and "invalid choice" in err
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, ektelo.cli, ektelo.demo, ektelo.datasets, ektelo.plans; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+         "('experiments', 'matplotlib', 'threadpoolctl')))"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
+
+
+def test_experiments_run_from_the_repository_root():
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments", "--help"],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )
+    assert result.returncode == 0 and "dpbench" in result.stdout and "--quick" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments", "nosuch"],
+        capture_output=True, text=True, cwd=root, timeout=120,
+    )
+    assert result.returncode == 2 and "invalid choice" in result.stderr

@@ -3,9 +3,8 @@
     ektelo run --data FILE --domain FILE.json --workload SPEC --plan NAME|auto
                --epsilon E [--where EXPR] [--out FILE] [--seed N] [--param K=V]
     ektelo plans            list the plan library
-    ektelo datasets         list the known demo and benchmark data
+    ektelo datasets [--data-dir DIR]  list the known demo and benchmark data
     ektelo generate         write the synthetic census-like table (CSV + domain)
-    ektelo experiment NAME  re-run one of the paper's experiments (§10)
 
 Errors are one line on stderr with a non-zero exit code; `--debug` shows the
 traceback.
@@ -38,7 +37,7 @@ class Progress:
     """A spinner with elapsed time on stderr while a long step runs (TTY only).
 
     Plans are single calls into the library, so the indicator shows that work
-    is going on and for how long; the experiments show per-item progress bars.
+    is going on and for how long.
     """
 
     def __init__(self, label: str, stream: Any = None, delay: float = 1.0):
@@ -351,14 +350,25 @@ def cmd_plans(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_datasets(args: argparse.Namespace) -> int:
-    from .datasets import KNOWN, shared_data_dir
+DEFAULT_DATA_DIR = Path("..") / "shared" / "data"  # relative to the working directory
 
-    root = shared_data_dir()
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from .datasets import KNOWN
+
+    if args.data_dir is not None:
+        root: Path | None = Path(args.data_dir)
+        if not root.is_dir():
+            raise CLIError(f"data directory not found: {args.data_dir}")
+    else:
+        root = DEFAULT_DATA_DIR if DEFAULT_DATA_DIR.is_dir() else None
     for d in KNOWN:
-        where = "generated" if d.relative_path is None else (
-            str(root / d.relative_path) if d.available() and root else "not found"
-        )
+        if d.relative_path is None:
+            where = "generated"
+        elif root is not None and d.available(root):
+            where = str(d.path(root))
+        else:
+            where = "not found"
         print(f"{d.name:12s} {d.description}  ({where})")
     return 0
 
@@ -374,21 +384,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     entries = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in domain.to_dict().items()]
     domain_path.write_text("{\n" + ",\n".join(entries) + "\n}\n")
     print(f"wrote {len(frame):,} rows to {out} and the domain to {domain_path}")
-    return 0
-
-
-def cmd_experiment(args: argparse.Namespace) -> int:
-    from . import experiments
-
-    only = None if args.only is None else tuple(a for a in args.only.split(",") if a.strip())
-    experiments.run(
-        args.name,
-        out=Path(args.out),
-        trials=args.trials,
-        quick=args.quick,
-        only=only,
-        dims=args.dims,
-    )
     return 0
 
 
@@ -410,7 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     sub.add_parser("plans", help="list the plans").set_defaults(func=cmd_plans)
-    sub.add_parser("datasets", help="list known datasets").set_defaults(func=cmd_datasets)
+    data = sub.add_parser("datasets", help="list known datasets")
+    data.add_argument("--data-dir", help="directory holding adult/, credit/, dpbench/ "
+                      "(default: ../shared/data if present)")
+    data.set_defaults(func=cmd_datasets)
 
     gen = sub.add_parser("generate", help="write the synthetic census-like table as CSV")
     gen.add_argument("--out", default="census-like.csv", help="CSV path (domain JSON beside it)")
@@ -418,14 +416,6 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0)
     gen.set_defaults(func=cmd_generate)
 
-    exp = sub.add_parser("experiment", help="re-run an experiment of the paper (§10)")
-    exp.add_argument("name")
-    exp.add_argument("--out", default="out", help="output directory (default: out)")
-    exp.add_argument("--trials", type=int, default=None, help="number of trials")
-    exp.add_argument("--quick", action="store_true", help="reduced version (minutes)")
-    exp.add_argument("--only", help="dpbench: run only these algorithms (ALGO[,ALGO])")
-    exp.add_argument("--dims", type=int, choices=(1, 2), help="dpbench: only 1-D or 2-D")
-    exp.set_defaults(func=cmd_experiment)
     return parser
 
 

@@ -1,5 +1,6 @@
 """Datasets ektelo knows: a synthetic census-like table it generates itself,
-and the benchmark data of the shared data directory when present.
+and the benchmark data of a data directory the caller names (`DatasetInfo.path`
+and `available` take that directory; the library looks nothing up itself).
 
 `census_like(rows, seed)` needs no download: it draws a table shaped like the
 CPS extract of the paper's census case study (§9.2) — age, sex, race,
@@ -18,7 +19,6 @@ demo exercises the same plans on the same kind of skew.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import pandas as pd
 
 from .domain import Domain
 
-__all__ = ["KNOWN", "DatasetInfo", "census_like", "census_like_domain", "shared_data_dir"]
+__all__ = ["KNOWN", "DatasetInfo", "census_like", "census_like_domain"]
 
 MARITAL = [
     "never-married",
@@ -86,31 +86,23 @@ def census_like(rows: int = 50_000, seed: int = 0) -> tuple[pd.DataFrame, Domain
     return frame, census_like_domain()
 
 
-def shared_data_dir() -> Path | None:
-    """The shared benchmark data directory (`EKTELO_DATA` or ../shared/data), if present."""
-    candidates = [os.environ.get("EKTELO_DATA")]
-    here = Path(__file__).resolve()
-    candidates += [str(p / "shared" / "data") for p in here.parents[:5]]
-    candidates.append(str(Path.cwd().parent / "shared" / "data"))
-    for c in candidates:
-        if c and Path(c).is_dir():
-            return Path(c)
-    return None
-
-
 @dataclass(frozen=True)
 class DatasetInfo:
     """A known dataset: where it comes from and what it is."""
 
     name: str
     description: str
-    relative_path: str | None  # under the shared data directory; None = generated
+    relative_path: str | None  # under the data directory; None = generated
 
-    def available(self) -> bool:
+    def path(self, data_dir: Path | str) -> Path | None:
+        """Where this dataset lives under `data_dir` (None for a generated one)."""
+        return None if self.relative_path is None else Path(data_dir) / self.relative_path
+
+    def available(self, data_dir: Path | str | None) -> bool:
+        """Whether the dataset can be had: generated, or present under `data_dir`."""
         if self.relative_path is None:
             return True
-        root = shared_data_dir()
-        return root is not None and (root / self.relative_path).exists()
+        return data_dir is not None and (Path(data_dir) / self.relative_path).exists()
 
 
 KNOWN = [

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 import ektelo
-import ektelo.experiments
+import experiments
 from ektelo import workload as wl
-from ektelo.datasets import shared_data_dir
-from ektelo.experiments import census
 from ektelo.matrix import Identity, Kronecker, Prefix, Total, VStack
 from ektelo.plans import striped
 from ektelo.plans.common import estimate
+from experiments import census
+from experiments.common import shared_data_dir
 
 HAVE_ADULT = shared_data_dir() is not None and (shared_data_dir() / "adult" / "adult.csv").exists()
 
@@ -110,7 +110,7 @@ def test_stripe_workloads_of_range_queries_have_the_restricted_gram(axis):
 
 @pytest.mark.skipif(not HAVE_ADULT, reason="needs the shared adult data (../shared/data/adult)")
 def test_quick_run_writes_table_and_plot(tmp_path, capsys):
-    table = ektelo.experiments.run("census", out=tmp_path, quick=True)
+    table = experiments.run("census", out=tmp_path, quick=True)
     out = capsys.readouterr().out
     assert "Table 5" in out and "DAWA-Striped" in out
     csv = pd.read_csv(tmp_path / "census.csv")

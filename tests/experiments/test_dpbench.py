@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ektelo.experiments
+import experiments
 from ektelo import workload
-from ektelo.datasets import shared_data_dir
-from ektelo.experiments import dpbench
 from ektelo.matrix import Identity
 from ektelo.operators import error, selection
+from experiments import dpbench
+from experiments.common import shared_data_dir
 
 HAVE_DATA = shared_data_dir() is not None and (
     (shared_data_dir() / "dpbench").exists()
@@ -59,7 +59,7 @@ def test_every_algorithm_has_a_plan_and_a_target_when_referenced():
 
 @needs_data
 def test_reference_rows_are_own_scale_and_match_our_datasets():
-    from ektelo.experiments.common import dpbench_1d, dpbench_2d
+    from experiments.common import dpbench_1d, dpbench_2d
 
     ref = dpbench.load_reference()
     assert (ref["scale"] != 100000).all() and (ref["n_trials"] > 0).all()
@@ -75,7 +75,7 @@ def test_reference_rows_are_own_scale_and_match_our_datasets():
 
 @needs_data
 def test_dpbench_quick(tmp_path):
-    ektelo.experiments.run("dpbench", out=tmp_path, quick=True)
+    experiments.run("dpbench", out=tmp_path, quick=True)
     table = pd.read_csv(tmp_path / "dpbench.csv")
     summary = pd.read_csv(tmp_path / "dpbench_summary.csv")
     assert (tmp_path / "dpbench.png").stat().st_size > 0
@@ -117,15 +117,15 @@ def test_select_subsets_by_label_and_dims():
 
 def test_only_is_refused_by_experiments_without_subsets(tmp_path):
     with pytest.raises(ValueError, match="takes no option only"):
-        ektelo.experiments.run("census", out=tmp_path, quick=True, only=("HB",))
+        experiments.run("census", out=tmp_path, quick=True, only=("HB",))
 
 
 @needs_data
 def test_dpbench_subset_from_the_command_line(tmp_path, capsys):
-    from ektelo.cli import main
+    from experiments.__main__ import main
 
     code = main(
-        ["experiment", "dpbench", "--quick", "--only", "Uniform,Identity", "--dims", "2",
+        ["dpbench", "--quick", "--only", "Uniform,Identity", "--dims", "2",
          "--out", str(tmp_path)]
     )
     assert code == 0

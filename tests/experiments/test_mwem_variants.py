@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ektelo import experiments
-from ektelo.datasets import shared_data_dir
+import experiments
+from experiments.common import shared_data_dir
 
 pytestmark = pytest.mark.skipif(
     shared_data_dir() is None or not (shared_data_dir() / "dpbench" / "1d").exists(),
@@ -42,7 +42,7 @@ def test_quick_run_writes_table_and_figure(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_summary_factors_are_finite_and_positive() -> None:
-    from ektelo.experiments.mwem_variants import summarise
+    from experiments.mwem_variants import summarise
 
     rows = []
     for d, scale in (("A", 1.0), ("B", 2.0)):

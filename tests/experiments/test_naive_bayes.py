@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ektelo.experiments
-from ektelo.datasets import shared_data_dir
-from ektelo.experiments import naive_bayes as nb
+import experiments
 from ektelo.workload.naive_bayes import naive_bayes, split_answers
+from experiments import naive_bayes as nb
+from experiments.common import shared_data_dir
 
 HAVE_CREDIT = (
     shared_data_dir() is not None and (shared_data_dir() / "credit" / "credit_default.csv").exists()
@@ -69,7 +69,7 @@ def test_workload_layout_and_model():
 
 @pytest.mark.skipif(not HAVE_CREDIT, reason="needs the shared credit data (../shared/data/credit)")
 def test_quick_run_writes_table_and_plot(tmp_path, capsys):
-    table = ektelo.experiments.run("naive-bayes", out=tmp_path, quick=True)
+    table = experiments.run("naive-bayes", out=tmp_path, quick=True)
     out = capsys.readouterr().out
     assert "§10.1.3" in out
     csv = pd.read_csv(tmp_path / "naive-bayes.csv")

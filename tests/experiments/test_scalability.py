@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 
 import ektelo
+import experiments
 from ektelo import plans
-from ektelo.experiments import common
-from ektelo.experiments import inference_scalability as inf_exp
-from ektelo.experiments import plan_scalability as plan_exp
 from ektelo.matrix import Dense, Identity, Kronecker, Prefix, Sparse
 from ektelo.operators import selection
+from experiments import common
+from experiments import inference_scalability as inf_exp
+from experiments import plan_scalability as plan_exp
 
 STATUSES = {"ok", "timeout", "memory", "error", "skipped"}
 
@@ -152,7 +153,7 @@ def _largest_common(table: pd.DataFrame, a: str, b: str) -> tuple[float, float]:
 
 
 def test_plan_scalability_quick(tmp_path):
-    table = ektelo.experiments.run("plan-scalability", out=tmp_path, quick=True)
+    table = experiments.run("plan-scalability", out=tmp_path, quick=True)
     on_disk = pd.read_csv(tmp_path / "plan-scalability.csv")
     assert (tmp_path / "plan-scalability.png").stat().st_size > 0
     assert len(on_disk) == len(table)
@@ -185,7 +186,7 @@ def test_plan_scalability_quick(tmp_path):
 
 
 def test_inference_scalability_quick(tmp_path):
-    ektelo.experiments.run("inference-scalability", out=tmp_path, quick=True)
+    experiments.run("inference-scalability", out=tmp_path, quick=True)
     table = pd.read_csv(tmp_path / "inference-scalability.csv")
     assert (tmp_path / "inference-scalability.png").stat().st_size > 0
     for column in (

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ektelo.experiments
-from ektelo.datasets import shared_data_dir
-from ektelo.experiments import workload_reduction as wr
+import experiments
 from ektelo.operators import partition
+from experiments import workload_reduction as wr
+from experiments.common import shared_data_dir
 
 
 @pytest.mark.parametrize("shape", [(4096,), (256, 256), (128, 128)])
@@ -39,7 +39,7 @@ def test_paper_factors_are_original_over_reduced():
     reason="needs the shared DPBench data",
 )
 def test_workload_reduction_quick(tmp_path):
-    ektelo.experiments.run("workload-reduction", out=tmp_path, quick=True)
+    experiments.run("workload-reduction", out=tmp_path, quick=True)
     table = pd.read_csv(tmp_path / "workload-reduction.csv")
     assert (tmp_path / "workload-reduction.png").stat().st_size > 0
     summary = table[table.dataset == "geometric mean"].set_index("algorithm")

@@ -63,7 +63,6 @@ deterministic function of public inputs, the result is memoised (`hdmm`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import threading
@@ -76,7 +75,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.lapack import dtrtrs
 from scipy.optimize import Bounds, minimize
-from threadpoolctl import threadpool_limits
 
 from ..matrix import (
     Dense,
@@ -219,28 +217,20 @@ def _optimise(
     else:
         dims, families, coefs = terms
     ps = _p_per_attribute(p, dims)
-    with _blas_single_thread():
-        kron = _opt_kron(
-            families, coefs, ps, rng, restarts=restarts, maxiter=maxiter, rounds=rounds
-        )
-        best = kron
-        if len(dims) > 1:
-            marg = _marginal_coefficients(workload, dims)
-            if marg is not None:
-                opt_m = _opt_marginals(marg, dims, rng, restarts=restarts, maxiter=maxiter)
-                if opt_m.error < best.error:
-                    best = opt_m
+    # BLAS threading is the caller's: the optimisation makes thousands of small
+    # and mid-sized BLAS calls, and on a busy machine a threaded BLAS can spend
+    # more time synchronising than computing (measured 10–40× slower on two
+    # shared cores) — callers who see that pin BLAS to one thread themselves
+    # (e.g. threadpoolctl's `threadpool_limits(1, "blas")` around the call).
+    kron = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter, rounds=rounds)
+    best = kron
+    if len(dims) > 1:
+        marg = _marginal_coefficients(workload, dims)
+        if marg is not None:
+            opt_m = _opt_marginals(marg, dims, rng, restarts=restarts, maxiter=maxiter)
+            if opt_m.error < best.error:
+                best = opt_m
     return best
-
-
-def _blas_single_thread() -> contextlib.AbstractContextManager[Any]:
-    """One BLAS thread while optimising.
-
-    The optimisation makes thousands of small and mid-sized BLAS calls (p×n
-    by n×p products, dot products over Θ); on a busy machine a threaded BLAS
-    spends more time synchronising its threads than computing (measured
-    10–40× slower on two shared cores)."""
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _int_at_least(value: object, name: str, minimum: int) -> int:
@@ -734,8 +724,8 @@ def _p_identity_value(theta: np.ndarray, gram: _Gram) -> float:
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    """aᵀb for vectors, by BLAS: called inside `_blas_single_thread` (a
-    threaded BLAS dot on a busy machine was measured at milliseconds)."""
+    """aᵀb for vectors, by BLAS (a threaded BLAS dot on a busy machine was
+    measured at milliseconds: callers may pin BLAS to one thread)."""
     return float(np.dot(a, b))
 
 

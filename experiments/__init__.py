@@ -1,6 +1,8 @@
-"""The paper's experiments (εktelo §10), reproducible from the command line:
-`ektelo experiment <name> [--out DIR] [--trials N] [--quick]` (dpbench also
-takes `--only ALGO[,ALGO]` and `--dims 1|2` to run a subset).
+"""The paper's experiments (εktelo §10), reproducible from the repository root:
+`python -m experiments <name> [--out DIR] [--trials N] [--quick] [--data-dir DIR]`
+(dpbench also takes `--only ALGO[,ALGO]` and `--dims 1|2` to run a subset).
+They are not part of the installed library: they use ektelo's public API and
+need its `experiments` extra (matplotlib, threadpoolctl).
 
 Each experiment module registers a function `(out: Path, trials: int | None,
 quick: bool) -> pandas.DataFrame` that shows progress, prints its table next

@@ -91,7 +91,7 @@ PAPER = {
 def small_ranges(shape: tuple[int, ...], count: int, seed: int) -> Any:
     """`count` random ranges whose extent on each axis is uniform in
     1 … max(1, n_axis // MAX_FRACTION), placed uniformly where they fit."""
-    from ..matrix import RangeQueries
+    from ektelo.matrix import RangeQueries
 
     rng = np.random.default_rng(seed)
     sizes = np.array(shape, dtype=np.int64)
@@ -146,9 +146,9 @@ def reduced_domain_estimate(log: list[tuple[Any, tuple[Any, ...]]]) -> np.ndarra
     in the original εktelo), while the plan's own inference on the root is
     the minimum-norm solution, uniform over *original* cells.
     """
-    from ..kernel.measurement import Measurement
-    from ..matrix import Product
-    from ..operators import inference
+    from ektelo import Measurement
+    from ektelo.matrix import Product
+    from ektelo.operators import inference
 
     base = log[0][1][0]
     items = []
@@ -174,9 +174,8 @@ def trial_job(
     noise on every dataset."""
     import ektelo
     from ektelo import plans
-
-    from ..operators import partition
-    from ..workload import scaled_l2_error
+    from ektelo.operators import partition
+    from ektelo.workload import scaled_l2_error
 
     plan, kind = ALGORITHMS[algorithm]
     data = _data(kind)

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import plans
-from ..kernel.handles import protect
-from ..workload import random_range, scaled_l2_error
+from ektelo import plans, protect
+from ektelo.workload import random_range, scaled_l2_error
+
 from .common import dpbench_1d, experiment, progress, save_outputs
 
 __all__ = ["PAPER", "PLANS", "run_mwem_variants", "summarise"]

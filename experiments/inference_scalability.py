@@ -88,9 +88,9 @@ def inference_job(
 ) -> Callable[[], Any]:
     """Worker job: draw the measurement, prepare the representation; return
     the timed solve (which returns a function of post-timing checks)."""
-    from ..kernel.measurement import Measurement
-    from ..matrix import Sparse
-    from ..operators import hierarchical, inference, selection
+    from ektelo import Measurement
+    from ektelo.matrix import Sparse
+    from ektelo.operators import hierarchical, inference, selection
 
     x = synthetic_data((n,), seed=trial)
     rng = np.random.default_rng(10_000 + trial)

@@ -427,7 +427,7 @@ REPRESENTATIONS = ("dense", "sparse", "implicit")
 
 def represent(M: Any, representation: str, *, keep_kronecker: bool = False) -> Any:
     """The matrix `M` in the named representation (see the module notes)."""
-    from ..matrix import Dense, Kronecker, Sparse
+    from ektelo.matrix import Dense, Kronecker, Sparse
 
     if representation == "implicit":
         return M
@@ -571,7 +571,7 @@ def _series(quick: bool) -> list[Series]:
 
 
 def _workload(kind: str, shape: tuple[int, ...]) -> Any:
-    from ..matrix import Identity, Kronecker, Prefix
+    from ektelo.matrix import Identity, Kronecker, Prefix
 
     if kind == "identity":
         return Identity(math.prod(shape))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -11,16 +13,17 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from ..datasets import shared_data_dir
-
 __all__ = [
     "EXPERIMENTS",
     "dpbench_1d",
     "dpbench_2d",
     "experiment",
+    "one_blas_thread",
     "progress",
     "require_shared",
     "save_outputs",
+    "set_data_dir",
+    "shared_data_dir",
 ]
 
 T = TypeVar("T")
@@ -41,6 +44,17 @@ def experiment(name: str, options: tuple[str, ...] = ()) -> Callable[[Experiment
     return wrap
 
 
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """One BLAS thread for the timed plan calls (the library leaves BLAS
+    threading to its caller): the optimisations and solvers make thousands of
+    small and mid-sized BLAS calls, and a threaded BLAS on a busy machine
+    spends its time synchronising (HDMM's LSMR on 65536 cells: 16 s instead of
+    1.8 s of CPU on two shared cores), which CPU seconds would count."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def progress(items: Iterable[T], label: str, total: int | None = None) -> Iterator[T]:
     """Yield items while printing a one-line progress bar with elapsed time to stderr."""
     items = list(items) if total is None else items
@@ -56,13 +70,38 @@ def progress(items: Iterable[T], label: str, total: int | None = None) -> Iterat
     sys.stderr.write("\n")
 
 
+_DATA_DIR: Path | None = None  # set by `set_data_dir` (the command's --data-dir)
+
+
+def set_data_dir(path: Path | str | None) -> None:
+    """Read the benchmark data from `path` (None: look it up again)."""
+    global _DATA_DIR
+    _DATA_DIR = None if path is None else Path(path)
+
+
+def shared_data_dir() -> Path | None:
+    """The benchmark data directory, if present: the one given to `set_data_dir`,
+    else `EKTELO_DATA`, else a `shared/data` beside the checkout or the working
+    directory."""
+    if _DATA_DIR is not None:
+        return _DATA_DIR if _DATA_DIR.is_dir() else None
+    candidates = [os.environ.get("EKTELO_DATA")]
+    here = Path(__file__).resolve()
+    candidates += [str(p / "shared" / "data") for p in here.parents[:4]]
+    candidates.append(str(Path.cwd().parent / "shared" / "data"))
+    for c in candidates:
+        if c and Path(c).is_dir():
+            return Path(c)
+    return None
+
+
 def require_shared(relative: str) -> Path:
     """A path under the shared data directory, or a clear error if it is absent."""
     root = shared_data_dir()
     if root is None or not (root / relative).exists():
         raise FileNotFoundError(
-            f"this experiment needs the shared benchmark data ({relative}); set EKTELO_DATA "
-            "to the directory that holds dpbench/, adult/ and credit/"
+            f"this experiment needs the shared benchmark data ({relative}); pass --data-dir "
+            "(or set EKTELO_DATA to) the directory that holds dpbench/, adult/ and credit/"
         )
     return root / relative
 

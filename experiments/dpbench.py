@@ -67,7 +67,6 @@ truncation of the estimate removed; single trials).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import time
@@ -80,15 +79,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 import ektelo
+from ektelo import plans, workload
+from ektelo.matrix import EMatrix, Identity, Kronecker, RangeQueries
+from ektelo.operators import error
 
-from .. import plans, workload
-from ..datasets import shared_data_dir
-from ..matrix import EMatrix, Identity, Kronecker, RangeQueries
-from ..operators import error
-from .common import dpbench_1d, dpbench_2d, experiment, progress, require_shared
+from .common import (
+    dpbench_1d,
+    dpbench_2d,
+    experiment,
+    one_blas_thread,
+    progress,
+    require_shared,
+    shared_data_dir,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -366,14 +371,6 @@ def _reference_lookup(ref: pd.DataFrame) -> dict[tuple[str, int, str, float], pd
 
 
 
-def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
-    """One BLAS thread for the plan calls (the reference ran single-threaded):
-    a threaded BLAS on a busy machine spends its time synchronising (HDMM's
-    LSMR on 65536 cells: 16 s instead of 1.8 s of CPU on two shared cores)
-    and CPU seconds would count that."""
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 def run_experiment(
     out: Path,
     trials: int | None = None,
@@ -391,7 +388,7 @@ def run_experiment(
     jobs = _jobs(quick, trials, only, dims)
     rows = []
     started = time.perf_counter()
-    with _one_blas_thread():
+    with one_blas_thread():  # the reference ran single-threaded
         for job in progress(jobs, "dpbench"):
             rows.append(_run_job(job, ref, quick))
             pd.DataFrame(rows).to_csv(out / f"{NAME}.csv", index=False)  # partial, while running

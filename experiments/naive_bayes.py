@@ -40,10 +40,10 @@ import pandas as pd
 from scipy.stats import rankdata
 
 import ektelo
+from ektelo import Domain
+from ektelo.plans import identity, nb_select_ls, nb_workload, nb_workload_ls
+from ektelo.workload.naive_bayes import naive_bayes, split_answers
 
-from ..domain import Domain
-from ..plans import identity, nb_select_ls, nb_workload, nb_workload_ls
-from ..workload.naive_bayes import naive_bayes, split_answers
 from .common import experiment, progress, require_shared, save_outputs
 
 __all__ = ["auc", "credit_domain", "fit_naive_bayes", "run", "score"]
