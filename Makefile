@@ -11,14 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# (the C step of the tree NNLS is built by the install: rebuilt when it changes)
-KERNEL := src/ektelo/matrix/_nnls_kernel.c
-
-$(STAMP_RUN): pyproject.toml setup.py $(KERNEL) | $(BIN)/python
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[plot]'
 	touch $@
 
-$(STAMP_DEV): pyproject.toml setup.py $(KERNEL) | $(BIN)/python
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(STAMP_RUN)
 

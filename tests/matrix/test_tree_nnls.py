@@ -1,14 +1,10 @@
 """`Hierarchy.nnls` (module `ektelo.matrix.tree_nnls`) against scipy's NNLS on
 the dense tree: the estimate, the objective, the computed bound on the
 projected gradient (it must bound the measured one and be tight), ‖Aᵀy‖∞,
-where the method declines, and bad input. Every test runs twice: with the
-per-parent step in NumPy and in C (`_nnls_kernel.c`)."""
+where the method declines, and bad input; and the parts (sorting networks,
+segments located block by block, the local price) on their own."""
 
 from __future__ import annotations
-
-import platform
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,37 +43,6 @@ SOLVED = [
     ((9, 9), 3, True, None),
     ((16, 16), 4, True, None),
 ]
-
-
-def _kernel_expected() -> bool:
-    """An x86-64 CPU with AVX2 and FMA, and a C compiler: the install builds
-    the C step here and it loads."""
-    cpuinfo = Path("/proc/cpuinfo")
-    flags = set(cpuinfo.read_text().split()) if cpuinfo.exists() else set()
-    x86 = platform.machine() == "x86_64" and {"avx2", "fma"} <= flags
-    return x86 and shutil.which("cc") is not None
-
-
-@pytest.fixture(autouse=True, params=["numpy", "kernel"])
-def backend(request, monkeypatch) -> str:
-    """Which code sorts and places the parents: NumPy or the C step (whose
-    runs fail, not skip, where it should have been built)."""
-    if request.param == "numpy":
-        monkeypatch.setattr(tree_nnls, "_KERNEL", None)
-    elif tree_nnls._KERNEL is None and _kernel_expected():
-        pytest.fail("the C step was not built or did not load, on a machine that can build it")
-    elif tree_nnls._KERNEL is None:
-        pytest.skip("no C compiler here, or the CPU lacks AVX2/FMA")
-    return request.param
-
-
-def test_the_kernel_sorts_parents_of_16_cells(backend) -> None:
-    """With the C step loaded, parents of 16 cells go to it (not NumPy)."""
-    if backend == "numpy":
-        pytest.skip("a check of the C step")
-    assert tree_nnls._KERNEL is not None
-    layout = tree_nnls._Grid((4,), (16,))
-    assert tree_nnls._Parents(layout, np.zeros(64), 1.0, 1.0, 1.0, None).kernel
 
 
 def noisy_answers(H: Hierarchy, sparse: bool, rng: np.random.Generator) -> np.ndarray:
@@ -146,7 +111,6 @@ def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> 
     A = H.dense()
     y = noisy_answers(H, False, rng)
     lines = tree_nnls._Parents.lines
-    monkeypatch.setattr(tree_nnls, "_KERNEL", None)  # (`lines` is NumPy's)
 
     def skewed(self, c, Y, B, wy, rows):
         alpha, beta = lines(self, c, Y, B, wy, rows)
@@ -235,7 +199,7 @@ def test_tied_cells_settle(b, rng) -> None:
     assert projected_gradient(A, y, result.x) <= result.gradient_bound + slack
 
 
-@pytest.mark.parametrize("K", [6, 16], ids=["network-cell-major", "sorted-rows"])
+@pytest.mark.parametrize("K", [6, 16], ids=["network", "row-sort"])
 def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
     """Tied cells give breakpoints that are equal in exact arithmetic but a
     few ulps out of order once rounded. With G exactly on every parent's i-th
@@ -246,18 +210,21 @@ def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
     parents = tree_nnls._Parents(tree_nnls._Grid((P,), (K,)), leaves, 1.0, 0.37, 3.1, None)
     wy = rng.normal(size=P)
     parents.locate_all(np.zeros(P), wy, np.zeros(P))
-    # (the C step's rows are padded to 16 at the front)
-    rows = parents.ys.T if parents.cell_major else parents.ys[:, parents.width - K :]
-    np.testing.assert_array_equal(rows, np.sort(leaves.reshape(P, K), axis=1))
-    B = parents.to_breaks @ rows.T  # the breakpoints' product, (K, P)
+    Y = parents.ys  # (K, P)
+    np.testing.assert_array_equal(Y.T, np.sort(leaves.reshape(P, K), axis=1))
+    # the breakpoints as `_breaks` rounds them, before it orders them
+    B, above = np.empty((K, P)), np.zeros(P)
+    for i in range(K - 1, -1, -1):
+        B[i] = Y[i] * parents.weights[i] - above * parents.own
+        above = above + Y[i]
     assert (np.diff(B, axis=0) < 0).any()  # the case under test occurs
     for i in range(K):
         for G in (B[i].copy(), np.maximum.accumulate(B, axis=0)[i]):
             parents.locate_all(G, wy, np.zeros(P))
             assert np.all(parents.lo <= G) and np.all(parents.hi > G)
             assert parents.relocate(G, wy) == 0
-    # and on the breakpoints as this backend rounds them (the C step sums
-    # instead of a product): G on each parent's B_c moves it up one segment
+    # and on the breakpoints as `_breaks` rounds and orders them: G on each
+    # parent's B_c moves it up one segment
     G = np.zeros(P)
     parents.locate_all(G, wy, np.zeros(P))
     for _ in range(K):
@@ -308,7 +275,6 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
     y = noisy_answers(H, True, rng)
     seen = []
     price = tree_nnls._Parents._local_price
-    move = tree_nnls._Grandparents.local_move
 
     def recorded(self, G, a, b):
         lines = self.alpha.copy(), self.beta.copy()
@@ -316,15 +282,7 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
         seen.append((a, b, lines, G.copy(), out.copy()))
         return out
 
-    def recorded_by_grandparents(self, G, wy, a, b):
-        # (1-D with the C step: the grandparents' Φ; a parent's G is Φ + below)
-        lines, start = (self.parents.alpha.copy(), self.parents.beta.copy()), G.copy()
-        move(self, G, wy, a, b)
-        local = np.repeat(self.phi[a // self.k : b // self.k], self.k) + self.below[a:b]
-        seen.append((a, b, lines, start, local))
-
     monkeypatch.setattr(tree_nnls._Parents, "_local_price", recorded)
-    monkeypatch.setattr(tree_nnls._Grandparents, "local_move", recorded_by_grandparents)
     H.nnls(y)
     assert len(seen) == 1 and seen[0][:2] == (0, H._axes[0].count[1] ** len(dims))
     _, _, (alpha, beta), G, local = seen[0]
@@ -353,41 +311,6 @@ def test_local_price_saves_rounds(dims, b, fewer, rng, monkeypatch) -> None:
     assert local.gradient_bound <= 1e-11 * local.gradient_scale
 
 
-@pytest.mark.parametrize("sparse", [True, False])
-@pytest.mark.parametrize(
-    ("dims", "b", "root"),
-    [((8192,), 16, True), ((512,), 16, False), ((1024,), 2, True), ((5000,), 16, True)],
-)
-def test_grandparent_rounds_are_the_parent_rounds(
-    dims, b, root, sparse, backend, rng, monkeypatch
-) -> None:
-    """With the C step, 1-D trees run their Newton rounds on the
-    grandparents (parents of 2 cells: 2·16^k under HB; runs with pads): the
-    same rounds as on the parents and the same estimate, the certificate
-    as tight."""
-    if backend == "numpy":
-        pytest.skip("a check of the C step")
-    H = Hierarchy(dims, b, root)
-    y = noisy_answers(H, sparse, rng)
-    made = []
-    grandparents = tree_nnls._Grandparents
-
-    def counted(*args):
-        made.append(grandparents(*args))
-        return made[-1]
-
-    monkeypatch.setattr(tree_nnls, "_Grandparents", counted)
-    by_grandparents = H.nnls(y)
-    assert len(made) == 1
-    monkeypatch.setattr(tree_nnls, "_Grandparents", lambda *args: None)
-    by_parents = H.nnls(y)
-    scale = by_parents.x.max()
-    np.testing.assert_allclose(by_grandparents.x, by_parents.x, rtol=1e-12, atol=1e-12 * scale)
-    assert by_grandparents.rounds == by_parents.rounds
-    assert by_grandparents.gradient_bound <= 1e-11 * by_grandparents.gradient_scale
-    assert by_grandparents.gradient_bound <= 2 * by_parents.gradient_bound
-
-
 @pytest.mark.parametrize(("dims", "b"), [((8192,), 16), ((1000,), 16), ((16, 16), 4)])
 def test_first_pass_finds_the_problem_scale(dims, b, rng, monkeypatch) -> None:
     """The first pass's by-products: max |p·ỹ| over the cells (the rounding
@@ -409,51 +332,9 @@ def test_first_pass_finds_the_problem_scale(dims, b, rng, monkeypatch) -> None:
     assert found[0][1] == pytest.approx(np.abs(H.dense().T @ y).max(), rel=1e-12)
 
 
-@pytest.mark.parametrize(
-    ("dims", "b", "root", "weights"),
-    [
-        ((8192,), 16, True, None),
-        ((512,), 16, False, None),
-        ((1024,), 2, True, None),
-        ((4096,), 4, True, [1.0, 0.0, 2.0, 1.0, 1.0, 3.0, 1.0]),
-        ((5000,), 16, True, None),
-    ],
-)
-def test_upper_tree_solve_is_the_tree_solve(dims, b, root, weights, rng) -> None:
-    """`_Upper` (the grandparent rounds' tree solve, flat arrays per depth)
-    against `Hierarchy._solve_from` and `_fitted_above`: the prices Φ, the
-    children's correction (some grandparents known exactly: Σβ = 0) and the
-    certificate's fitted prices."""
-    H = Hierarchy(dims, b, root, weights)
-    y = noisy_answers(H, True, rng)
-    depth = H.height - 2
-    terms = {t: H._node_terms(y, t) for t in range(max(H._first, 0), H.height)}
-    upper = tree_nnls._Upper.of(H, terms, depth)
-    assert upper is not None
-    Q = H._axes[0].count[depth]
-    grid = (1, Q, 1)
-    s, v = rng.normal(size=Q) * 10, rng.random(Q)
-    v[::7] = 0.0
-    wy, own = terms[depth][0].reshape(-1), terms[depth][1]
-    z, V = tree_nnls._Upper._node(wy, own, s, v)
-    x = H._solve_from(y, depth, z.reshape(grid), V.reshape(grid), known=True, terms=terms)
-    x = x.reshape(Q)
-    phi, correction = np.empty(Q), np.empty(Q)
-    upper.solve(s, v, phi, correction)
-    expected = tree_nnls._fitted_above(H, depth, terms, x.reshape(grid), np.empty(Q), x * own)
-    np.testing.assert_allclose(phi, expected, rtol=1e-13, atol=1e-13 * np.abs(expected).max())
-    step = np.divide(x - s, v, out=np.zeros(Q), where=v > 0)
-    np.testing.assert_allclose(correction, step, rtol=1e-12, atol=1e-12 * np.abs(step).max())
-    totals = rng.random(Q) * 5
-    fitted = tree_nnls._fitted_above(
-        H, depth, terms, totals.reshape(grid), np.empty(Q), totals * own
-    )
-    np.testing.assert_allclose(upper.fitted(totals), fitted, rtol=1e-13)
-
-
 def test_strided_answers_give_the_contiguous_estimate(rng) -> None:
-    """Answers that are a strided view (the C step reads rows of cells
-    straight from memory only where they are contiguous)."""
+    """Answers that are a strided view give the estimate of a contiguous
+    copy (the cells are gathered through views and takes)."""
     H = Hierarchy(4096, 16)
     spaced = np.repeat(noisy_answers(H, True, rng), 2)
     strided = H.nnls(spaced[::2])

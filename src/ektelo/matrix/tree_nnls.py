@@ -33,29 +33,12 @@ tree solve on the parents, a range check per parent, and a recount of
 only the parents whose Γ left their segment's range; HB measurements
 settle in 1–4 rounds. The cells are written once, at the end.
 
-In 1-D with the C step, the rounds run on the grandparents instead
-(`_Grandparents`): siblings share their ancestors, so G_v = Φ_g + below_v
-for every child v of a grandparent g, and all of g's children keep their
-segments iff Φ_g lies in the intersection of their ranges shifted by
-below_v. Keeping that range and the sum of the children's lines per
-grandparent, a round is a tree solve from the grandparents up (`_Upper`:
-flat arrays per depth), a range check per grandparent and a recount of the
-children of those that left theirs — O(P/16) and the movers, where a round
-on the parents is O(P), which with 2 cells per parent (n = 2·16^k under
-HB) cost as much as a third of a whole LS. Every parent is checked exactly
-once no grandparent leaves, and the certificate below is then formed per
-grandparent.
-
-Parents of up to 16 cells are sorted and placed by a small C step
-(`_nnls_kernel.c`, built by the install, loaded with ctypes): a sorting
-network and the breakpoints in AVX2 registers, four parents at a time,
-where NumPy's row sort alone costs ~50 ns a parent. In 1-D it also
-gathers each parent's cells from the leaves (masked loads), writes the
-estimate's cells with their parents' totals in one pass, and serves the
-grandparents' rounds (their sums and ranges, the children's prices and
-checks, the certificate). It computes what
-`_Parents._place` and the layouts' `cells` do (the tests run every case
-both ways); without a compiler or without AVX2, NumPy does it.
+It is NumPy only, nothing compiled: every per-parent step is a few whole-
+array operations on a block of parents (a sorting network of row compares
+for parents of up to 12 cells, NumPy's row sort above). A C version of the
+per-parent step was tried and dropped (issue #23): it saved well under a
+second at 2^24 cells, not worth a compiler in the install;
+`benchmarks/bench_inference.py` measures NNLS against LS.
 
 Applies to every 1-D tree (parents of q or q + 1 cells: the short ones are
 padded with a cell held at 0; single cells as parents have no row) and to
@@ -71,8 +54,6 @@ was built from, plus the rounding of the cells' formula.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -95,56 +76,8 @@ _BLOCK_CELLS = 1 << 18
 _RECOVER_RATIO = 1e-3
 # Parents of at most this many cells are sorted by a network of row compares
 # (measured at 2^23–2^24 cells: 13–27% faster than numpy's row sort at 12
-# cells, even at 14, 20% slower at 16).
+# cells, even at 14, no faster at 16).
 _NETWORK_CELLS = 12
-
-
-@dataclass(frozen=True)
-class _Kernel:
-    """The C step's two functions (see `_nnls_kernel.c`)."""
-
-    place: Any  # sort (optionally) and place parents
-    cells: Any  # the estimate's cells and their parents' totals
-    group: Any  # grandparents' sums of their children's lines, and range
-    prices: Any  # grandparents' children's G, those off their segment, τ
-    sums: Any  # grandparents' sums of a parents' array
-    certify: Any  # the certificate's largest price difference
-
-
-def _load_kernel() -> _Kernel | None:
-    """The per-parent step in C (`_nnls_kernel.c`: sort by a network, then
-    place, four parents at a time in AVX2 registers; and the cells of the
-    estimate) as ctypes functions, or None where it was not built or the
-    CPU lacks AVX2 or FMA."""
-    try:
-        from . import _nnls_kernel
-    except ImportError:  # pragma: no cover - an install without a compiler
-        return None
-    library = ctypes.CDLL(_nnls_kernel.__file__)
-    if not library.nnls_kernel_ready():  # pragma: no cover - a CPU before AVX2
-        return None
-    address, size, real = ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_double
-    place, cells = library.nnls_place, library.nnls_cells
-    place.argtypes = [ctypes.c_int, ctypes.c_int, size, address, address, size, address]
-    place.argtypes += [real, address, address, address, real, real, address, address]
-    place.argtypes += [address] * 6
-    cells.argtypes = [size, address, size, address, real, address, address, address]
-    place.restype = cells.restype = None
-    group, prices = library.nnls_group, library.nnls_prices
-    sums, certify = library.nnls_sums, library.nnls_certify
-    group.argtypes = [size, size, address, size] + [address] * 9
-    prices.argtypes = [size, size, address, size] + [address] * 9 + [real, address, real]
-    sums.argtypes = [size, size, address, address]
-    certify.argtypes = [size, size] + [address] * 5 + [real, address]
-    group.restype = sums.restype = None
-    prices.restype, certify.restype = size, real
-    return _Kernel(place, cells, group, prices, sums, certify)
-
-
-# Parents of up to this many cells are sorted and placed by the C step (in
-# rows of 2, 4, 8 or 16, padded), when it is there; NumPy does the rest.
-_KERNEL = _load_kernel()
-_KERNEL_CELLS = 16
 
 # children per grandparent per axis; w·y and w² of the grandparents' rows
 _Local = tuple[tuple[int, ...], np.ndarray, Any]
@@ -169,7 +102,8 @@ class TreeNNLS:
 
 @dataclass(frozen=True)
 class _Grid:
-    """Parents of one shape: the cells as a (P, K) view of their grid."""
+    """Parents of one shape: the cells as a (P, K) view of their grid (no
+    copy: the parents' cells are read in place, in any dimension)."""
 
     parts: tuple[int, ...]  # parents per axis
     sizes: tuple[int, ...]  # cells per parent per axis
@@ -211,7 +145,7 @@ class _Grid:
         written over `spare`, the sorted cells, no longer needed), and the
         parents' totals of it where they come cheaply, written into `totals`
         (else None)."""
-        n = self.P * self.K  # (the sorted rows may be padded)
+        n = self.P * self.K
         x = spare.reshape(-1)[:n] if len(self.parts) == 1 else np.empty(n)
         cells = self._view(x)
         shifts = tau.reshape(self.parts + (1,) * len(self.sizes))
@@ -266,6 +200,7 @@ class _Runs:
     def cells(
         self, leaves: np.ndarray, scale: float, tau: np.ndarray, spare: np.ndarray, totals: Any
     ):
+        """As `_Grid.cells`, with the parents' totals always written."""
         # written over the sorted cells (P·K ≥ n), parents a block at a time,
         # and summed per parent while the block is in cache: fresh arrays of
         # the cells' size cost more than the arithmetic
@@ -327,15 +262,6 @@ def _network(K: int) -> tuple[tuple[int, int], ...]:
     return tuple((i, j) for i, j in pairs if j < K)
 
 
-def _pick(Y: np.ndarray, c: np.ndarray, span: np.ndarray) -> np.ndarray:
-    """Y[c[j], j] for every column j of Y (K, m): one flat take, Y or its
-    transpose being contiguous (a pair of index arrays costs ~3× more)."""
-    K, m = Y.shape
-    if Y.flags.c_contiguous:
-        return Y.reshape(-1).take(c.astype(np.intp) * m + span)
-    return Y.T.reshape(-1).take(span * K + c)  # (rows of `ys`)
-
-
 class _Parents:
     """Every parent's cells, sorted (ỹ_0 ≤ … ≤ ỹ_{K−1}, in `ys`), and the
     segment it is on: its line (α, β) and the range [lo, hi) of G over
@@ -344,16 +270,20 @@ class _Parents:
         S_i = Σ_{l>i} (ỹ_l − ỹ_i)   the parent's total when cell i reaches 0,
         B_i = p·ỹ_i − p_v·S_i       the Γ − w_v·y_v at which it does.
 
-    The breakpoints B are never stored: a block of parents at a time, they
-    are computed (one product, cell-major: a row per sorted position),
-    counted against G and dropped while the block is in cache. A later round
-    recomputes them only for the parents whose G has left its range.
+    Everything is cell-major — `ys` is (K, P), a row per sorted position —
+    so that each step is a few NumPy operations on rows of a block of
+    parents. The breakpoints B are never stored: a block at a time, they are
+    computed from running sums of the rows (not a matrix product: BLAS
+    would thread a product this small, and on a busy machine its threads
+    wait ~100× longer than the work), counted against G and dropped while
+    the block is in cache. A later round recomputes them only for the
+    parents whose G has left its range.
 
-    Up to `_NETWORK_CELLS` cells per parent, a block is sorted cell-major by
-    a sorting network (each compare-exchange is two operations on rows of
-    the block: numpy's sort costs ~50 ns per row of a few cells, mostly per
-    row overhead) and `ys` is (K, P); above, numpy sorts each parent's row
-    and `ys` is (P, K).
+    Up to `_NETWORK_CELLS` cells per parent, a block is sorted by a sorting
+    network (each compare-exchange is two operations on rows of the block:
+    numpy's sort costs ~50 ns per row of a few cells, mostly per row
+    overhead); above, numpy sorts each parent's row and the block is
+    transposed.
     """
 
     def __init__(
@@ -372,28 +302,12 @@ class _Parents:
         self.pads = layout.pads
         # p_v per parent, only where some have no row (else `own` for all)
         self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
-        # sorted by the C step, rows (P, width) padded at the front; else by
-        # a network, cell-major (K, P), or by rows (P, K)
-        self.kernel = _KERNEL if K <= _KERNEL_CELLS and scale > 0 else None
-        self.cell_major = self.kernel is None and K <= _NETWORK_CELLS
-        self.width = K if self.kernel is None else next(w for w in (2, 4, 8, 16) if w >= K)
-        self.ys = np.empty((K, P) if self.cell_major else (P, self.width))
-        if self.kernel is not None:
-            extra = np.uint8(self.width - K)
-            self.kernel_pads = self.pads
-            if extra:
-                base = np.zeros(P, np.uint8) if self.pads is None else self.pads
-                self.kernel_pads = base + extra
-            # 1-D parents: the C step gathers their cells from the leaves
-            # (when contiguous) itself
-            self.direct = len(layout.parts) == 1 and leaves.flags.c_contiguous
-        self.network = _network(K) if self.cell_major else ()
+        self.network = _network(K) if K <= _NETWORK_CELLS else None
+        self.ys = np.empty((K, P))
         self.alpha, self.beta = np.empty(P), np.empty(P)
         self.lo, self.hi = np.empty(P), np.empty(P)
-        i = np.arange(K)
-        to_total = np.tril(np.ones((K, K)), -1)  # ys @ to_total = S
-        to_total[i, i] = -(K - 1 - i)
-        self.to_breaks = (p * np.eye(K) - own * to_total).T  # B = to_breaks @ ys_rowᵀ
+        # B_i = (p + p_v·(K − 1 − i))·ỹ_i − p_v·Σ_{l>i} ỹ_l
+        self.weights = p + own * (K - 1 - np.arange(K))
         # S_c from B_c divides by p_v: below this p_v/p it is summed instead
         self.recover = own >= _RECOVER_RATIO * p
         free = K - np.arange(K + 1)
@@ -406,48 +320,24 @@ class _Parents:
         if local is not None:
             rows = -(-rows // local[0][0]) * local[0][0]
         self.block = m = rows * layout.step
+        self._span = np.arange(m)  # (the take offsets of `_place` and `lines`)
         self._B = np.empty((K + 2) * m)
         self._work = np.empty((K + 1) * m)
-        self._sorted = np.empty(K * m) if self.cell_major else None
+        self._sorted = np.empty(K * m)
+        self._sums = np.empty((2, m))
         self._hit = np.empty(m, dtype=bool)
         self._miss = np.empty(m, dtype=bool)
         self._below = np.empty(K * m, dtype=bool)
         self._local_G = np.empty(m) if local is not None else None
-        if self.kernel is not None and not self.direct:
-            self._rows = np.empty((m, self.width))
-        if self.kernel is not None:  # (ndarray.ctypes costs ~1.6 µs a call)
-            self._lines_at = tuple(v.ctypes.data for v in (self.alpha, self.beta, self.lo, self.hi))
-            self._ys_at, self._leaves_at = self.ys.ctypes.data, leaves.ctypes.data
-            self._own_at = None if self.own_rows is None else self.own_rows.ctypes.data
-            self._pads_at = None if self.kernel_pads is None else self.kernel_pads.ctypes.data
-            runs = isinstance(layout, _Runs)
-            self._ends_at = layout.ends.ctypes.data if runs else None
 
-    @functools.cached_property
-    def _span(self) -> np.ndarray:
-        """0, 1, …, block − 1 (the NumPy step's take offsets)."""
-        return np.arange(self.block)
-
-    def locate_all(
-        self, G: np.ndarray, wy: np.ndarray, below: np.ndarray, groups: Any = None
-    ) -> tuple[float, float]:
+    def locate_all(self, G: np.ndarray, wy: np.ndarray, below: np.ndarray) -> tuple[float, float]:
         """Sort every parent's cells and put it on the segment its G falls in,
-        then move it by its grandparent's local price (by `groups`, a
-        `_Grandparents`, when given). Returns max |p·ỹ| over the cells, and
-        ‖Aᵀy‖∞ — a cell's entry is p·ỹ_c minus `below` of its parent,
-        extreme at the parent's smallest or largest cell."""
+        then move it by its grandparent's local price. Returns max |p·ỹ| over
+        the cells, and ‖Aᵀy‖∞ — a cell's entry is p·ỹ_c minus `below` of its
+        parent, extreme at the parent's smallest or largest cell."""
         largest = scale = 0.0
-        # (the C step's: max and min sorted cell, max and min entry at them)
-        extremes = np.array([-math.inf, math.inf, -math.inf, math.inf])
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
-            if self.kernel is not None:
-                self._kernel_place(G[a:b], wy, a, b - a, sort=True, below=below, out=extremes)
-                if groups is not None:
-                    groups.local_move(G, wy, a, b)
-                elif self.local is not None:
-                    self._kernel_move(self._local_price(G, a, b), wy, a, b)
-                continue
             Y = self._sort(a, b)
             B = self._breaks(Y)
             self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
@@ -458,10 +348,6 @@ class _Parents:
                 largest = max(largest, _magnitude(end))
                 end -= below[a:b]
                 scale = max(scale, _magnitude(end))
-        if self.kernel is not None:
-            top, bottom, top_entry, bottom_entry = extremes.tolist()
-            largest = self.p * max(top, -bottom)  # (p > 0: p·y is monotone in y)
-            scale = max(top_entry, -bottom_entry)
         return largest, scale
 
     def relocate(self, G: np.ndarray, wy: np.ndarray) -> int:
@@ -470,9 +356,6 @@ class _Parents:
         moved = 0
         for a in range(0, self.P, self.block):
             b = min(a + self.block, self.P)
-            if self.kernel is not None:
-                moved += self._kernel_move(G[a:b], wy, a, b)
-                continue
             index = self._leaving(G[a:b], a, b)
             if index.size:
                 index += a
@@ -485,83 +368,8 @@ class _Parents:
         all parents) falls in, a block's worth at a time (the buffers')."""
         for a in range(0, index.size, self.block):
             part = index[a : a + self.block]
-            if self.kernel is not None:
-                self._kernel_place(G, wy, 0, part.size, part)
-                continue
-            Y = self.ys[:, part] if self.cell_major else self.ys[part].T
+            Y = self.ys[:, part]
             self._place(self._breaks(Y), Y, G[part], wy[part], part)
-
-    def _kernel_move(self, G: np.ndarray, wy: np.ndarray, a: int, b: int) -> int:
-        """By the C step, move the parents [a, b) whose G (of the block) left
-        their segment's range; returns how many moved."""
-        index = self._leaving(G, a, b)
-        if index.size:
-            self._kernel_place(G, wy, a, index.size, index)
-        return index.size
-
-    def _kernel_place(
-        self,
-        G: np.ndarray,
-        wy: np.ndarray,
-        a: int,
-        m: int,
-        index: np.ndarray | None = None,
-        sort: bool = False,
-        below: np.ndarray | None = None,
-        out: np.ndarray | None = None,
-    ) -> None:
-        """The C step on m parents from a: [a, a + m), or a + `index` (from
-        0, the block's own numbering, as G is). With `sort`, their cells are
-        sorted into `ys` first; else `ys` holds them sorted. With `out`
-        (and `below`) when sorting, the extremes of the sorted cells and of
-        the entries of Aᵀy at them are folded into it (see the C step)."""
-        K, width = self.K, self.width
-        cells, run, ends = 0, 0, None
-        if sort and self.direct:  # (parent a's cells end at ends[a], or start at K·a)
-            cells, run = self._leaves_at, K
-            if self._ends_at is not None:
-                ends = self._ends_at + 8 * a
-            else:
-                cells += 8 * K * a
-        elif sort:  # (pads −∞: they sort first)
-            rows = self._rows[:m]
-            rows[:, : width - K] = -math.inf
-            rows[:, width - K :] = self.layout.rows(self.leaves, a, a + m, -math.inf)
-            cells = rows.ctypes.data
-        at = 8 * a  # bytes to parent a in the float arrays
-        self.kernel.place(
-            width,
-            int(sort),
-            m,
-            None if index is None else index.ctypes.data,
-            cells,
-            run,
-            ends,
-            self.scale,
-            self._ys_at + at * width,
-            G.ctypes.data,
-            wy.ctypes.data + at,
-            self.p,
-            self.own,
-            None if self._own_at is None else self._own_at + at,
-            None if self._pads_at is None else self._pads_at + a,
-            *(line + at for line in self._lines_at),
-            None if out is None else below.ctypes.data + at,
-            None if out is None else out.ctypes.data,
-        )
-
-    def cells(self, tau: np.ndarray, totals: np.ndarray):
-        """The estimate's cells, max(scale·leaves − τ of the cell's parent, 0),
-        over `ys` (no longer needed), and the parents' totals of them written
-        into `totals` where they come cheaply (else None): `layout.cells`,
-        in one pass by the C step for 1-D parents."""
-        if self.kernel is None or not self.direct:
-            return self.layout.cells(self.leaves, self.scale, tau, self.ys, totals)
-        x = self.ys.reshape(-1)[: self.leaves.size]
-        ends = self.layout.ends.ctypes.data if isinstance(self.layout, _Runs) else None
-        pointers = (self.leaves.ctypes.data, self.K, ends, self.scale, tau.ctypes.data)
-        self.kernel.cells(self.P, *pointers, x.ctypes.data, totals.ctypes.data)
-        return x, totals
 
     def _leaving(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
         """Which of the parents [a, b) (from 0) have their G (of the block)
@@ -607,12 +415,13 @@ class _Parents:
 
     def _sort(self, a: int, b: int) -> np.ndarray:
         """Sort the cells of parents [a, b), times the scale, into `ys`; short
-        rows start with a copy of their smallest cell. Returns them
-        cell-major, (K, b − a)."""
+        rows start with a copy of their smallest cell. Returns them as a
+        contiguous (K, b − a) block."""
         K, m, scale = self.K, b - a, self.scale
         # (a pad is −∞ once scaled: it sorts first)
         pad = -math.copysign(math.inf, scale)
-        if self.cell_major:  # a compare is two row operations
+        Y = self._sorted[: K * m].reshape(K, m)
+        if self.network is not None:  # a compare is two row operations
             work = self._work[: (K + 1) * m].reshape(K + 1, m)
             self.layout.columns(self.leaves, a, b, pad, work[:K])
             work[:K] *= scale
@@ -621,27 +430,34 @@ class _Parents:
                 np.minimum(rows[i], rows[j], out=spare)
                 np.maximum(rows[i], rows[j], out=rows[j])
                 rows[i], spare = spare, rows[i]
-            Y = self._sorted[: K * m].reshape(K, m)  # (contiguous, for `_pick`)
             for row, out in zip(rows, Y, strict=True):
                 np.copyto(out, row)
         else:
-            block = self.ys[a:b]
+            block = self._work[: K * m].reshape(m, K)
             np.multiply(self.layout.rows(self.leaves, a, b, pad), scale, out=block)
             block.sort(axis=1)
-            Y = block.T
-        if self.pads is not None:  # finite: the products with it stay defined
+            np.copyto(Y, block.T)
+        if self.pads is not None:  # finite: the breakpoints stay defined
             np.copyto(Y[0], Y[1], where=self.pads[a:b] != 0)
-        if self.cell_major:
-            np.copyto(self.ys[:, a:b], Y)
+        np.copyto(self.ys[:, a:b], Y)
         return Y
 
     def _breaks(self, Y: np.ndarray) -> np.ndarray:
         """(K + 2, m): the breakpoints of the parents whose sorted cells are
-        Y (K, m), row i + 1 holding B_i, −∞ and +∞ around them."""
+        Y (K, m), row i + 1 holding B_i, −∞ and +∞ around them. From the
+        top cell down, B_i = (p + p_v·(K − 1 − i))·ỹ_i − p_v·Σ_{l>i} ỹ_l:
+        four row operations per cell of a parent."""
         K, m = self.K, Y.shape[1]
         B = self._B[: (K + 2) * m].reshape(K + 2, m)
         B[0], B[K + 1] = -math.inf, math.inf
-        np.matmul(self.to_breaks, Y, out=B[1 : K + 1])
+        above, owed = self._sums[:, :m]  # Σ_{l>i} ỹ_l, and p_v times it
+        np.multiply(Y[K - 1], self.weights[K - 1], out=B[K])
+        np.copyto(above, Y[K - 1])
+        for i in range(K - 2, -1, -1):
+            np.multiply(above, self.own, out=owed)
+            np.multiply(Y[i], self.weights[i], out=B[i + 1])
+            B[i + 1] -= owed
+            above += Y[i]
         # tied cells give equal B that rounding may put a few ulps out of
         # order: ordered, the count is a position and [B_{c−1}, B_c) exact
         for i in range(2, K + 1):
@@ -682,7 +498,8 @@ class _Parents:
         free cells (B: their B_c, overwritten)."""
         K = self.K
         first_free = np.minimum(c, K - 1)  # (when there is one)
-        lowest_free = _pick(Y, first_free, self._span[: c.size])
+        # (Y[c_j, j] by one flat take: a pair of index arrays costs ~3× more)
+        lowest_free = Y.reshape(-1).take(first_free.astype(np.intp) * c.size + self._span[: c.size])
         none_free = c == K
         B[none_free] = 0.0  # (+∞ there; α is 0 below)
         if self.recover:  # S_c = (p·ỹ_c − B_c)/p_v
@@ -769,257 +586,7 @@ def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
     return ks, term[0].reshape(-1), own
 
 
-class _Upper:
-    """The tree from the grandparents (depth d) up, in 1-D where every node
-    above them has one number of children per depth: flat arrays per depth,
-    so that a round's tree solve and the prices Φ it sets are one up and one
-    down pass of a few operations per depth (`Hierarchy._solve_from` and
-    `_fitted_above` take ~20 NumPy calls per depth for any tree).
-
-    levels[i] is depth d − i: (children per node there, None at d; its rows'
-    w·y, flat, or None; their w², 0 without rows).
-    """
-
-    def __init__(self, tree: Hierarchy, terms: dict[int, Any], depth: int):
-        self.levels = []
-        for t in range(depth, tree._first - 1, -1):
-            term = terms.get(t)
-            k = tree._axes[0].k[t] if t < depth else None
-            if term is None:
-                self.levels.append((k, None, 0.0))
-            else:
-                own = term[1] if np.ndim(term[1]) == 0 else term[1].reshape(-1)
-                self.levels.append((k, term[0].reshape(-1), own))
-
-    @staticmethod
-    def of(tree: Hierarchy, terms: dict[int, Any], depth: int) -> _Upper | None:
-        """The tree above depth `depth`, where its nodes' children are even."""
-        ks = tree._axes[0].k
-        if len(tree._axes) != 1 or any(ks[t] is None for t in range(max(tree._first, 0), depth)):
-            return None
-        return _Upper(tree, terms, depth)
-
-    @staticmethod
-    def _node(wy: Any, own: Any, s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A node's estimate from its subtree and its variance, given its
-        children's sum s and their variances' sum v (v = 0: known)."""
-        if wy is None:
-            return s, v
-        exact = v == 0
-        precision = 1.0 / np.where(exact, 1.0, v)
-        variance = 1.0 / (precision + own)
-        estimate = wy + s * precision
-        estimate *= variance
-        if exact.any():
-            estimate[exact] = s[exact]
-            variance[exact] = 0.0
-        return estimate, variance
-
-    def solve(self, s: np.ndarray, v: np.ndarray, phi: np.ndarray, correction: np.ndarray) -> None:
-        """With the grandparents' children's lines summed (s = Σα, v = Σβ):
-        the tree solve's Φ_g = Σ_{u ⊇ g} p_u x_u into `phi`, and
-        (x_g − s)/v (0 where v = 0) into `correction`."""
-        z, V = self._node(self.levels[0][1], self.levels[0][2], s, v)
-        passes = []
-        for k, wy, own in self.levels[1:]:
-            sums = z.reshape(-1, k).sum(axis=1), V.reshape(-1, k).sum(axis=1)
-            passes.append((z, V, *sums))
-            z, V = self._node(wy, own, *sums)
-        x, fitted = z, self.levels[-1][2] * z
-        for i in range(len(passes) - 1, -1, -1):
-            z, V, s_up, v_up = passes[i]
-            k, own = self.levels[i + 1][0], self.levels[i][2]
-            step = np.divide(x - s_up, v_up, out=np.zeros(s_up.shape), where=v_up > 0)
-            x = z + V * step.repeat(k)
-            fitted = fitted.repeat(k) + own * x
-        np.copyto(phi, fitted)
-        np.subtract(x, s, out=correction)
-        np.divide(correction, v, out=correction, where=v > 0)
-        correction[v == 0] = 0.0
-
-    def fitted(self, totals: np.ndarray) -> np.ndarray:
-        """Σ_{u ⊇ g} p_u T_u per grandparent g, T_u the sum of `totals` (per
-        grandparent) under u."""
-        sums = [totals]
-        for k, _, _ in self.levels[1:]:
-            sums.append(sums[-1].reshape(-1, k).sum(axis=1))
-        fitted = self.levels[-1][2] * sums[-1]
-        for i in range(len(self.levels) - 2, -1, -1):
-            fitted = fitted.repeat(self.levels[i + 1][0]) + self.levels[i][2] * sums[i]
-        return fitted
-
-
-class _Grandparents:
-    """Newton rounds on the grandparents of 1-D parents, k parents each,
-    where the C step is there.
-
-    Siblings share their ancestors, so G_v = Φ_g + below_v for every child v
-    of a grandparent g, with Φ_g = Σ_{u ⊇ g} p_u S_u (S_u the fitted
-    totals); and all of g's children keep their segments iff Φ_g ∈ [L_g,
-    H_g), L_g = max_v (lo_v − below_v), H_g = min_v (hi_v − below_v). With
-    those and the sums of the children's lines (Σα, Σβ: the grandparent's
-    line) kept per grandparent, a round is a tree solve from the
-    grandparents up, a check of their ranges, and a recount of the children
-    of those that left theirs: O(P/k) and the movers, where a round on the
-    parents is O(P). When no grandparent leaves, every parent's G is formed
-    and checked exactly (rounding may still move a few; then the rounds go
-    on). The first pass's local move is the same step with Φ_g from the
-    grandparent as a root.
-    """
-
-    def __init__(self, upper: _Upper, parents: _Parents, below: np.ndarray, above: np.ndarray):
-        (k,), wy, own = parents.local  # (1-D: one axis)
-        Q = parents.P // k
-        self.upper, self.parents, self.k, self.Q = upper, parents, k, Q
-        self.wy, self.own, self.below = wy, own, below
-        # Σ w_u·y_u over a grandparent's strict ancestors: Φ_g when they fit
-        # their answers exactly (the first pass's guess)
-        self.above = above
-        self.sum_alpha, self.sum_beta = np.empty(Q), np.empty(Q)
-        self.low, self.high = np.empty(Q), np.empty(Q)
-        self.phi, self.correction = np.empty(Q), np.empty(Q)
-        self._off = np.empty(parents.P, dtype=np.intp)  # (pages touched as used)
-        # the C functions' arrays (ndarray.ctypes costs ~1.6 µs a call)
-        lines = (parents.alpha, parents.beta, parents.lo, parents.hi, below)
-        sums = (self.sum_alpha, self.sum_beta, self.low, self.high)
-        self._group_at = tuple(v.ctypes.data for v in lines + sums)
-        self._lines_at = tuple(v.ctypes.data for v in (parents.alpha, parents.beta))
-        self._segments_at = tuple(v.ctypes.data for v in (parents.lo, parents.hi))
-        self._phi_at, self._below_at = self.phi.ctypes.data, below.ctypes.data
-        self._off_at, self._correction_at = self._off.ctypes.data, self.correction.ctypes.data
-
-    def _rows(self, rows: np.ndarray | None, first: int, count: int) -> tuple[int, Any, int]:
-        """The C functions' way of naming grandparents: `rows`, else
-        [first, first + count)."""
-        if rows is None:
-            return count, None, first
-        return rows.size, rows.ctypes.data, 0
-
-    def gather(self, rows: np.ndarray | None = None, first: int = 0, count: int = 0) -> None:
-        """Sum the children's lines and intersect their ranges for the
-        grandparents `rows` (else [first, first + count))."""
-        self.parents.kernel.group(self.k, *self._rows(rows, first, count), *self._group_at)
-
-    def local_move(self, G: np.ndarray, wy: np.ndarray, a: int, b: int) -> None:
-        """The first pass's second step on the parents [a, b) (whole
-        grandparents, just placed at Γ = 0): move them to the price their
-        grandparent would set were it the root, its own row and its
-        children's lines making a two-level tree whose estimate is
-        closed-form (`Hierarchy.lstsq`'s passes on one node)."""
-        first, last = a // self.k, b // self.k
-        self.gather(first=first, count=last - first)
-        s, v = self.sum_alpha[first:last], self.sum_beta[first:last]
-        own = self.own if np.ndim(self.own) == 0 else self.own[first:last]
-        estimate, _ = _Upper._node(self.wy[first:last], own, s, v)
-        phi = np.multiply(estimate, own, out=self.phi[first:last])
-        phi += self.above[first:last]
-        self.move(G, wy, self.leaving(first, last))
-
-    def solve(self) -> None:
-        """The tree solve from the grandparents up, every parent on its
-        segment: Φ per grandparent, and the correction (x_g − Σα)/Σβ that
-        gives each child its total α + β·correction."""
-        self.upper.solve(self.sum_alpha, self.sum_beta, self.phi, self.correction)
-
-    def leaving(self, first: int = 0, last: int | None = None) -> np.ndarray:
-        """The grandparents of [first, last) whose Φ left their range."""
-        phi, low, high = self.phi[first:last], self.low[first:last], self.high[first:last]
-        out = np.less(phi, low)
-        out |= np.greater_equal(phi, high)
-        rows = np.flatnonzero(out)
-        rows += first
-        return rows
-
-    def move(self, G: np.ndarray, wy: np.ndarray, rows: np.ndarray) -> None:
-        """Give the children of grandparents `rows` their G from Φ, move those
-        off their segment, and gather the grandparents again."""
-        if rows.size:
-            off = self._off[: self.prices(G, rows)]
-            if off.size:
-                self.parents.move(G, wy, off)
-                self.gather(rows)
-
-    def prices(self, G: np.ndarray, rows: np.ndarray | None = None) -> int:
-        """G = Φ of its grandparent + below for the children of `rows`; the
-        number of them off their segment, listed first in `_off`."""
-        return self.parents.kernel.prices(
-            self.k,
-            *self._rows(rows, 0, self.Q),
-            self._phi_at,
-            self._below_at,
-            *self._segments_at,
-            G.ctypes.data,
-            self._off_at,
-            *(None,) * 3,
-            0.0,
-            None,
-            1.0,
-        )
-
-    def check(self, G: np.ndarray) -> int:
-        """Every parent's G from Φ, checked against its segment exactly: the
-        number off (listed first in `_off`, their G in G). With none off, G
-        holds the cells' shifts τ = (p_v·S + G)/p, S = α + β·(their
-        grandparent's correction) the parents' totals."""
-        parents = self.parents
-        return parents.kernel.prices(
-            self.k,
-            self.Q,
-            None,
-            0,
-            self._phi_at,
-            self._below_at,
-            *self._segments_at,
-            G.ctypes.data,
-            self._off_at,
-            self._correction_at,
-            *self._lines_at,
-            parents.own,
-            parents._own_at,
-            parents.p,
-        )
-
-    def certify(self, truth: np.ndarray) -> float:
-        """max |Π_true − Π| over the parents, Π the prices the estimate was
-        built on (from the totals S and Φ) and Π_true those the cells' true
-        parent totals `truth` give: Σ_{u ⊇ g} p_u (T_u − S_u) over the
-        grandparent and its ancestors, plus p_v (T_v − S_v)."""
-        parents, Q = self.parents, self.Q
-        kernel = parents.kernel
-        true_sums = np.empty(Q)
-        kernel.sums(self.k, Q, truth.ctypes.data, true_sums.ctypes.data)
-        shift = self.upper.fitted(true_sums)
-        shift -= self.phi
-        lines = (self._correction_at, *self._lines_at)
-        pointers = (shift.ctypes.data, *lines, truth.ctypes.data)
-        return kernel.certify(self.k, Q, *pointers, parents.own, parents._own_at)
-
-
-def _settle_by_grandparents(
-    groups: _Grandparents,
-    G: np.ndarray,
-    wy: np.ndarray,
-    max_rounds: int,
-) -> int | None:
-    """Newton rounds on the grandparents until no parent leaves its segment;
-    G then holds the solution's cells' shifts τ. Returns the rounds, or
-    None past `max_rounds`."""
-    for rounds in range(1, max_rounds + 1):
-        groups.solve()
-        rows = groups.leaving()
-        if rows.size:
-            groups.move(G, wy, rows)
-            continue
-        off = groups.check(G)  # every parent, exactly
-        if off == 0:
-            return rounds
-        movers = groups._off[:off]
-        groups.parents.move(G, wy, movers)
-        groups.gather(np.unique(movers // groups.k))
-    return None
-
-
-def _settle_by_parents(
+def _settle(
     tree: Hierarchy,
     terms: dict[int, Any],
     parents: _Parents,
@@ -1069,7 +636,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     term = terms.get(t0)
     wy, own, rowless = np.zeros(P), 0.0, None
     if term is not None:
-        wy, own = np.ascontiguousarray(term[0].reshape(P)), term[1]  # (read by the C step)
+        wy, own = term[0].reshape(P), term[1]
         if isinstance(own, np.ndarray):  # 0 at single cells
             rowless = own.reshape(P) == 0
             own = float(own.max())
@@ -1078,49 +645,31 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     own_rows = own if parents.own_rows is None else parents.own_rows
     # −Σ w_u·y_u over the parent and its ancestors: Γ − w_v·y_v = fitted + this
     answers = {t: rows[0] for t, rows in terms.items() if rows}
-    groups = upper = None
-    if parents.kernel is not None and parents.local is not None:
-        upper = _Upper.of(tree, terms, t0 - 1)
-    if upper is not None:
-        (k,), wy_up, _ = parents.local  # (siblings share all but their own row)
-        above = _spread_down(tree, t0 - 1, answers)  # (the grandparents' ancestors')
-        shared = np.add(above, wy_up)
-        below = np.subtract(-shared[:, np.newaxis], wy.reshape(-1, k)).reshape(P)
-        groups = _Grandparents(upper, parents, below, above)
-    else:
-        below = _spread_down(tree, t0, answers)
-        below += wy
-        np.negative(below, out=below)
+    below = _spread_down(tree, t0, answers)
+    below += wy
+    np.negative(below, out=below)
     # Γ = 0 to start: every parent's cells as if the ancestors agreed with it
     G = -wy  # compared with B: G = Γ − w_v·y_v
-    largest, scale = parents.locate_all(G, wy, below, groups)
-    if groups is not None:
-        rounds = _settle_by_grandparents(groups, G, wy, max_rounds)
-        tau = G
-    else:
-        totals = np.empty(grid)
-        rounds = _settle_by_parents(tree, terms, parents, y, G, wy, below, totals, max_rounds)
-        # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
-        # more than the arithmetic on them; the segments' lines are free now)
-        price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
-        price += G  # Π_v
-        tau = np.divide(price, p, out=parents.beta)
+    largest, scale = parents.locate_all(G, wy, below)
+    totals = np.empty(grid)
+    rounds = _settle(tree, terms, parents, y, G, wy, below, totals, max_rounds)
     if rounds is None:
         return None
-    x, true_totals = parents.cells(tau, parents.lo)
+    # (in place where it can: at 10^8 cells fresh parent-sized arrays cost
+    # more than the arithmetic on them; the segments' lines are free now)
+    price = np.multiply(totals.reshape(P), own_rows, out=parents.alpha)
+    price += G  # Π_v
+    tau = np.divide(price, p, out=parents.beta)
+    x, true_totals = layout.cells(leaves, parents.scale, tau, parents.ys, parents.lo)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
         true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
-    if groups is not None:
-        moved = groups.certify(true_totals)
-    else:
-        moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
-        true_totals *= own_rows
-        moved_price += true_totals
-        moved_price -= price  # Π_true − Π
-        moved = _magnitude(moved_price)
+    moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
+    true_totals *= own_rows
+    moved_price += true_totals
+    moved_price -= price  # Π_true − Π
     eps = np.finfo(np.float64).eps
-    bound = moved + 8 * eps * (largest + p * _magnitude(tau))
+    bound = _magnitude(moved_price) + 8 * eps * (largest + p * _magnitude(tau))
     return TreeNNLS(x, rounds, bound, scale)
 
 
