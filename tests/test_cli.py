@@ -156,7 +156,7 @@ def test_out_of_domain_value_and_malformed_files(census, tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("age,sex,race,marital,salary\n30,X,white,married,1000\n")
     code, _, err = call(capsys, "run", "--data", str(bad), "--domain", str(domain), *common)
-    assert code != 0 and "'X'" in err and "sex" in err
+    assert code != 0 and "column 'sex': values not among the labels" in err and "'X'" not in err
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     code, _, err = call(capsys, "run", "--data", str(empty), "--domain", str(domain), *common)
@@ -165,6 +165,82 @@ def test_out_of_domain_value_and_malformed_files(census, tmp_path, capsys):
     broken.write_text("{not json")
     code, _, err = call(capsys, "run", "--data", str(bad), "--domain", str(broken), *common)
     assert code != 0 and "JSON" in err
+
+
+def _with_private_outliers(census: tuple[Path, Path], tmp_path: Path) -> Path:
+    """The census table with three distinctive out-of-domain ages."""
+    data, _ = census
+    frame = pd.read_csv(data)
+    frame["age"] = frame["age"].astype(float)
+    frame.loc[[749, 750, 4998], "age"] = [-57.5999908, 120.25, 3.75]
+    frame.loc[[12], "sex"] = ["male"]
+    out = tmp_path / "outliers.csv"
+    frame.to_csv(out, index=False)
+    return out
+
+
+def test_bad_values_are_counted_not_shown(census, tmp_path, capsys):
+    _, domain = census
+    data = _with_private_outliers(census, tmp_path)
+    args = ("run", "--data", str(data), "--domain", str(domain), "--workload", "identity:sex",
+            "--plan", "identity", "--epsilon", "1")
+    code, out, err = call(capsys, *args)
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "column 'age': values outside the domain" in err
+    assert "--show-bad-values lists them" in err
+    shown = (err + out).replace(str(data), "FILE")  # the temporary path may hold digits
+    for private in ("57.59", "120.25", "3.75", "749", "750", "4998", " 3 "):
+        assert private not in shown
+    code, out, err = call(capsys, *args, "--show-bad-values")
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "column 'age': 3 values outside the domain" in err
+    assert "row 749 = -57.5999908" in err and "row 750 = 120.25" in err and "row 4998 = 3.75" in err
+    fixed = pd.read_csv(data).assign(age=30)
+    fixed.to_csv(data, index=False)
+    code, _, err = call(capsys, *args)  # the next column: the labels, counted
+    assert "column 'sex': values not among the labels ['F', 'M']" in err and "male" not in err
+
+
+def test_booleans_in_a_coded_column_are_refused(tmp_path, capsys):
+    """pandas reads a CSV's True/False as booleans, which were taken as the codes 1/0."""
+    (tmp_path / "d.json").write_text(json.dumps({"flag": 2, "sex": {"values": ["F", "M"]}}))
+    (tmp_path / "t.csv").write_text("flag,sex\nTrue,F\nFalse,M\nTrue,F\n")
+    code, _, err = call(capsys, "run", "--data", str(tmp_path / "t.csv"), "--domain",
+                        str(tmp_path / "d.json"), "--workload", "identity:flag", "--plan",
+                        "identity", "--epsilon", "1")
+    assert code != 0 and "column 'flag': boolean values (True/False" in err
+
+
+def test_repeated_csv_column_is_refused(census, tmp_path, capsys):
+    """pandas renames `age,...,age` to `age, ..., age.1` and the copy was ignored."""
+    data, domain = census
+    frame = pd.read_csv(data)
+    dup = tmp_path / "dup.csv"
+    with open(dup, "w") as fh:
+        fh.write(",".join([*frame.columns, "age"]) + "\n")
+        for row in frame.head(5).itertuples(index=False):
+            fh.write(",".join(map(str, [*row, 99])) + "\n")
+    code, _, err = call(capsys, "run", "--data", str(dup), "--domain", str(domain),
+                        "--workload", "identity:sex", "--plan", "identity", "--epsilon", "1")
+    assert code != 0 and "repeats column name(s) ['age']" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "param, needle",
+    [("rounds=1e8", "rounds must be an integer in 1..1,000"),
+     ("rounds=100000000", "rounds must be an integer in 1..1,000"),
+     ("passes=100000000", "passes must be an integer in 1..1,000"),
+     ("ratio=2", "ratio must lie strictly between 0 and 1")],
+)  # fmt: skip
+def test_absurd_mwem_params_are_refused_at_once(census, capsys, param, needle):
+    """`--param rounds=100000000` used to run for hours after buying the total."""
+    data, domain = census
+    code, out, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
+                          "--workload", "prefix:age", "--plan", "mwem", "--epsilon", "1",
+                          "--param", param)
+    assert code != 0 and needle in err
+    assert "budget:" not in out
 
 
 def test_debug_shows_the_traceback(census):

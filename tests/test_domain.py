@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ektelo.domain import Attribute, Domain
+from ektelo.domain import SHOWN_BAD_VALUES, Attribute, Domain, DomainValueError
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ADULT = DATA / "adult"
@@ -87,23 +87,182 @@ def test_encode_all_kinds():
 
 
 @pytest.mark.parametrize(
-    "column, value, needle",
+    "column, value, kind, shown",
     [
-        ("age", 85, "'age'.*85"),
-        ("age", -1, "'age'.*-1"),
-        ("age", 2.5, "'age'.*2.5"),
-        ("age", np.nan, "'age'.*nan"),
-        ("sex", "X", "'sex'.*'X'"),
-        ("salary", 50000, "'salary'.*50000"),
-        ("salary", -0.5, "'salary'.*-0.5"),
+        ("age", 85, "values outside the domain (integer codes 0..84)", "85"),
+        ("age", -1, "values outside the domain", "-1"),
+        ("age", 2.5, "values outside the domain", "2.5"),
+        ("age", np.nan, "missing values (NaN/blank)", "nan"),
+        ("age", "", "missing values (NaN/blank)", "''"),
+        ("sex", "X", "values not among the labels ['F', 'M']", "'X'"),
+        ("sex", None, "missing values (NaN/blank)", "None"),
+        ("salary", 50000, "values outside the domain (in [0, 50000) cut into 3 bins)", "50000"),
+        ("salary", -0.5, "values outside the domain", "-0.5"),
     ],
 )
-def test_value_outside_domain_named(column, value, needle):
+def test_bad_value_named_by_column_and_kind_not_value(column, value, kind, shown):
+    """The message names the column and the problem; the count, the value
+    and its row appear only with the data holder's opt-in."""
     d = small()
     frame = pd.DataFrame({"age": [1, 2], "sex": ["M", "F"], "salary": [5, 6]}).astype(object)
     frame.loc[1, column] = value
-    with pytest.raises(ValueError, match=needle):
+    with pytest.raises(DomainValueError) as err:
         d.encode(frame)
+    message = str(err.value)
+    assert message.startswith(f"column {column!r}: {kind}")
+    assert "row" not in message and f"= {shown}" not in message and "1 " not in message
+    assert "show_bad_values=True" in message  # how to see them
+    with pytest.raises(DomainValueError) as err:
+        d.encode(frame, show_bad_values=True)
+    counted = kind.replace("values", "value", 1)
+    assert str(err.value).startswith(f"column {column!r}: 1 {counted}")
+    assert f"row 1 = {shown}" in str(err.value)
+
+
+def _private_table(rows: int = 1000) -> tuple[Domain, pd.DataFrame]:
+    """A table with three distinctive out-of-domain values in 'affairs'."""
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(
+        {"affairs": rng.integers(0, 61, rows).astype(float), "sex": rng.choice(["F", "M"], rows)}
+    )
+    frame.loc[[749, 750, 998], "affairs"] = [57.5999908, 61.0, -3.25]
+    frame.loc[[10, 20], "sex"] = ["X", "male"]
+    return Domain.from_json({"affairs": 61, "sex": {"values": ["F", "M"]}}), frame
+
+
+def test_message_carries_no_private_value():
+    """No value, row or count: the message is the same for a neighbouring
+    table with one more bad row (the kernel's rule, DESIGN.md)."""
+    d, frame = _private_table()
+    with pytest.raises(ValueError) as err:
+        d.encode(frame)
+    message = str(err.value)
+    assert message == (
+        "column 'affairs': values outside the domain (integer codes 0..60); "
+        "show_bad_values=True lists them"
+    )
+    for private in ("57.59", "61.0", "-3.25", "749", "750", "998", "3"):
+        assert private not in message
+    neighbour = pd.concat([frame, pd.DataFrame({"affairs": [99.5], "sex": ["F"]})])
+    with pytest.raises(ValueError) as err:
+        d.encode(neighbour)
+    assert str(err.value) == message
+    # the labelled column alone: named, not counted or shown
+    with pytest.raises(ValueError) as err:
+        d.encode(frame.assign(affairs=1.0))
+    message = str(err.value)
+    assert message.startswith("column 'sex': values not among the labels ['F', 'M'];")
+    assert "'X'" not in message and "male" not in message and "row" not in message
+    assert "2" not in message
+
+
+def test_show_bad_values_counts_and_lists_on_request():
+    d, frame = _private_table()
+    with pytest.raises(DomainValueError) as err:
+        d.encode(frame, show_bad_values=True)
+    message = str(err.value)
+    assert message.startswith("column 'affairs': 3 values outside the domain (integer codes 0..60)")
+    assert "row 749 = 57.5999908" in message and "row 750 = 61.0" in message
+    assert "row 998 = -3.25" in message
+    assert err.value.column == "affairs" and "57.59" not in err.value.summary
+    # at most SHOWN_BAD_VALUES of them, and the total
+    many = frame.assign(affairs=np.arange(len(frame)) + 0.5)
+    with pytest.raises(DomainValueError) as err:
+        d.encode(many, show_bad_values=True)
+    message = str(err.value)
+    assert "1000 values outside the domain" in message
+    assert message.count("row ") == SHOWN_BAD_VALUES
+    assert f"(first {SHOWN_BAD_VALUES} of 1000)" in message
+    assert "row 9 = 9.5" in message and "row 10 =" not in message
+
+
+def test_missing_values_named_apart():
+    d, frame = _private_table()
+    frame = frame.assign(affairs=1.0)
+    frame.loc[[3, 4], "sex"] = [None, ""]
+    frame.loc[5, "affairs"] = np.nan
+    with pytest.raises(DomainValueError, match=r"^column 'affairs': missing values \(NaN/bl"):
+        d.encode(frame)
+    frame.loc[5, "affairs"] = 1.0
+    with pytest.raises(DomainValueError) as err:
+        d.encode(frame)
+    assert str(err.value).startswith(
+        "column 'sex': missing values (NaN/blank), values not among the labels ['F', 'M']"
+    )
+    with pytest.raises(DomainValueError) as err:
+        d.encode(frame, show_bad_values=True)
+    assert str(err.value).startswith(
+        "column 'sex': 2 missing values (NaN/blank), 2 values not among the labels ['F', 'M']"
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [85, {"bins": [0, 1, 2, 3]}, {"values": [0, 1]}, {"values": ["no", "yes"]}],
+    ids=["codes", "bins", "int-labels", "str-labels"],
+)
+@pytest.mark.parametrize("dtype", [bool, object, "boolean"])
+def test_booleans_are_not_codes(spec, dtype):
+    """True/False used to be read as 1/0 (or as the labels 1/0)."""
+    d = Domain.from_json({"flag": spec})
+    frame = pd.DataFrame({"flag": pd.Series([True, False, True], dtype=dtype)})
+    with pytest.raises(DomainValueError) as err:
+        d.encode(frame)
+    assert str(err.value).startswith("column 'flag': boolean values (True/False")
+    mixed = pd.DataFrame({"flag": pd.Series([1, np.True_, 0], dtype=object)})
+    with pytest.raises(DomainValueError, match=r"^column 'flag': 1 boolean value \(True/False"):
+        d.encode(mixed, show_bad_values=True)
+    with pytest.raises(ValueError, match="'flag'"):
+        d["flag"].code_of(True)
+
+
+def test_boolean_labels_take_booleans_only():
+    d = Domain.from_json({"flag": {"values": [False, True]}})
+    frame = pd.DataFrame({"flag": [True, False, np.True_]})
+    np.testing.assert_array_equal(d.encode(frame)[:, 0], [1, 0, 1])
+    np.testing.assert_array_equal(
+        d.encode(frame.astype(object).astype("category"))[:, 0], [1, 0, 1]
+    )
+    assert d["flag"].code_of(True) == 1
+    with pytest.raises(DomainValueError, match=r": values not among the labels \[False, True\]"):
+        d.encode(pd.DataFrame({"flag": [1, 0, True]}))
+    with pytest.raises(ValueError):
+        d["flag"].code_of(1)
+
+
+def test_label_lookup_keeps_its_semantics():
+    d = Domain.from_json({"v": {"values": [None, "x", [1, 2], 3]}})
+    frame = pd.DataFrame({"v": pd.Series([None, "x", (1, 2), 3.0, np.int64(3)], dtype=object)})
+    np.testing.assert_array_equal(d.encode(frame)[:, 0], [0, 1, 2, 3, 3])
+    unhashable = pd.DataFrame({"v": pd.Series([[1, 2], "x"], dtype=object)})
+    with pytest.raises(DomainValueError, match="values not among the labels"):
+        d.encode(unhashable)
+    with pytest.raises(DomainValueError, match="missing values"):
+        d.encode(pd.DataFrame({"v": [np.nan, "x"]}))
+
+
+def test_csv_with_a_repeated_column_is_refused(tmp_path):
+    d = small()
+    path = tmp_path / "dup.csv"
+    path.write_text("age,sex,salary,age\n30,M,100,31\n")
+    with pytest.raises(ValueError, match=r"repeats column name\(s\) \['age'\]"):
+        d.read_csv(path)
+    with pytest.raises(ValueError, match=r"\['zip'\]"):  # an extra column too
+        (tmp_path / "dup2.csv").write_text("age,sex,salary,zip,zip\n30,M,100,1,2\n")
+        d.read_csv(tmp_path / "dup2.csv", ignore_extra=True)
+    (tmp_path / "ok.csv").write_text("age,sex,salary,age.1\n30,M,100,31\n")
+    assert d.read_csv(tmp_path / "ok.csv", ignore_extra=True).shape == (1, 3)
+
+
+def test_csv_bad_values_shown_only_on_request(tmp_path):
+    d = small()
+    path = tmp_path / "bad.csv"
+    path.write_text("age,sex,salary\n30,M,100\n57.5999908,F,100\n31,,100\n")
+    with pytest.raises(DomainValueError) as err:
+        d.read_csv(path)
+    assert "57.59" not in str(err.value) and ": values outside the domain" in str(err.value)
+    with pytest.raises(DomainValueError, match=r"row 1 = 57\.5999908"):
+        d.read_csv(path, show_bad_values=True)
 
 
 def test_missing_and_unknown_columns():
@@ -151,7 +310,7 @@ def test_credit_hand_written_domain():
     np.testing.assert_array_equal(codes[:, 3], frame["X6"].to_numpy() + 2)
     # A domain that forgets a value is a clear error, not a silent drop.
     short = dict(CREDIT_DOMAIN, X5={"values": list(range(21, 76))})
-    with pytest.raises(ValueError, match=r"'X5'.*79"):
+    with pytest.raises(ValueError, match=r"'X5': values not among the labels"):
         Domain.from_json(short).encode(frame)
     # Binned age works too: [21, 30), [30, 40), ..., [70, 80).
     binned = Domain.from_json(dict(CREDIT_DOMAIN, X5={"bins": [21, 30, 40, 50, 60, 70, 80]}))

@@ -2,6 +2,7 @@
 
     ektelo run --data FILE --domain FILE.json --workload SPEC --plan NAME|auto
                --epsilon E [--where EXPR] [--out FILE] [--seed N] [--param K=V]
+               [--show-bad-values]
     ektelo plans            list the plan library
     ektelo datasets [--data-dir DIR]  list the known demo and benchmark data
     ektelo generate         write the synthetic census-like table (CSV + domain)
@@ -153,8 +154,25 @@ def parse_where(text: str) -> Any:
 
 
 # -- loading -------------------------------------------------------------------------
-def load_table(path: str, domain: Any) -> pd.DataFrame:
-    """Read a CSV or Parquet file's domain columns, checking every value."""
+def load_table(path: str, domain: Any, show_bad_values: bool = False) -> pd.DataFrame:
+    """Read a CSV or Parquet file's domain columns, checking every value.
+
+    A bad value is reported by column and kind of problem, never shown or
+    counted: the values are the private data. `show_bad_values` (the data
+    holder's `--show-bad-values`) adds the counts and the first few
+    offending rows and values. A header naming a column twice is refused
+    (pandas would rename the copy and ignore it).
+    """
+    from .domain import DomainValueError
+
+    try:
+        return _load_table(path, domain, show_bad_values)
+    except DomainValueError as exc:
+        tail = exc.listing if exc.listing is not None else "--show-bad-values lists them"
+        raise CLIError(f"{path}: {exc.summary}; {tail}") from None
+
+
+def _load_table(path: str, domain: Any, show_bad_values: bool) -> pd.DataFrame:
     file = Path(path)
     if not file.is_file():
         raise CLIError(f"data file not found: {path}")
@@ -166,14 +184,17 @@ def load_table(path: str, domain: Any) -> pd.DataFrame:
             raise CLIError("reading Parquet needs pyarrow: pip install 'ektelo[parquet]'") from None
         except Exception as exc:
             raise CLIError(f"{path}: not a readable Parquet file ({exc})") from None
+        repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+        if repeated:
+            raise CLIError(f"{path}: the file repeats column name(s) {repeated}")
         missing = [n for n in domain.names if n not in frame.columns]
         if missing:
             raise CLIError(f"{path}: missing column(s) {missing}")
         frame = frame[list(domain.names)]
-        domain.encode(frame)
+        domain.encode(frame, show_bad_values=show_bad_values)
         return frame
     try:
-        return domain.read_csv(file, ignore_extra=True)
+        return domain.read_csv(file, ignore_extra=True, show_bad_values=show_bad_values)
     except pd.errors.ParserError as exc:
         raise CLIError(f"{path}: malformed CSV ({str(exc).splitlines()[0]})") from None
     except pd.errors.EmptyDataError:
@@ -258,7 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
     workload = parse(args.workload, domain)
-    frame = load_table(args.data, domain)
+    frame = load_table(args.data, domain, show_bad_values=args.show_bad_values)
     shape = tuple(domain[n].size for n in workload.attributes)
     if args.plan == "auto":
         plan_name, why = choose_plan(workload.kind, shape)
@@ -268,7 +289,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     info = plans.get(plan_name)
     params = _params(args.param)
 
-    table = ektelo.protect(frame, domain, epsilon=args.epsilon, seed=args.seed)
+    table = ektelo.protect(
+        frame, domain, epsilon=args.epsilon, seed=args.seed, show_bad_values=args.show_bad_values
+    )
     if args.where:
         table = table.where(parse_where(args.where))
     W = workload.matrix
@@ -402,6 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="write answers to this .csv or .json file")
     run.add_argument("--seed", type=int, help="research mode: seeded (insecure) noise")
     run.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
+    run.add_argument("--show-bad-values", action="store_true",
+                     help="data holder only: list the first 10 bad rows and values in the error "
+                          "(private data; by default only the column and the kind of problem)")
     run.set_defaults(func=cmd_run)
 
     sub.add_parser("plans", help="list the plans").set_defaults(func=cmd_plans)

@@ -11,9 +11,18 @@ ways:
 
 The table's vector (T-Vectorize, §5.1) has one cell per element of the
 product of the sizes, in C order over the attributes chosen. Encoding a
-DataFrame (`Domain.encode`) refuses, with the column and value named, any value
-outside the domain and any missing or unknown column: nothing is dropped
-silently.
+DataFrame (`Domain.encode`) refuses any value outside the domain and any
+missing or unknown column: nothing is dropped silently. The error
+(`DomainValueError`) names the column, the kind of problem and how many values
+the kind of problem (missing values, booleans, values outside the domain),
+never a value, a row or a count: the values are the private data, and
+messages carry nothing that depends on them beyond the refusal itself (the
+kernel's rule). Only on the data holder's explicit request
+(`show_bad_values=True`) does it count the bad values and list the first few
+offending rows and values. Booleans are never read as the codes 1/0: a True/False value
+is accepted only by an attribute whose labels are booleans (and such an
+attribute accepts no 1/0). A CSV whose header repeats a column name is refused
+(`Domain.read_csv`): pandas would rename the copy and it would be ignored.
 """
 
 from __future__ import annotations
@@ -30,7 +39,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Attribute", "Domain"]
+__all__ = ["Attribute", "Domain", "DomainValueError"]
+
+# Text values read as missing (case-insensitive, after stripping blanks), when
+# they are not among an attribute's labels: pandas' usual NA spellings.
+_MISSING_TEXT = frozenset({"", "nan", "na", "n/a", "null", "none", "<na>", "nat"})
+
+# How many offending rows `show_bad_values=True` lists.
+SHOWN_BAD_VALUES = 10
+
+
+class DomainValueError(ValueError):
+    """A column holds values the domain cannot encode.
+
+    The message names the column and the kind of problem (missing, boolean,
+    outside the domain), never a value, a row or a count. `summary` is that
+    description (with counts on request); `listing` the first
+    `SHOWN_BAD_VALUES` offending rows and values, only when the data holder
+    asked for them (`show_bad_values=True`), else None.
+    """
+
+    def __init__(self, column: str, summary: str, listing: str | None):
+        self.column, self.summary, self.listing = column, summary, listing
+        tail = listing if listing is not None else "show_bad_values=True lists them"
+        super().__init__(f"{summary}; {tail}")
 
 
 @dataclass(frozen=True)
@@ -113,11 +145,8 @@ class Attribute:
         return self.size
 
     def code_of(self, value: Any) -> int:
-        """The code of one value (a label, a binned value, or a code)."""
-        if self.values is not None:
-            if _is_hashable(value) and value in self.values:
-                return self.values.index(value)
-            raise ValueError(f"attribute {self.name!r}: {value!r} is not {self.describe()}")
+        """The code of one public value (a label, a binned value, or a code);
+        the value is the caller's, so the error may name it."""
         try:
             return int(self.encode(pd.Series([value], dtype=object))[0])
         except ValueError:
@@ -125,39 +154,118 @@ class Attribute:
                 f"attribute {self.name!r}: {value!r} is not {self.describe()}"
             ) from None
 
-    def encode(self, column: Any) -> np.ndarray:
-        """Codes (int64) of every value of `column`; ValueError on the first bad one."""
-        series = pd.Series(column).reset_index(drop=True)
-        if self.values is not None:
-            mapping = {v: i for i, v in enumerate(self.values)}
-            codes = np.fromiter(
-                (mapping.get(v, -1) if _is_hashable(v) else -1 for v in series),
-                dtype=np.int64,
-                count=len(series),
-            )
-            self._check(series, codes >= 0)
-            return codes
-        numeric = np.array(pd.to_numeric(series, errors="coerce"), dtype=np.float64)
-        if series.dtype == object:  # bools and the like are not numbers here
-            numeric[[isinstance(v, bool | np.bool_) for v in series]] = np.nan
-        if self.bins is not None:
-            edges = np.asarray(self.bins)
-            idx = np.searchsorted(edges, numeric, side="right") - 1
-            self._check(series, np.isfinite(numeric) & (idx >= 0) & (idx < self.size))
-            return idx.astype(np.int64)
-        ok = np.isfinite(numeric) & (numeric == np.round(numeric))
-        ok &= (numeric >= 0) & (numeric < self.size)
-        self._check(series, ok)
-        return numeric.astype(np.int64)
+    def encode(self, column: Any, *, show_bad_values: bool = False) -> np.ndarray:
+        """Codes (int64) of every value of `column`.
 
-    def _check(self, series: pd.Series, ok: np.ndarray) -> None:
-        if ok.all():
-            return
-        row = int(np.flatnonzero(~ok)[0])
-        raise ValueError(
-            f"column {self.name!r}: value {series.iloc[row]!r} (row {row}) is outside the "
-            f"domain ({self.describe()}); {int((~ok).sum())} bad value(s) in all"
-        )
+        Any value the attribute cannot encode raises `DomainValueError`
+        naming the column and the kinds of problem, without any value, row
+        or count; `show_bad_values=True` (the data holder's opt-in) adds the
+        counts and the first `SHOWN_BAD_VALUES` offending rows (0-based
+        positions) and values. Booleans are refused unless the labels are
+        booleans.
+        """
+        series = pd.Series(column).reset_index(drop=True)
+        if isinstance(series.dtype, pd.CategoricalDtype):  # match on the values themselves
+            series = series.astype(object)
+        is_bool = _bool_mask(series)
+        if self.values is not None:
+            codes = self._label_codes(series, is_bool)
+            ok = codes >= 0
+        else:
+            if pd.api.types.is_bool_dtype(series.dtype):  # True/False are not numbers here
+                numeric = np.full(len(series), np.nan)
+            else:
+                numeric = np.array(  # a writable copy
+                    pd.to_numeric(series, errors="coerce").to_numpy(
+                        dtype=np.float64, na_value=np.nan
+                    )
+                )
+                numeric[is_bool] = np.nan
+            if self.bins is not None:
+                codes = np.searchsorted(np.asarray(self.bins), numeric, side="right") - 1
+                ok = np.isfinite(numeric) & (codes >= 0) & (codes < self.size)
+            else:
+                ok = np.isfinite(numeric) & (numeric == np.round(numeric))
+                ok &= (numeric >= 0) & (numeric < self.size)
+                codes = np.where(ok, numeric, 0)
+        if not ok.all():
+            raise self._bad_values(series, ~ok, is_bool, show_bad_values)
+        return np.asarray(codes, dtype=np.int64)
+
+    def _label_codes(self, series: pd.Series, is_bool: np.ndarray) -> np.ndarray:
+        """Label indices, -1 where no label matches. Booleans match only
+        boolean labels and other values only other labels (True == 1 in
+        Python, so one lookup would read True as the label 1)."""
+        assert self.values is not None
+        codes = np.full(len(series), -1, dtype=np.int64)
+        if is_bool.any():
+            flags = np.array([bool(v) for v in series[is_bool]], dtype=bool)
+            boolean = {v: i for i, v in enumerate(self.values) if isinstance(v, bool)}
+            codes[is_bool] = np.where(flags, boolean.get(True, -1), boolean.get(False, -1))
+        rest = ~is_bool
+        place = [i for i, v in enumerate(self.values) if not isinstance(v, bool)]
+        if not place or not rest.any():
+            return codes
+        labels = pd.Index([self.values[i] for i in place], dtype=object)
+        values = series if rest.all() else series[rest]
+        try:  # a hash lookup with dict semantics (None matches None, NaN nothing)
+            found = labels.get_indexer(pd.Index(values, dtype=object))
+        except TypeError:  # unhashable values: one at a time
+            plain = {label: j for j, label in enumerate(labels)}
+            found = np.fromiter(
+                (plain.get(v, -1) if _is_hashable(v) else -1 for v in values),
+                dtype=np.int64,
+                count=len(values),
+            )
+        codes[rest] = np.where(found >= 0, np.asarray(place)[found], -1)
+        return codes
+
+    def _bad_values(
+        self,
+        series: pd.Series,
+        bad: np.ndarray,
+        is_bool: np.ndarray,
+        show: bool,
+    ) -> DomainValueError:
+        """The error for the rows `bad`: the column and the kinds of problem;
+        how many, which rows and which values only when `show` (the data
+        holder's opt-in). Without it the message is the same for neighbouring
+        tables with the same kinds of problem in the same column."""
+
+        def some(k: int, noun: str) -> str:  # "3 values" on request, else "values"
+            return _count(k, noun) if show else f"{noun}s"
+
+        gone = np.zeros_like(bad)
+        gone[bad] = _missing_mask(series[bad])
+        boolean = bad & is_bool & ~gone
+        other = bad & ~gone & ~boolean
+        parts = []
+        if k := int(gone.sum()):
+            parts.append(f"{some(k, 'missing value')} (NaN/blank)")
+        if k := int(boolean.sum()):
+            parts.append(f"{some(k, 'boolean value')} (True/False are not read as 1/0)")
+        if k := int(other.sum()):
+            if self.values is not None:
+                labels = list(self.values[:10])
+                more = "" if self.size <= 10 else f" … ({self.size} labels)"
+                flip = " (1/0 are not read as True/False)" if self.boolean_labels else ""
+                parts.append(f"{some(k, 'value')} not among the labels {labels}{more}{flip}")
+            else:
+                parts.append(f"{some(k, 'value')} outside the domain ({self.describe()})")
+        summary = f"column {self.name!r}: " + ", ".join(parts)
+        listing = None
+        if show:
+            rows = np.flatnonzero(bad)
+            shown = ", ".join(f"row {r} = {_show(series.iloc[r])}" for r in rows[:SHOWN_BAD_VALUES])
+            listing = f"bad values: {shown}"
+            if rows.size > SHOWN_BAD_VALUES:
+                listing += f" (first {SHOWN_BAD_VALUES} of {rows.size})"
+        return DomainValueError(self.name, summary, listing)
+
+    @property
+    def boolean_labels(self) -> bool:
+        """Whether some label is a boolean (then True/False values are accepted)."""
+        return self.values is not None and any(isinstance(v, bool) for v in self.values)
 
     def describe(self) -> str:
         """A short description of the allowed values."""
@@ -165,7 +273,7 @@ class Attribute:
             more = "" if self.size <= 10 else f" … ({self.size} values)"
             return f"one of {list(self.values[:10])}{more}"
         if self.bins is not None:
-            return f"in [{self.bins[0]:g}, {self.bins[-1]:g}) binned by {self.size} edges"
+            return f"in [{self.bins[0]:g}, {self.bins[-1]:g}) cut into {_count(self.size, 'bin')}"
         return f"integer codes 0..{self.size - 1}"
 
 
@@ -173,6 +281,50 @@ def _edge(name: str, e: Any) -> float:
     if isinstance(e, bool) or not isinstance(e, numbers.Real) or not math.isfinite(float(e)):
         raise ValueError(f"attribute {name!r}: bin edges must be finite numbers, got {e!r}")
     return float(e)
+
+
+def _count(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
+# pandas' inferred kinds of an object column that hold no booleans.
+_NO_BOOLEANS = frozenset(
+    {"string", "bytes", "integer", "floating", "mixed-integer-float", "decimal", "complex", "empty"}
+)
+
+
+def _bool_mask(series: pd.Series) -> np.ndarray:
+    """Where the values are booleans (Python's or NumPy's)."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return np.array(series.notna(), dtype=bool)
+    if series.dtype != object:
+        return np.zeros(len(series), dtype=bool)
+    kind = pd.api.types.infer_dtype(series, skipna=True)
+    if kind == "boolean":
+        return np.array(series.notna(), dtype=bool)
+    if kind in _NO_BOOLEANS:
+        return np.zeros(len(series), dtype=bool)
+    return np.fromiter(
+        (isinstance(v, bool | np.bool_) for v in series), dtype=bool, count=len(series)
+    )
+
+
+def _missing_mask(series: pd.Series) -> np.ndarray:
+    """Where the values are missing: None/NaN/NA, or a blank or NA-like text."""
+    na = np.array(series.isna(), dtype=bool)  # a writable copy
+    if series.dtype == object or isinstance(series.dtype, pd.StringDtype):
+        text = np.fromiter(
+            (isinstance(v, str) and v.strip().lower() in _MISSING_TEXT for v in series),
+            dtype=bool,
+            count=len(series),
+        )
+        na |= text
+    return na
+
+
+def _show(v: Any) -> str:
+    """One value for the data holder's listing (NumPy scalars as Python's)."""
+    return repr(v.item() if isinstance(v, np.generic) else v)
 
 
 def _is_hashable(v: Any) -> bool:
@@ -274,12 +426,19 @@ class Domain:
         return "Domain(" + ", ".join(f"{a.name}={a.size}" for a in self.attributes) + ")"
 
     # -- data --------------------------------------------------------------------
-    def encode(self, frame: pd.DataFrame, *, ignore_extra: bool = False) -> np.ndarray:
+    def encode(
+        self, frame: pd.DataFrame, *, ignore_extra: bool = False, show_bad_values: bool = False
+    ) -> np.ndarray:
         """The (rows × attributes) int64 code matrix of `frame`.
 
         Every attribute must be a column; a column that is not an attribute is
-        an error unless `ignore_extra`. Any value outside the domain raises
-        ValueError naming the column and the value.
+        an error unless `ignore_extra`. Any value the domain cannot encode
+        (outside it, missing, or a boolean where the labels are not booleans)
+        raises `DomainValueError` naming the column and the kind of problem,
+        without any value, row or count. `show_bad_values=True` is the data
+        holder's opt-in to count them and list the first `SHOWN_BAD_VALUES`
+        offending rows and values in the message (never pass it where the
+        message is seen by anyone not entitled to the data).
         """
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
@@ -298,16 +457,28 @@ class Domain:
         renamed = frame.set_axis(columns, axis=1)
         codes = np.empty((len(frame), len(self)), dtype=np.int64)
         for j, a in enumerate(self.attributes):
-            codes[:, j] = a.encode(renamed[a.name])
+            codes[:, j] = a.encode(renamed[a.name], show_bad_values=show_bad_values)
         return codes
 
-    def read_csv(self, path: str | Path, *, ignore_extra: bool = False) -> pd.DataFrame:
+    def read_csv(
+        self, path: str | Path, *, ignore_extra: bool = False, show_bad_values: bool = False
+    ) -> pd.DataFrame:
         """Read a CSV file's domain columns (raw values, in domain order).
 
-        Columns with string labels are read as strings. The values are
-        checked here (`encode`), so a bad file fails on reading.
+        Columns with string labels are read as strings. A header that names
+        a column twice is refused (pandas would rename the copy `a.1` and it
+        would be silently ignored). The values are checked here (`encode`,
+        with `show_bad_values`), so a bad file fails on reading.
         """
-        header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+        # The header as written: pandas' own column names have copies renamed.
+        first = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False)
+        header = [str(c) for c in first.iloc[0]] if len(first) else []
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            raise ValueError(
+                f"{path}: the header repeats column name(s) {repeated}; pandas would rename "
+                f"the copy and ignore it, so rename or drop the duplicate column"
+            )
         missing = [n for n in self.names if n not in header]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}")
@@ -323,7 +494,7 @@ class Domain:
         }
         frame = pd.read_csv(path, usecols=list(self.names), dtype=dtypes, keep_default_na=False)
         frame = frame[list(self.names)]
-        self.encode(frame)
+        self.encode(frame, show_bad_values=show_bad_values)
         return frame
 
 

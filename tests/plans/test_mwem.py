@@ -38,7 +38,7 @@ MWEM_PLANS = ["mwem", "mwem_b", "mwem_c", "mwem_d"]
 def _skewed(n: int = 128, seed: int = 3) -> np.ndarray:
     """Counts with most mass in a few narrow bumps (a uniform estimate misses them)."""
     rng = np.random.default_rng(seed)
-    x = rng.poisson(0.5, n).astype(float)
+    x = rng.poisson(0.5, n)
     for centre in (n // 8, n // 2, 7 * n // 8):
         x[centre - 3 : centre + 3] += rng.poisson(400, 6)
     return x
@@ -155,7 +155,7 @@ def test_augmented_selection_adds_free_disjoint_queries() -> None:
 @pytest.mark.parametrize("name", MWEM_PLANS)
 def test_two_dimensional_domain(name: str) -> None:
     rng = np.random.default_rng(1)
-    x = rng.poisson(2.0, (12, 10)).astype(float)
+    x = rng.poisson(2.0, (12, 10))
     x[2:5, 3:7] += 40
     W = wl.random_range((12, 10), 15, seed=2)
     handle = ektelo.protect(x, epsilon=1.0, seed=3)
@@ -245,6 +245,44 @@ def test_bad_hyper_parameters_are_refused_before_spending(name: str, bad: dict) 
     assert x.budget.spent == 0
 
 
+@pytest.mark.parametrize("name", MWEM_PLANS)
+@pytest.mark.parametrize(
+    "bad",
+    [{"rounds": 10**8}, {"rounds": 1e8}, {"rounds": 1001}, {"rounds": np.int64(10**8)},
+     {"rounds": 10.0}, {"ratio": 1.5}, {"ratio": 0}, {"ratio": float("nan")}, {"ratio": "0.5"},
+     {"total_ratio": 1.0}, {"workload_reduction": "yes"}],
+)  # fmt: skip
+def test_absurd_hyper_parameters_are_refused_up_front(name: str, bad: dict) -> None:
+    """`--param rounds=100000000` used to run for hours (after buying the
+    total); a bad `ratio` was refused only after the total was bought."""
+    x = ektelo.protect(np.arange(32), epsilon=1.0, seed=1)
+    with pytest.raises((ValueError, TypeError)) as err:
+        plans.run(name, x, wl.prefix(32), 1.0, **bad)
+    assert next(iter(bad)) in str(err.value)
+    assert x.budget.spent == 0
+
+
+@pytest.mark.parametrize("name", ["mwem", "mwem_b"])
+@pytest.mark.parametrize("passes", [10**8, 1e8, 1001])
+def test_absurd_passes_are_refused_up_front(name: str, passes: object) -> None:
+    x = ektelo.protect(np.arange(32), epsilon=1.0, seed=1)
+    with pytest.raises(ValueError, match=r"passes must be an integer in 1\.\.1,000"):
+        plans.run(name, x, wl.prefix(32), 1.0, passes=passes)
+    assert x.budget.spent == 0
+
+
+def test_iteration_limits_are_accepted_at_the_cap() -> None:
+    """The caps are inclusive (checked with a public total and one round)."""
+    from ektelo.plans.mwem import MAX_PASSES, MAX_ROUNDS
+
+    assert MAX_ROUNDS == MAX_PASSES == 1000
+    x = np.arange(16)
+    handle = ektelo.protect(x, epsilon=1.0, seed=1)
+    plans.run("mwem", handle, wl.prefix(16), 1.0, rounds=1, passes=MAX_PASSES,
+              total=float(x.sum()))  # fmt: skip
+    assert handle.budget.spent == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize(("name", "default"), [("mwem", 100), ("mwem_b", 50)])
 def test_mw_passes_per_round_default_to_the_published_ones(
     name: str, default: int, monkeypatch: pytest.MonkeyPatch
@@ -302,7 +340,7 @@ def test_mw_matches_literal_loop_on_augmented_measurements() -> None:
     """Blocks of many disjoint rows (the vectorised path) as mwem_b measures them."""
     rng = np.random.default_rng(0)
     n = 96
-    x = rng.poisson(3, n).astype(float)
+    x = rng.poisson(3, n)
     x[10:20] = 0  # zero cells stay zero
     x[40:44] += 200
     ms = []
@@ -324,7 +362,7 @@ def test_mw_matches_literal_loop_over_many_passes(scratch_rows: int, monkeypatch
     monkeypatch.setattr(inference, "_SCRATCH_ROWS", scratch_rows)
     rng = np.random.default_rng(4)
     n = 256
-    x = rng.poisson(2, n).astype(float)
+    x = rng.poisson(2, n)
     x[100:140] += rng.poisson(60, 40)
     ms = []
     for k, (a, b) in enumerate([(10, 200), (0, 40), (150, 255), (30, 90)], start=1):
@@ -341,7 +379,7 @@ def test_mw_matches_literal_loop_on_mixed_queries() -> None:
     rows, prefixes (overlapping), and unequal noise scales."""
     rng = np.random.default_rng(1)
     n = 40
-    x = rng.poisson(6, n).astype(float)
+    x = rng.poisson(6, n)
     queries = [
         (wl.random_range(n, 7, seed=3), 2.0),
         (Identity(n), 2.0),
@@ -361,7 +399,7 @@ def test_mw_matches_literal_loop_on_mixed_queries() -> None:
 def test_mw_matches_literal_loop_on_boxes() -> None:
     rng = np.random.default_rng(2)
     shape = (9, 11)
-    x = rng.poisson(4, shape).astype(float)
+    x = rng.poisson(4, shape)
     W = RangeQueries(shape, [[0, 0], [2, 3], [5, 5], [0, 10]], [[3, 4], [7, 8], [8, 10], [8, 10]])
     ms = [
         _measure(W, x, 2.0, rng),
@@ -423,7 +461,7 @@ def test_nnls_on_groups_reaches_the_optimum() -> None:
     module = _mwem_module()
     rng = np.random.default_rng(5)
     shape = (16, 12)
-    x = rng.poisson(3.0, shape).astype(float)
+    x = rng.poisson(3.0, shape)
     x[3:6, 2:9] += 30
     T = float(x.sum())
     W = wl.random_range(shape, 12, seed=8)
@@ -456,7 +494,7 @@ def test_warm_started_fit_on_many_groups_is_the_cold_optimum() -> None:
     rng = np.random.default_rng(7)
     shape = (40, 40)
     n = 1600
-    x = np.where(rng.random(shape) < 0.85, 0.0, rng.poisson(40.0, shape)).astype(float)
+    x = np.where(rng.random(shape) < 0.85, 0, rng.poisson(40.0, shape))
     T = float(x.sum())
     ms = []
     for k, box in enumerate([([0, 0], [29, 31]), ([5, 3], [36, 33])], start=1):

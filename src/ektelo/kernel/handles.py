@@ -178,12 +178,20 @@ class ProtectedVector(_Handle):
 
 
 def protect(
-    data: Any, domain: Domain | None = None, *, epsilon: float, seed: int | None = None
+    data: Any,
+    domain: Domain | None = None,
+    *,
+    epsilon: float,
+    seed: int | None = None,
+    show_bad_values: bool = False,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total budget `epsilon` (§4.1).
 
     * a pandas DataFrame with a `Domain` → a `ProtectedTable` (values encoded
-      to codes; any value outside the domain is an error);
+      to codes; any value outside the domain is an error naming the column
+      and the kind of problem, never a value, row or count — unless the
+      data holder passes `show_bad_values=True` to count them and list the
+      first few rows and values, see `Domain.encode`);
     * a numeric numpy array of any shape → a `ProtectedVector` over that shape.
 
     `seed=None` draws secure noise; an int seed is research mode (reproducible,
@@ -200,7 +208,7 @@ def protect(
     if isinstance(data, pd.DataFrame):
         if not isinstance(domain, Domain):
             raise TypeError("protecting a DataFrame needs domain=Domain(...)")
-        codes = domain.encode(data)
+        codes = domain.encode(data, show_bad_values=show_bad_values)
         return Kernel(epsilon=epsilon, seed=seed)._root_table(codes, domain)
     if domain is not None:
         raise ValueError("domain= applies to DataFrames; an array is protected as a vector")

@@ -24,6 +24,14 @@ Choices (stated because the sources differ):
 * augmented selection adds unit ranges in round 1, as §9.1 says (the
   original code started at width 2). On an n-D domain the dyadic ranges run
   over the flattened (C-order) vector, as in the original;
+* limits, checked before anything is spent: `rounds` is an int in
+  1..`MAX_ROUNDS` (1,000) and `passes` an int in 1..`MAX_PASSES` (1,000).
+  A round costs more than the last (inference refits every measurement so
+  far: 200 rounds of `mwem` on 256 cells take about a minute, 1,000 about
+  half an hour) and gets only ε/T, so larger values are refused rather than
+  left to run for hours; floats (`1e8` from the command line) are refused
+  too. `ratio` (and `total_ratio` when the total is bought) lie strictly
+  between 0 and 1;
 * `workload_reduction=True` (§8) selects and measures on the workload's
   groups of cells. `mwem` and `mwem_c` then return the same estimate as
   without it (W x̂ is unchanged, so are the scores, the noise and the fits:
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -47,7 +56,11 @@ from ._registry import register
 from .budget import check_eps, split
 from .common import reduce_for_workload
 
-__all__ = ["mwem", "mwem_b", "mwem_c", "mwem_d"]
+__all__ = ["MAX_PASSES", "MAX_ROUNDS", "mwem", "mwem_b", "mwem_c", "mwem_d"]
+
+# Upper limits of the iteration counts (module notes): refused above these.
+MAX_ROUNDS = 1_000
+MAX_PASSES = 1_000
 
 
 def _mwem(
@@ -64,9 +77,17 @@ def _mwem(
     workload_reduction: bool,
     passes: int | None = None,
 ) -> np.ndarray:
+    # Every hyper-parameter is checked here, before the first charge.
     eps = check_eps(eps)
-    rounds = _positive_int(rounds, "rounds")
-    passes = _positive_int(passes, "passes") if how == "mw" else None
+    rounds = _positive_int(rounds, "rounds", MAX_ROUNDS)
+    passes = _positive_int(passes, "passes", MAX_PASSES) if how == "mw" else None
+    ratio = _share(ratio, "ratio")
+    if total is None:
+        total_ratio = _share(total_ratio, "total_ratio")
+    else:
+        total = _check_total(total)
+    if not isinstance(workload_reduction, bool | np.bool_):
+        raise TypeError(f"workload_reduction must be True or False, got {workload_reduction!r}")
     # With workload_reduction (§8), selection and measurement run on the
     # workload's groups: W = W'·P, so the scores W'·(P x̂) equal W·x̂. MW keeps
     # x̂ uniform within groups, so its inference runs on the k groups (from
@@ -112,10 +133,22 @@ def _on_groups(m: Measurement) -> Measurement:
     )  # fmt: skip
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _positive_int(value: Any, name: str, limit: int) -> int:
+    if (
+        isinstance(value, bool | np.bool_)
+        or not isinstance(value, int | np.integer)
+        or not 1 <= value <= limit
+    ):
+        raise ValueError(f"{name} must be an integer in 1..{limit:,}, got {value!r}")
     return int(value)
+
+
+def _share(value: Any, name: str) -> float:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number strictly between 0 and 1, got {value!r}")
+    if not 0 < float(value) < 1:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+    return float(value)
 
 
 def _check_total(total: Any) -> float:
@@ -307,7 +340,9 @@ def mwem(
     The total is public (`total`) or bought with `total_ratio`·ε. Inference:
     `passes` multiplicative-weights cycles over all measurements per round
     (100, DPBench's MWEM; εktelo's MWEM used 50). Returns the final estimate
-    x̂ (flattened). `workload_reduction`: see the module notes."""
+    x̂ (flattened). `workload_reduction`: see the module notes. Limits (all
+    four plans, checked before any spending): `rounds` an int ≤ `MAX_ROUNDS`
+    (1,000), `passes` an int ≤ `MAX_PASSES` (1,000)."""
     return _mwem(
         x,
         workload,
