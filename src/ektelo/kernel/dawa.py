@@ -3,6 +3,8 @@
 `dawa_partition(x, eps, source)` reads the private count vector x and returns a
 public `Partition` of x's domain into intervals (in the Hilbert order for 2-D x)
 whose counts are nearly uniform: εktelo's operator PD (§6, Plan 9).
+`check_options(shape, eps, **options)` validates every argument from public
+values only; the kernel calls it before charging (below: nothing raises after).
 
 The algorithm.  A bucket b (an interval of the 1-D order) costs
     cost(b) = dev(x, b) + 1/ε₂,    dev(x, b) = Σ_{j∈b} |x_j − mean_b(x)|,
@@ -18,10 +20,29 @@ a dynamic program returns the interval partition of least total noisy cost.
   (n log n candidates, O(n log² n) with a balanced tree); aligning them is what
   lets each cell lie in only one candidate per level (privacy T1 below).
 * exact (`approximate=False`, default up to n = 1024, refused above 2048): all
-  n(n+1)/2 intervals, O(n²) chain DP.
+  n(n+1)/2 intervals, O(n²) chain DP, with a public per-bucket penalty (P1/P2).
 Costs are fixed-point integers r_b = round(2^S·dev(x, b)), S = 8, computed
 exactly in int64; round-to-nearest moves one by ≤ ceil(2^S·|Δdev|).  One cell
 changing by ±1 moves dev(x, b) only for b ∋ i, by < 2(1 − 1/|b|).
+
+Clamps (documented, stable, part of the mechanism; nothing is checked on values).
+C1. Each cell is read as clamp(⌊x_j⌋, −2^30, 2^30) (NaN as 0, ±inf as the
+    bounds).  The kernel only passes vectors declared integral, on which the
+    floor is the identity; it is the floor (not round-half-even, which maps
+    0.5 and 1.5 to 0 and 2) because ⌊y ± 1⌋ = ⌊y⌋ ± 1.  Floor and clamp are
+    monotone and 1-Lipschitz per cell, so two neighbours (one cell ±1) are
+    read as neighbours or as the same vector: every argument below holds for
+    the clamped vectors, hence for the inputs.  The bound keeps every sum in
+    `_interval_devs` and `_dyadic_costs` exact in int64 (bounds there).
+C2. A dyadic block's cost is min(r_b, 2^60) (1-Lipschitz: sensitivities below
+    are unchanged); needed only for blocks of more than 2^21 cells.
+Noise.  `_noise_units` draws the Laplace noise in one `source.laplace` call on
+a zero vector and adds ⌊draw⌋ to the integer costs in int64: the draws are
+g·K (K an integer, |K| < 2^53, grid g = 2^-k ≤ 1), so c + ⌊g·K⌋ = ⌊c + g·K⌋
+is the floor of the Laplace mechanism's output on c, exact (no float rounding
+of c).  The first version truncated the noisy costs towards zero, which,
+unlike the floor, does not commute with T2's shift by D' and can eat its
+one-unit margin when g < 1 (eps ≳ 0.35 in the exact DP).
 
 Privacy (neighbours: integer count vectors at L1 distance 1, i.e. one cell
 changes by ±1; the kernel charges a c-stable integral transform c·ε, by the
@@ -30,28 +51,78 @@ T1 (approximate).  The noisy output is the Laplace mechanism on the vector of
     the non-singleton blocks' costs (singletons have dev ≡ 0, a public value).
     A cell lies in exactly one block per level k = 1..K, whose r moves by
     ≤ u_k = ceil(2^(S+1)·(1 − 2^-k)); the vector's L1 sensitivity is
-    D = Σ u_k ≈ 2^(S+1)·K, touching ≤ K ≤ D coordinates:
-    `source.laplace(r, sensitivity=D, epsilon=eps, integral=True)` is eps-DP.
-    Clamping noisy costs at 0 (as the published implementation does) and the
+    D = Σ u_k ≈ 2^(S+1)·K, touching ≤ K ≤ D coordinates: Laplace noise of
+    scale ≥ D/eps (`integral=True`) is eps-DP.  The floor, clamping noisy
+    costs to [0, 2^60] (at 0 as the published implementation does) and the
     tree DP are post-processing.
 T2 (exact).  The released vector would be far too sensitive (a cell lies in
     ~n²/4 intervals), so the argument is report-noisy-min.  Every candidate
-    (singletons too) gets independent discrete Laplace noise of scale
-    λ ≥ D'/eps units, D' = 2^(S+2) + 1, and the DP returns the partition B* of
-    least Σ_b (r_b + Z_b + C) in exact int64 arithmetic, ties broken by a
-    fixed order on partitions (the longest last bucket first).  Any other
-    partition B holds exactly one bucket b' ∋ i, as B* holds b*.  Lower Z_b*
-    by D' units: pcost'(B) − pcost'(B*) ≥ pcost(B) − pcost(B*) + D' −
-    |Δr_b*| − |Δr_b'| > pcost(B) − pcost(B*) ≥ 0 if b' ≠ b* (unchanged if
-    b' = b*), so B* is still the output.  That shift changes one coordinate's
-    probability by ≤ exp(D'/λ + 2⁻⁴⁶) ≤ e^eps (noise.py L4–L5): eps-DP.  The
-    argument needs every noisy cost to enter the DP unclamped (a clamp at 0
-    breaks the coupling), which lets the DP chase very negative noise and
-    split flat regions; we therefore add a public per-bucket penalty of
-    2λ (a winner's-curse correction, our choice: on DPBench data at n = 1024
-    it restores the published implementation's accuracy; any public constant
-    leaves the argument intact).
+    (singletons too) gets N_b = ⌊g·K_b⌋, K_b independent discrete Laplace of
+    scale λ ≥ D'/eps units, D' = 2^(S+2) + 1, and the DP returns the partition
+    B* of least pcost(B) = Σ_{b∈B} (r_b + N_b + p_b) in exact integer
+    arithmetic, ties broken by a fixed order on partitions (the longest last
+    bucket first); p_b, the bucket's public penalty, depends only on eps,
+    ratio, n and |b|.  Any partition B ∌ b* holds exactly one bucket b' ∋ i,
+    as B* holds b*.  Lower K_b* by D'/g grid steps (an integer): N_b* drops by
+    exactly D', and pcost'(B) − pcost'(B*) ≥ pcost(B) − pcost(B*) + D' −
+    |Δr_b*| − |Δr_b'| > pcost(B) − pcost(B*) ≥ 0; partitions holding b* move
+    with B* (same p_b*, same Δr_b*, the other buckets miss i), so the order
+    among them is unchanged: B* is still the output.  The shift is injective
+    (b* is fixed by B* and i) and changes one coordinate's probability by
+    ≤ exp(D'/λ + 2⁻⁴⁶) ≤ e^eps (noise.py L4–L5): eps-DP.  The argument needs
+    every noisy cost to enter the DP unclamped (a clamp at 0 breaks the
+    coupling), which lets the DP chase very negative noise (below); any public
+    per-candidate penalty leaves it intact.
 Everything after the noise is post-processing; only the partition is returned.
+
+The exact DP's penalty (a public constant per bucket: accuracy, not privacy).
+Because noisy costs enter the DP unclamped, the DP splits a flat run wherever
+the sum of a few buckets' noise beats their penalties; as flat costs are 0
+and λ and 1/ε₂ both scale as 1/eps, the number of such spurious buckets does
+not depend on eps.  On 4 constant pieces of 256 cells (n = 1024) DAWA with
+P1 returns ~150–175 groups at every eps.
+P1 (default, penalty=None): p_b = 1/ε₂ + 2λ.  A winner's-curse correction
+    (our choice) that, on DPBench 1-D data at n = 1024, gives the published
+    implementation's accuracy.
+P2 (penalty="log-length"): p_b = 1/ε₂ + λ·(4 + ln |b|).  A constant c·λ that
+    dominates the noise's expected minimum over the n(n+1)/2 candidates
+    (c ≈ ln(n²/2) ≈ 13 at n = 1024) removes every spurious split but also
+    every real one worth less than ~cλ.  With ln |b|, cutting a flat run of
+    ℓ cells at j adds λ·(4 + ln(j(ℓ − j)/ℓ)) of penalty, which the noise's
+    exponential tail pays with odds ∝ e⁻⁴·ℓ/(j(ℓ − j)): all ℓ − 1 cuts
+    together ~2e⁻⁴·ln ℓ (a constant cλ: (ℓ − 1)·e^-c), while a cut next to a
+    short bucket (a spike) costs only ~4λ.  A heuristic, calibrated on the
+    4 pieces: it stops the spurious splits at a smaller cost to real
+    structure than a constant does.  P2 returns 5–10 groups on the 4 pieces
+    at every eps (P1: 151–177), and the DAWA plan's error there is 2.5–4×
+    lower; on the DPBench 1-D data summed to 1,024 cells it is less
+    accurate, so it is not the default (benchmarks/bench_dawa_small_domains.py, 5 seeds; scaled L2
+    error ×1e6, mean over the 10 datasets, and geometric mean of P2/P1):
+        plan ε  workload      P1      P2    P2/P1   4 pieces P1 → P2
+        0.1     Prefix      66.6   135.8    1.76    73.7 → 30.0
+        0.1     2000 ranges 50.7   103.4    1.88    57.2 → 23.7
+        1       Prefix       7.09   24.8    1.84    7.60 → 1.92
+        1       2000 ranges  6.68   21.5    1.71    6.50 → 2.13
+        10      Prefix       0.924   3.91   1.60    0.847 → 0.213
+        10      2000 ranges  0.772   3.10   1.63    0.620 → 0.166
+    (better on NETTRACE, ≤ 0.8×; up to ~5–7× worse on ADULTFRANK and MEDCOST,
+    sparse data whose small real splits P2 merges).
+No fixed rule wins on both: a penalty proportional to λ leaves the number of
+spurious groups on flat data independent of eps, and DPBench's fine
+structure loses from any penalty much above 3λ (in our runs c = 3 was on a
+par with 2, c = 4 about 1.1–1.2× worse, c ≈ ln(n²/2) ≈ 13 about 4× worse).
+
+Nothing raises after the charge.  Every refusal is in `check_options`, on
+public values (shape, eps, ratio, approximate, penalty): eps must be one the
+noise sampler can serve at DAWA's sensitivity (1e-300 and 1e308 are refused;
+the least is ~1.31e-9 for the exact DP, ~7e-9 to ~1.7e-8 for the approximate
+one, by n), and the per-bucket constants must stay below 2^50 units.  After
+it, C1 bounds the costs, the noise is bounded by the sampler (|K| < 2^53;
+the sampler's own RuntimeError needs a run of ~2^13 fair coin flips all zero,
+probability < 2^-8000, and depends on no data), and the exact DP's sums run
+in int64 when a bound from public values and the noise's magnitude (never
+the data) keeps them below 2^62, in Python ints otherwise: same partition,
+and which path runs depends on no data.
 
 Differences from DPBench's L1partition (as read, to understand and not copied,
 in a public Python port of its C++ `cutil`; the εktelo operator wraps it): it
@@ -74,16 +145,76 @@ from ..matrix import Partition
 from ..matrix.partition import hilbert_order
 from .noise import laplace_scale_for
 
-__all__ = ["dawa_partition", "hilbert_order"]
+__all__ = ["check_options", "dawa_partition", "hilbert_order"]
 
 _S = 8  # fixed-point bits of the costs
 _SHIFT = (1 << (_S + 2)) + 1  # D' of T2, in cost units
-_PENALTY = 2.0  # T2's public per-bucket penalty, in units of the noise scale λ
+_CELL_MAX = 2**30  # C1: every cell is clamped to [−2^30, 2^30] (after the floor)
+_COST_CAP = 2**60  # C2: a dyadic block's cost is min(r, 2^60)
+_D1_CAP = 2**53  # `_dyadic_costs`: Σ|v − q| beyond this already puts r above the cap
+_NOISY_CAP = 2**60  # T1: noisy block costs are clipped to [0, 2^60] (post-processing)
+_CONST_MAX = 2**50  # bound on the public per-bucket constants (refused above, before any charge)
+_FAST = 2**62  # T2's DP runs in int64 when its public/noise bound on every sum is below this
+_DEFAULT_PENALTY: float | str = 2.0  # penalty=None: the fixed 2λ (P1)
+_LOG_LENGTH_A = 4.0  # penalty="log-length": λ·(4 + ln L) for a bucket of L cells (P2)
 _EXACT_AUTO_MAX = 1024  # approximate=None: exact DP up to this many cells
 _EXACT_MAX = 2048  # the exact DP's O(n²) tables are refused beyond this
-_MAX_TOTAL = 2**36  # ‖x‖₁ bound that keeps every int64 sum exact
+_MAX_CELLS = 2**27  # the approximate partition's arithmetic is proven exact up to this
 _DEV_BATCH = 1 << 13  # intervals per vectorised batch in `_interval_devs`
 _DP_BLOCK = 16  # ends per vectorised step of `_chain_dp`
+
+
+def check_options(
+    shape: Any,
+    eps: Any,
+    *,
+    approximate: Any = None,
+    ratio: Any = 0.25,
+    penalty: Any = None,
+) -> dict[str, Any]:
+    """DAWA's arguments, validated from public values only: the kernel calls this
+    before charging, so that `dawa_partition` cannot raise after the charge.
+
+    shape: the vector's shape (1-D, or 2-D read in the Hilbert order).
+    eps, ratio, approximate, penalty: as in `dawa_partition`.  Refuses (ValueError
+    or TypeError) any combination whose exact arithmetic DAWA cannot carry out:
+    an eps outside the noise sampler's range at DAWA's sensitivity (e.g. 1e-300),
+    per-bucket constants above 2^50 fixed-point units, more than 2^27 cells, the
+    exact DP above 2048 cells.  Returns the normalised options for
+    `dawa_partition` (approximate resolved to a bool).
+    """
+    dims = _shape(shape)
+    n = math.prod(dims)
+    eps = _positive(eps, "eps")
+    ratio = _positive(ratio, "ratio")
+    if ratio >= 1:
+        raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
+    if approximate is not None and not isinstance(approximate, (bool, np.bool_)):
+        raise TypeError(f"approximate must be None, True or False, got {approximate!r}")
+    exact = (n <= _EXACT_AUTO_MAX) if approximate is None else not approximate
+    if exact and n > _EXACT_MAX:
+        raise ValueError(
+            f"the exact DAWA partition needs O(n²) memory; n = {n} > {_EXACT_MAX}: "
+            "use approximate=True (or None)"
+        )
+    if penalty is not None:
+        penalty = _penalty_option(penalty)
+    levels = (n - 1).bit_length()
+    sensitivity = _SHIFT if exact or levels == 0 else _dyadic_sensitivity(levels)
+    try:
+        laplace_scale_for(float(sensitivity), eps, integral=True)
+    except ValueError:
+        raise ValueError(
+            f"eps={eps!r} is outside the range of DAWA's exact noise "
+            f"(sensitivity {sensitivity} fixed-point units)"
+        ) from None
+    if (1 << _S) * ratio / (eps * (1 - ratio)) > _CONST_MAX:
+        raise ValueError(
+            f"eps={eps!r} with ratio={ratio!r} prices a bucket above DAWA's fixed-point range"
+        )
+    if exact and _penalty_max(n, eps, penalty) > _CONST_MAX:
+        raise ValueError(f"penalty={penalty!r} at eps={eps!r} is above DAWA's fixed-point range")
+    return {"approximate": not exact, "ratio": ratio, "penalty": penalty}
 
 
 def dawa_partition(
@@ -93,6 +224,7 @@ def dawa_partition(
     *,
     approximate: bool | None = None,
     ratio: float = 0.25,
+    penalty: float | str | None = None,
 ) -> Partition:
     """DAWA's private interval partition of x (1-D, or 2-D in the Hilbert order); eps-DP.
 
@@ -100,103 +232,169 @@ def dawa_partition(
     published split ρ = 0.25, used only to price a bucket's measurement noise
     1/ε₂ with ε₂ = eps·(1 − ratio)/ratio.  approximate: None picks the exact
     DP for n ≤ 1024 cells and the dyadic-block approximation above.
+    penalty: the exact DP's public per-bucket penalty on top of 1/ε₂, in units
+    of its noise scale λ: None (default) is the fixed 2λ (P1); a number c
+    is c·λ; "log-length" is λ·(4 + ln L) for a bucket of L cells (P2), which
+    recovers piecewise-constant data but merges more of DPBench's fine
+    structure (module docstring).  Ignored by the approximate partition.
+    The cells are read through the clamp C1 (floor, then [−2^30, 2^30]);
+    nothing raises on their values.
     Returns a Partition of x's shape whose groups are intervals of the order.
     """
-    arr = _counts(x)
-    eps = _positive(eps, "eps")
-    ratio = _positive(ratio, "ratio")
-    if ratio >= 1:
-        raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
-    if approximate is not None and not isinstance(approximate, bool):
-        raise TypeError(f"approximate must be None, True or False, got {approximate!r}")
+    arr = np.asarray(x)
+    opts = check_options(arr.shape, eps, approximate=approximate, ratio=ratio, penalty=penalty)
+    eps, ratio = float(eps), opts["ratio"]
+    v_all = _clamped_cells(arr)
     order = np.arange(arr.size) if arr.ndim == 1 else hilbert_order(arr.shape)
-    v = arr.reshape(-1)[order]
+    v = v_all.reshape(-1)[order]
     n = v.size
-    exact = (n <= _EXACT_AUTO_MAX) if approximate is None else not approximate
-    if exact and n > _EXACT_MAX:
-        raise ValueError(
-            f"the exact DAWA partition needs O(n²) memory; n = {n} > {_EXACT_MAX}: "
-            "use approximate=True (or None)"
-        )
-    bucket_cost = round((1 << _S) * ratio / (eps * (1 - ratio)))  # 1/ε₂ in units (public)
-    if exact:
-        labels = _exact_partition(v, eps, source, bucket_cost)
-    else:
+    bucket_cost = _bucket_cost(eps, ratio)
+    if opts["approximate"]:
         labels = _dyadic_partition(v, eps, source, bucket_cost)
+    else:
+        labels = _exact_partition(v, eps, source, bucket_cost, opts["penalty"])
     groups = np.empty(n, dtype=np.int64)
     groups[order] = labels
     return Partition(groups, arr.shape)
 
 
-# ---- checks ----------------------------------------------------------------
+# ---- checks (public values only) and the clamp ------------------------------
 def _positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    v = _real(value, name)
     if not math.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     return v
 
 
-def _counts(x: Any) -> np.ndarray:
-    """x as an int64 array of 1 or 2 dimensions (a count vector), or a clear error."""
-    arr = np.asarray(x)
-    if arr.ndim not in (1, 2) or arr.size == 0:
-        raise ValueError(f"x must be a non-empty 1-D or 2-D array, got shape {arr.shape}")
-    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise TypeError(f"x must hold numbers, got dtype {arr.dtype}")
-    if np.issubdtype(arr.dtype, np.floating) and not (
-        np.isfinite(arr).all() and np.array_equal(arr, np.round(arr))
+def _penalty_option(value: Any) -> float | str:
+    if isinstance(value, str):
+        if value != "log-length":
+            raise ValueError(f'penalty must be None, a number ≥ 0 or "log-length", got {value!r}')
+        return value
+    v = _real(value, "penalty")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"penalty must be a finite non-negative number, got {value!r}")
+    return v
+
+
+def _real(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
     ):
-        raise ValueError("x must hold integer counts (the privacy argument is for count vectors)")
-    if float(np.abs(arr).sum(dtype=np.float64)) > _MAX_TOTAL:
-        raise ValueError("x has ‖x‖₁ > 2^36: too large for exact fixed-point costs")
-    return arr.astype(np.int64)
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
 
 
-# ---- costs -----------------------------------------------------------------
+def _shape(shape: Any) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from None
+    if len(dims) not in (1, 2) or min(dims) < 1:
+        raise ValueError(f"x must be a non-empty 1-D or 2-D array, got shape {dims}")
+    if math.prod(dims) > _MAX_CELLS:
+        raise ValueError(f"DAWA supports at most 2^27 cells, got shape {dims}")
+    return dims
+
+
+def _clamped_cells(arr: np.ndarray) -> np.ndarray:
+    """C1: each cell x_j as clamp(floor(x_j), −2^30, 2^30), int64 (NaN reads as 0,
+    ±inf as the bounds). Raises only on the dtype (structural, public)."""
+    lo, hi = -_CELL_MAX, _CELL_MAX
+    if np.issubdtype(arr.dtype, np.unsignedinteger):
+        return np.minimum(arr.astype(np.uint64), np.uint64(hi)).astype(np.int64)
+    if np.issubdtype(arr.dtype, np.integer):
+        return np.clip(arr.astype(np.int64), lo, hi)
+    if np.issubdtype(arr.dtype, np.floating):
+        finite = np.nan_to_num(arr.astype(np.float64), nan=0.0, posinf=hi, neginf=lo)
+        return np.floor(np.clip(finite, lo, hi)).astype(np.int64)
+    raise TypeError(f"x must hold numbers, got dtype {arr.dtype}")
+
+
+def _bucket_cost(eps: float, ratio: float) -> int:
+    """1/ε₂ in fixed-point units, ε₂ = eps·(1 − ratio)/ratio (public)."""
+    return round((1 << _S) * ratio / (eps * (1 - ratio)))
+
+
+def _penalty_max(n: int, eps: float, penalty: float | str | None) -> float:
+    """The largest of `_penalty_units(n, eps, penalty)`, in float (no cast)."""
+    rule = _DEFAULT_PENALTY if penalty is None else penalty
+    c = _LOG_LENGTH_A + math.log(n) if rule == "log-length" else float(rule)
+    return c * _exact_noise_scale(eps)
+
+
+def _penalty_units(n: int, eps: float, penalty: float | str | None) -> np.ndarray:
+    """The exact DP's public per-bucket penalty in units, indexed by the bucket's
+    length L = 0..n: c·λ (P1, c = 2 by default) or λ·(4 + ln L) (P2)."""
+    rule = _DEFAULT_PENALTY if penalty is None else penalty
+    lam = _exact_noise_scale(eps)
+    if rule == "log-length":
+        c = _LOG_LENGTH_A + np.log(np.maximum(np.arange(n + 1, dtype=np.float64), 1.0))
+    else:
+        c = np.full(n + 1, float(rule))
+    return np.rint(c * lam).astype(np.int64)
+
+
+# ---- noise ------------------------------------------------------------------
+def _noise_units(count: int, sensitivity: int, eps: float, source: Any) -> np.ndarray:
+    """`count` independent discrete Laplace draws of scale ≥ sensitivity/eps units,
+    floored to integers, int64 (|draw| < 2^53: the sampler's bound, grid ≤ 1).
+
+    One `source.laplace` call on zeros: its draws are g·K, K an integer with
+    |K| < 2^53 and g = 2^-k ≤ 1, so g·K and its floor are exact. Adding them to
+    integer costs c in int64 gives c + ⌊g·K⌋ = ⌊c + g·K⌋, the floor of the
+    Laplace mechanism's output on c, with no float rounding of c."""
+    draw = source.laplace(
+        np.zeros(count), sensitivity=float(sensitivity), epsilon=eps, integral=True
+    )
+    return np.floor(np.asarray(draw.values, dtype=np.float64)).astype(np.int64)
+
+
+# ---- costs -------------------------------------------------------------------
 def _units(T: np.ndarray, L: np.ndarray) -> np.ndarray:
     """round(2^S · T / L) exactly (T ≥ 0 integer, L ≥ 1): the fixed-point dev."""
     q, rem = np.divmod(T, L)
     return (q << _S) + ((rem << (_S + 1)) + L) // (2 * L)
 
 
-def _laplace_int(costs: np.ndarray, sensitivity: int, eps: float, source: Any) -> np.ndarray:
-    """costs + independent discrete Laplace noise of scale ≥ sensitivity/eps units, int64."""
-    draw = source.laplace(
-        costs.astype(np.float64), sensitivity=float(sensitivity), epsilon=eps, integral=True
-    )
-    values = np.asarray(draw.values)
-    if values.size and float(np.abs(values).max()) * (values.size + 1) >= 2.0**62:
-        raise RuntimeError("noisy DAWA costs left the exact int64 range")
-    return values.astype(np.int64)
-
-
 # ---- approximate: aligned dyadic blocks, DP on the tree (T1) ----------------
 def _dyadic_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -> np.ndarray:
     n = v.size
     costs = _dyadic_costs(v)
-    noisy: list[np.ndarray] = [np.full(n, bucket_cost, dtype=np.int64)]  # singletons: public
+    singletons = np.full(n, min(bucket_cost, _NOISY_CAP), dtype=np.int64)  # public
+    noisy: list[np.ndarray] = [singletons]
     if costs:
-        sens = _dyadic_sensitivity(len(costs))
-        flat = _laplace_int(np.concatenate(costs), sens, eps, source)
-        flat = np.maximum(flat + bucket_cost, 0)  # post-processing from here on (T1)
+        flat = np.concatenate(costs)
+        flat += _noise_units(flat.size, _dyadic_sensitivity(len(costs)), eps, source)
+        flat = np.clip(flat + bucket_cost, 0, _NOISY_CAP)  # post-processing from here on (T1)
         noisy += np.split(flat, np.cumsum([c.size for c in costs])[:-1])
     return _tree_dp(noisy, n)
 
 
 def _dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
-    """Fixed-point dev of every aligned block of size 2^k, k = 1..K (2^K ≥ n)."""
+    """C2: min(round(2^S·dev), 2^60) of every aligned block of size 2^k,
+    k = 1..K (2^K ≥ n), exact in int64 for |v_j| ≤ 2^30 and n ≤ 2^27.
+
+    With q = ⌊S/L⌋, rem = S − qL (S the block's sum, L its size): for v_j ≤ q,
+    |L·v_j − S| = L(q − v_j) + rem; for v_j > q it is L(v_j − q) − rem. So
+    L·dev = L·D1 + E, D1 = Σ|v_j − q| ≤ L·2^31 ≤ 2^58, E = rem·(L − 2·c_gt),
+    |E| < L² ≤ 2^54 (c_gt the cells above q), and round(2^S·dev) =
+    2^S·D1 + 2^S·⌊E/L⌋ + ⌊(2^(S+1)·(E mod L) + L)/(2L)⌋ (round half up, as
+    `_units`). D1 is first capped at 2^53: beyond it r > 2^61 − 2^36 > 2^60,
+    so the capped cost is unchanged and every term stays below 2^62."""
     n = v.size
     pos = np.arange(n, dtype=np.int64)
     costs = []
     for k in range(1, (n - 1).bit_length() + 1):
         starts = np.arange(0, n, 1 << k)
         L = np.minimum(starts + (1 << k), n) - starts
-        S = np.add.reduceat(v, starts)
-        blk = pos >> k
-        T = np.add.reduceat(np.abs(L[blk] * v - S[blk]), starts)
-        costs.append(_units(T, L))
+        q, rem = np.divmod(np.add.reduceat(v, starts), L)
+        d = v - q[pos >> k]
+        D1 = np.minimum(np.add.reduceat(np.abs(d), starts), _D1_CAP)
+        above = np.add.reduceat((d > 0).astype(np.int64), starts)
+        qe, re = np.divmod(rem * (L - 2 * above), L)
+        r = (D1 << _S) + (qe << _S) + ((re << (_S + 1)) + L) // (2 * L)
+        costs.append(np.minimum(r, _COST_CAP))
     return costs
 
 
@@ -231,14 +429,29 @@ def _tree_dp(noisy: list[np.ndarray], n: int) -> np.ndarray:
 
 
 # ---- exact: all intervals, O(n²) chain DP (T2) --------------------------------
-def _exact_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -> np.ndarray:
+def _exact_partition(
+    v: np.ndarray, eps: float, source: Any, bucket_cost: int, penalty: float | str | None = None
+) -> np.ndarray:
     n = v.size
     units = _interval_devs(v, fixed_point=True)
-    penalty = bucket_cost + round(_PENALTY * _exact_noise_scale(eps))  # public
+    by_length = bucket_cost + _penalty_units(n, eps, penalty)  # public, per length
+    shift: Any = int(by_length[1])  # one number when it is the same for every length (P1)
+    if not (by_length[1:] == shift).all():
+        shift = by_length[_intervals(n)[2]]
+    noise = _noise_units(units.size, _SHIFT, eps, source)
     # noisy[e, a]: the noisy cost of the last bucket [a, e) (row e holds every
     # candidate ending at e contiguously, the order the chain DP reads them in).
-    noisy = np.zeros((n + 1) * (n + 1), dtype=np.int64)
-    noisy[_intervals(n)[3]] = _laplace_int(units, _SHIFT, eps, source) + penalty
+    # int64 when a bound from public values and the noise alone keeps every DP
+    # sum below 2^62; Python ints otherwise (same result, slower).
+    top = (n * _CELL_MAX << _S) + 1 + int(np.abs(by_length).max())
+    top += max(-int(noise.min()), int(noise.max()))
+    if (n + 1) * top < _FAST:
+        noisy = np.zeros((n + 1) * (n + 1), dtype=np.int64)
+        noisy[_intervals(n)[3]] = units + noise + shift
+    else:
+        noisy = np.zeros((n + 1) * (n + 1), dtype=object)
+        big = shift.astype(object) if isinstance(shift, np.ndarray) else shift
+        noisy[_intervals(n)[3]] = units.astype(object) + noise.astype(object) + big
     start = _chain_dp(noisy.reshape(n + 1, n + 1))
     labels = np.empty(n, dtype=np.int64)
     e, g = n, 0
@@ -252,8 +465,9 @@ def _chain_dp(noisy: np.ndarray) -> list[int]:
     """The chain DP over the by-end table noisy[e, a] (cost of the last bucket
     [a, e)): best[0] = 0, best[e] = min over a < e of best[a] + noisy[e, a];
     returns start[e], the first (smallest) a attaining it — the longest last
-    bucket, T2's fixed order on partitions. Exact int64 sums (bounded by
-    `_laplace_int`'s range check; Python ints in the inner loop).
+    bucket, T2's fixed order on partitions. Exact sums: int64 tables within
+    the bound `_exact_partition` checks, object (Python int) tables otherwise;
+    Python ints in the inner loop.
 
     The ends go in blocks of `_DP_BLOCK`: the candidates a before the block
     for all its ends in one vectorised step (first minimum), then the few
@@ -261,7 +475,7 @@ def _chain_dp(noisy: np.ndarray) -> list[int]:
     smaller — the same first minimum as one argmin over all a < e.
     """
     n = noisy.shape[0] - 1
-    best = np.zeros(n + 1, dtype=np.int64)
+    best = np.zeros(n + 1, dtype=noisy.dtype)
     best_py = [0] * (n + 1)
     start = [0] * (n + 1)
     for e0 in range(1, n + 1, _DP_BLOCK):
@@ -321,7 +535,9 @@ def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
     (S·c − L·s) + (L·(S − s) − S·(L − c)) = 2·X, X = S·c − L·s. c and s come
     from 2-D prefix tables over (position, value rank). The fixed-point cost
     is ⌊(2^(S+2)·X + L) / 2L⌋, `_units`' rounding (half up) in one exact
-    division: X ≤ L·‖x‖₁ ≤ 2^47, so 2^(S+2)·X < 2^57. The intervals go in
+    division. Bounds (C1: |v_j| ≤ 2^30; n ≤ 2^11): the prefix tables stay
+    below Σ|v_j| ≤ 2^41, S·c and L·s below 2^52, X = L·dev/2 ≤ L²·2^29 ≤ 2^51,
+    so 2^(S+2)·X ≤ 2^61. The intervals go in
     batches of `_DEV_BATCH`: temporaries of 64 KiB stay in the allocator's
     pool, where larger ones cost a fresh mapping (page faults) each.
     """
