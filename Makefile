@@ -30,7 +30,7 @@ lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests benchmarks
 
 bench: $(STAMP_RUN)
-	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+	for f in benchmarks/bench_*.py; do PYTHONPATH=. $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -54,8 +54,8 @@ import ektelo
 from ektelo import plans
 from ektelo import workload as wl
 from ektelo.datasets import census_like
-from ektelo.experiments.common import clear_library_caches
 from ektelo.workload.naive_bayes import naive_bayes
+from experiments.common import clear_library_caches  # run from the repo root (make bench)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "dpbench"
 EPS = 0.1
@@ -82,9 +82,9 @@ def vector_settings() -> dict[str, tuple[np.ndarray, Any]]:
     rng = np.random.default_rng(0)
     one = SHARED / "1d" / "HEPTH.n4096.npy"
     two = SHARED / "2d" / "Adult_2D_256_256.npy"
-    x1 = np.load(one).astype(float) if one.exists() else rng.poisson(50, 4096).astype(float)
-    x2 = np.load(two).astype(float) if two.exists() else rng.poisson(5, (256, 256)).astype(float)
-    x_nb = rng.poisson(2, NB_SHAPE).astype(float)
+    x1 = np.load(one) if one.exists() else rng.poisson(50, 4096)
+    x2 = np.load(two) if two.exists() else rng.poisson(5, (256, 256))
+    x_nb = rng.poisson(2, NB_SHAPE)
     return {
         "1-D": (x1, wl.random_range(4096, 1000, seed=0)),
         "2-D": (x2, wl.random_range((256, 256), 2000, seed=0)),

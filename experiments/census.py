@@ -173,7 +173,6 @@ def _setting(
     frame = frame_all[list(domain.names)]
     codes = domain.encode(frame)
     x = np.bincount(np.ravel_multi_index(tuple(codes.T), domain.shape), minlength=domain.size)
-    x = x.astype(np.float64)
     workloads = census_workloads(domain.shape)
     sizes = ", ".join(f"{a.name} {a.size}" for a in domain)
     print(

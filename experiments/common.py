@@ -110,14 +110,14 @@ def dpbench_1d() -> dict[str, np.ndarray]:
     """The ten DPBench 1-D histograms (4096 bins), keyed by file stem."""
     folder = require_shared("dpbench/1d")
     files = sorted(folder.glob("*.npy"))
-    return {p.name.split(".")[0]: np.load(p).astype(np.float64) for p in files}
+    return {p.name.split(".")[0]: np.load(p).astype(np.int64) for p in files}
 
 
 def dpbench_2d() -> dict[str, np.ndarray]:
     """The six DPBench 2-D histograms (256×256), keyed by file stem."""
     folder = require_shared("dpbench/2d")
     files = sorted(folder.glob("*.npy"))
-    return {p.name.split("_256")[0]: np.load(p).astype(np.float64) for p in files}
+    return {p.name.split("_256")[0]: np.load(p).astype(np.int64) for p in files}
 
 
 def save_outputs(

@@ -415,7 +415,7 @@ def synthetic_data(shape: Sequence[int], seed: int, per_cell: float = 10.0) -> n
         bumps = weights[:, None] * np.exp(-0.5 * ((t - centres[:, None]) / widths[:, None]) ** 2)
         density = 0.05 + bumps.sum(axis=0)
         lam = np.multiply.outer(lam, density / density.mean())
-    return rng.poisson(per_cell * lam).astype(np.float64)
+    return rng.poisson(per_cell * lam)
 
 
 # ---------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def _data(kind: str) -> dict[str, np.ndarray]:
 def _resample(x: np.ndarray, records: int, seed: int) -> np.ndarray:
     p = x.reshape(-1) / x.sum()
     counts = np.random.default_rng(seed).multinomial(records, p)
-    return counts.reshape(x.shape).astype(np.float64)
+    return counts.reshape(x.shape).astype(np.int64)
 
 
 class _Recorder(HandleProxy):

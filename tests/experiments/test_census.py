@@ -47,7 +47,7 @@ def test_domain_is_census_like_and_large_enough():
 def test_workloads_match_their_definitions():
     shape = (2, 3, 4)
     W = census.census_workloads(shape)
-    x = np.random.default_rng(1).poisson(3, size=shape).astype(float)
+    x = np.random.default_rng(1).poisson(3, size=shape)
     np.testing.assert_allclose(W["Identity"].matvec(x.ravel()), x.ravel())
     assert W["2-way marginals"].shape[0] == 2 * 3 + 2 * 4 + 3 * 4
     # Prefix(income) x {value or any}: one query per (a or *, b or *, income ≤ j)
@@ -72,7 +72,7 @@ def test_workloads_match_their_definitions():
 def test_stripewise_least_squares_equals_the_joint_solve(plan, workload, monkeypatch):
     """The striped plans solve LS stripe by stripe; with the same noise, the
     joint LS over all measurements gives the same estimate."""
-    x = np.random.default_rng(2).poisson(2, size=(3, 2, 30)).astype(float)
+    x = np.random.default_rng(2).poisson(2, size=(3, 2, 30))
     x[..., 12:25] = 0  # a flat run for DAWA to merge
     fn = getattr(striped, plan)
     fast = fn(ektelo.protect(x, epsilon=1.0, seed=9), workload, 1.0)

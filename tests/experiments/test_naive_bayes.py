@@ -40,7 +40,7 @@ def test_domain_has_the_papers_17248_predictor_cells():
 def test_workload_layout_and_model():
     shape = (3, 4, 2)
     rng = np.random.default_rng(0)
-    x = rng.poisson(4, size=shape).astype(float)
+    x = rng.poisson(4, size=shape)
     W = naive_bayes(shape)
     assert W.shape == (2 + 3 * 2 + 4 * 2, x.size)
     y_counts, tables = split_answers(W @ x.ravel(), shape)

@@ -70,7 +70,7 @@ def test_reduced_domain_estimate_reuses_the_plan_measurements(plan, rng):
     from ektelo import plans, protect
 
     shape = (32, 32) if plan != "hb" else (1024,)
-    x = rng.poisson(20.0, size=shape).astype(np.float64)
+    x = rng.poisson(20.0, size=shape)
     W = wr.small_ranges(shape, 50, seed=1)
     recorder = wr._Recorder(protect(x, epsilon=1.0, seed=5))
     x_hat = plans.run(plan, recorder, W, 1.0, workload_reduction=True)

@@ -21,9 +21,9 @@ def spent(handle):
 
 
 def steps(n=64):
-    x = np.zeros(n)
-    x[: n // 2] = 100.0
-    x[n // 2 :] = 5.0
+    x = np.zeros(n, dtype=np.int64)  # counts: integral by its dtype
+    x[: n // 2] = 100
+    x[n // 2 :] = 5
     return x
 
 

@@ -16,12 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+import ektelo
 from ektelo.kernel import ahp, dawa, mwem, privbayes
 from ektelo.kernel.ahp import ahp_partition
 from ektelo.kernel.dawa import dawa_partition, hilbert_order
-from ektelo.kernel.mwem import augmented_worst_approx, max_abs_entry, worst_approx
+from ektelo.kernel.mwem import augmented_worst_approx as _augmented
+from ektelo.kernel.mwem import worst_approx as _worst
 from ektelo.kernel.noise import RandomSource
 from ektelo.kernel.privbayes import privbayes_select, r_score
+from ektelo.kernel.sensitivity import max_abs_entry
 from ektelo.matrix import (
     Dense,
     Diagonal,
@@ -30,10 +33,10 @@ from ektelo.matrix import (
     Kronecker,
     Partition,
     Prefix,
-    Product,
     RangeQueries,
     Sparse,
     Suffix,
+    Sum,
     Total,
     VStack,
     Wavelet,
@@ -386,6 +389,17 @@ def _ranges(n: int, lower: list[int], upper: list[int]) -> RangeQueries:
     return RangeQueries(n, np.array(lower), np.array(upper))
 
 
+def worst_approx(x: Any, W: EMatrix, xh: Any, eps: float, source: Any) -> int:
+    """The module function with Δ as the kernel computes it."""
+    return _worst(x, W, xh, eps, source, delta=max_abs_entry(W))
+
+
+def augmented_worst_approx(
+    x: Any, W: EMatrix, xh: Any, eps: float, source: Any, round_index: int
+) -> EMatrix:
+    return _augmented(x, W, xh, eps, source, round_index, delta=max_abs_entry(W))
+
+
 class TestWorstApprox:
     def test_returns_an_int_and_is_deterministic(self) -> None:
         W = _ranges(16, [0, 2, 5], [3, 9, 15])
@@ -407,7 +421,7 @@ class TestWorstApprox:
         worst_approx(np.arange(8.0), W, np.zeros(8), 0.5, spy)
         ((kind, kw),) = spy.calls
         assert kind == "em" and kw["epsilon"] == 0.5
-        assert 5.0 <= kw["sensitivity"] < 5.0 * (1 + 1e-6)
+        assert kw["sensitivity"] == 5.0  # exact scores: no floating-point allowance
 
     def test_is_fast_enough_structure_for_many_ranges(self) -> None:
         rng = np.random.default_rng(0)
@@ -432,7 +446,7 @@ class TestWorstApprox:
             Weighted(Prefix(4), -2.5),
             VStack([Prefix(3), Dense(np.array([[0.0, 9.0, -1.0]]))]),
             Kronecker([Dense(np.array([[1.0, -2.0]])), Weighted(Identity(3), 3.0)]),
-            Product(Dense(np.array([[1.0, 2.0], [3.0, -4.0]])), Prefix(2)),
+            Sum([Dense(np.array([[1.0, 2.0], [3.0, -4.0]])), Identity(2)]),
             _ranges(10, [0, 3], [5, 9]),
         ],
         ids=lambda M: type(M).__name__,
@@ -441,23 +455,37 @@ class TestWorstApprox:
         truth = float(np.abs(M.dense()).max())
         bound = max_abs_entry(M)
         assert bound >= truth
-        if not isinstance(M, Product):
+        if not isinstance(M, Sum):
             assert bound == pytest.approx(truth)
 
     @pytest.mark.parametrize(
         ("args", "error"),
         [
-            ({"W": np.eye(4)}, TypeError),
-            ({"x": np.zeros(5)}, ValueError),
+            ({"W": "rows"}, TypeError),
+            ({"x": np.zeros(5, dtype=np.int64)}, ValueError),
             ({"xh": np.zeros(3)}, ValueError),
-            ({"x": np.array([0, 1, np.nan, 0])}, ValueError),
+            ({"xh": np.array([0, 1, np.nan, 0])}, ValueError),
+            ({"x": np.zeros(4)}, ValueError),  # a float vector is not declared counts
+            ({"W": Weighted(Identity(4), 0.5)}, ValueError),  # scores must be exact
+            ({"W": Weighted(Identity(4), 0.0)}, ValueError),
             ({"eps": -1}, ValueError),
+            ({"eps": 1e-300}, ValueError),
         ],
     )
-    def test_bad_inputs(self, args: dict[str, Any], error: type[Exception]) -> None:
-        a = {"x": np.zeros(4), "W": Identity(4), "xh": np.zeros(4), "eps": 1.0, **args}
+    def test_bad_inputs_are_refused_before_the_charge(
+        self, args: dict[str, Any], error: type[Exception]
+    ) -> None:
+        a = {"x": np.zeros(4, dtype=np.int64), "W": Identity(4), "xh": np.zeros(4), **args}
+        x = ektelo.protect(a["x"], epsilon=1.0, seed=0)
         with pytest.raises(error):
-            worst_approx(a["x"], a["W"], a["xh"], a["eps"], RandomSource(0))
+            x.worst_approx(a["W"], a["xh"], eps=a.get("eps", 0.5))
+        assert x.budget.spent == 0 and x.history() == ()
+
+    def test_huge_counts_and_entries_give_an_index_not_an_error(self) -> None:
+        x = ektelo.protect(np.array([2**50, 0, 3, 2**40], dtype=np.int64), epsilon=1.0, seed=0)
+        W = Weighted(Prefix(4), 2.0**40)
+        i = x.worst_approx(W, np.full(4, 1e300), eps=0.5)
+        assert 0 <= i < 4 and x.budget.spent == 0.5
 
 
 class TestAugmentedWorstApprox:
@@ -501,19 +529,14 @@ class TestAugmentedWorstApprox:
         np.testing.assert_array_equal(dense[0], W.dense()[0])
         np.testing.assert_array_equal(dense[1:].sum(axis=0), [0, 0, 1, 1, 1, 1, 0, 0])
 
-    @pytest.mark.parametrize(
-        ("x", "round_index", "error"),
-        [
-            (np.zeros((8, 8)), 1, ValueError),
-            (np.zeros(64), 0, ValueError),
-            (np.zeros(64), 1.0, TypeError),
-            (np.zeros(64), True, TypeError),
-        ],
-    )
-    def test_bad_inputs(self, x: np.ndarray, round_index: Any, error: type[Exception]) -> None:
-        W = Identity(64)
+    @pytest.mark.parametrize(("round_index", "error"), [(0, ValueError), (1.0, ValueError)])
+    def test_bad_round_is_refused_before_the_charge(
+        self, round_index: Any, error: type[Exception]
+    ) -> None:
+        x = ektelo.protect(np.zeros(64, dtype=np.int64), epsilon=1.0, seed=0)
         with pytest.raises(error):
-            augmented_worst_approx(x, W, np.zeros(64), 1.0, RandomSource(0), round_index)
+            x.augmented_worst_approx(Identity(64), np.zeros(64), eps=0.5, round_index=round_index)
+        assert x.budget.spent == 0
 
 
 # ---------------------------------------------------------------- PrivBayes

@@ -17,7 +17,7 @@ import numpy as np
 import ektelo
 from ektelo import workload as wl
 from ektelo.matrix import Diagonal, Product, RangeQueries
-from ektelo.operators.strategies_opt import greedy_h
+from ektelo.operators.selection import greedy_h
 from ektelo.plans import striped
 
 EPS = 0.1
@@ -82,7 +82,7 @@ def test_striped_union_is_measured_with_the_largest_stripe_sensitivity():
     D = M.dense()
     expected = max(float(A.sensitivity(1)) for A in strategies)
     assert np.isclose(np.abs(D).sum(axis=0).max(), expected, rtol=1e-15)
-    h, m, record = _measure(rng.poisson(3, shape).astype(float), M)
+    h, m, record = _measure(rng.poisson(3, shape), M)
     assert expected <= record.sensitivity <= expected * (1 + 20 * 2.0**-52)
     assert m.noise_scale >= expected / EPS
     assert h.ledger()[0].spent == Fraction(EPS)
@@ -98,7 +98,7 @@ def test_striped_union_is_measured_with_the_largest_stripe_sensitivity():
 def test_dawa_striped_charges_partitions_in_parallel_and_one_union():
     """ratio·ε per stripe's partition, charged once at the root through the
     split (parallel composition), and (1 − ratio)·ε for the one union call."""
-    x = np.random.default_rng(5).poisson(4, size=(6, 32)).astype(float)
+    x = np.random.default_rng(5).poisson(4, size=(6, 32))
     x[:, 10:20] = 0
     h = ektelo.protect(x, epsilon=1.0, seed=8)
     out = striped.dawa_striped(h, wl.random_range((6, 32), 15, seed=2), 1.0)

@@ -18,7 +18,7 @@ from ektelo.plans import data_dependent as dd
 
 def _skewed(shape: tuple[int, int], seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    x = rng.poisson(0.3, size=shape).astype(float)
+    x = rng.poisson(0.3, size=shape)
     x[: shape[0] // 4, : shape[1] // 3] += rng.poisson(40, size=(shape[0] // 4, shape[1] // 3))
     return x
 
@@ -86,7 +86,7 @@ def test_dawa_on_a_derived_vector_estimates_the_root():
 def test_group_space_shortcut_only_for_groups_of_the_root():
     n = 64
     rng = np.random.default_rng(4)
-    x = rng.poisson(5, size=n).astype(float)
+    x = rng.poisson(5, size=n)
     P = Partition(np.arange(n) // 8)
     M = wl.prefix(P.num_groups)
     root = ektelo.protect(x, epsilon=2.0, seed=1)

@@ -22,15 +22,15 @@ SHAPE_3D = (4, 3, 8)
 def _setting(name: str) -> tuple[np.ndarray, object]:
     rng = np.random.default_rng(7)
     if name in ("quadtree", "uniform_grid", "adaptive_grid"):
-        return rng.poisson(5, size=(16, 16)).astype(float), wl.random_range((16, 16), 20, 1)
+        return rng.poisson(5, size=(16, 16)), wl.random_range((16, 16), 20, 1)
     if name.startswith("nb_"):
-        x = rng.poisson(3, size=SHAPE_3D).astype(float)
+        x = rng.poisson(3, size=SHAPE_3D)
         W = VStack([wl.marginal(SHAPE_3D, (2,)), wl.marginal(SHAPE_3D, (0, 2)),
                     wl.marginal(SHAPE_3D, (1, 2))])
         return x, W
     if name in ("hb_striped", "hb_striped_kron", "dawa_striped"):
-        return rng.poisson(3, size=SHAPE_3D).astype(float), wl.prefix_marginal(SHAPE_3D, 2)
-    return rng.poisson(20, size=64).astype(float), wl.prefix(64)
+        return rng.poisson(3, size=SHAPE_3D), wl.prefix_marginal(SHAPE_3D, 2)
+    return rng.poisson(20, size=64), wl.prefix(64)
 
 
 VECTOR_PLANS = [n for n in plans.names() if plans.get(n).input_kind == "vector"]

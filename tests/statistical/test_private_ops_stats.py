@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ektelo.kernel.mwem import worst_approx
-from ektelo.kernel.noise import RandomSource
+import ektelo
 from ektelo.matrix import EMatrix, Identity, Weighted
 
 DRAWS = 6000
@@ -28,9 +27,10 @@ def _softmax(scores: np.ndarray, eps: float, delta: float) -> np.ndarray:
 
 
 def _frequencies(workload: EMatrix, eps: float, seed: int) -> np.ndarray:
-    source = RandomSource(seed)
-    x, x_hat = SCORES.copy(), np.zeros(SCORES.size)
-    picks = [worst_approx(x, workload, x_hat, eps, source) for _ in range(DRAWS)]
+    """Draws through the kernel, which computes Δ itself (sensitivity.py)."""
+    x = ektelo.protect(SCORES.astype(np.int64), epsilon=DRAWS * eps + 1.0, seed=seed)
+    x_hat = np.zeros(SCORES.size)
+    picks = [x.worst_approx(workload, x_hat, eps=eps) for _ in range(DRAWS)]
     return np.bincount(picks, minlength=SCORES.size)
 
 

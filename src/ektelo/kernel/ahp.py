@@ -44,7 +44,16 @@ import numpy as np
 
 from ..matrix import Partition
 
-__all__ = ["ahp_partition"]
+__all__ = ["ahp_partition", "check_options"]
+
+
+def check_options(*, ratio: float = 0.85, eta: float = 0.35) -> dict[str, float]:
+    """The options, validated from public values only (the kernel calls this
+    before charging; `ahp_partition` then cannot raise on them)."""
+    ratio = _positive(ratio, "ratio")
+    if ratio >= 1:
+        raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
+    return {"ratio": ratio, "eta": _nonnegative(eta, "eta")}
 
 
 def ahp_partition(

@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Literal
 
 __all__ = [
+    "EPS_FLOOR",
     "SLACK",
     "Budget",
     "BudgetExceeded",
@@ -52,13 +53,20 @@ class BudgetExceeded(Exception):  # noqa: N818 - the name the API promises
     """
 
 
+# The smallest ε any request may carry: below it (subnormals, 1e-300) the
+# mechanisms' exact arithmetic has no room, and no analysis needs it.
+EPS_FLOOR = 1e-9
+
+
 def check_epsilon(value: object, name: str = "eps") -> float:
-    """`value` as a finite positive float, or TypeError/ValueError naming `name`."""
+    """`value` as a finite float ≥ EPS_FLOOR, or TypeError/ValueError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     eps = float(value)
     if math.isnan(eps) or math.isinf(eps) or eps <= 0:
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    if eps < EPS_FLOOR:
+        raise ValueError(f"{name}={value!r} is below the smallest ε accepted ({EPS_FLOOR:g})")
     return eps
 
 

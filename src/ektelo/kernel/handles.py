@@ -183,6 +183,7 @@ def protect(
     *,
     epsilon: float,
     seed: int | None = None,
+    integral: bool | None = None,
     show_bad_values: bool = False,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total budget `epsilon` (§4.1).
@@ -193,6 +194,12 @@ def protect(
       data holder passes `show_bad_values=True` to count them and list the
       first few rows and values, see `Domain.encode`);
     * a numeric numpy array of any shape → a `ProtectedVector` over that shape.
+
+    `integral` declares whether an array holds counts (integers): by default
+    True for integer and bool dtypes, False for floats. The kernel never looks
+    at the values to decide it (the noise grid and the partition operators
+    depend on it); `integral=True` on a float array checks the values here,
+    at protect time, and refuses fractions. Tables are always counts.
 
     `seed=None` draws secure noise; an int seed is research mode (reproducible,
     NOT secure) and is recorded in every Measurement.
@@ -216,7 +223,15 @@ def protect(
         raise TypeError(f"protect() takes a DataFrame or a numpy array, got {type(data).__name__}")
     if data.dtype.kind not in "biuf" or data.size == 0:
         raise TypeError(f"a protected vector needs a non-empty numeric array, got {data.dtype}")
+    # Integrality is declared, never observed (issue #22): integer and bool
+    # arrays are counts; a float array is not, unless the data holder says so.
+    declared = data.dtype.kind in "biu" if integral is None else integral
+    if not isinstance(declared, bool):
+        raise TypeError(f"integral must be None, True or False, got {integral!r}")
     values = data.astype(np.float64)
     if not np.all(np.isfinite(values)):
         raise ValueError("the data vector has non-finite entries")
-    return Kernel(epsilon=epsilon, seed=seed)._root_vector(values)
+    if declared and not np.array_equal(values, np.round(values)):
+        # the data holder's own call, before any kernel or analyst exists
+        raise ValueError("integral=True needs integer values; the array has fractions")
+    return Kernel(epsilon=epsilon, seed=seed)._root_vector(values, integral=declared)

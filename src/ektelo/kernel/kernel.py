@@ -1,5 +1,29 @@
 """The protected kernel (§4): private data, transformation graph, budget, noise.
 
+THE RULE (issue #22, DESIGN.md).  Every observable other than the noisy
+numbers — return values and their metadata, whether and what a request
+raises, warnings, refusals, the ledger, the noise grid — is a function of
+public state alone (the request, the public schema, the ledger).  So every
+request runs in three steps:
+
+  1. validate the handle, ε (≥ `EPS_FLOOR`) and every argument from public
+     information; rebuild client matrices from library classes (or
+     materialise a foreign one once) and compute the query's sensitivity and
+     integrality here (`sensitivity.facts`, the kernel's own rules);
+  2. charge ε by Algorithm 2 on the ledger (check the whole chain, then
+     commit) — a refusal raises `BudgetExceeded` and changes nothing;
+  3. compute on the data.  After the charge nothing raises, warns or branches
+     observably on the data: where a mechanism needs a bound it clamps
+     (noise.py L6, mwem.py S1–S3, dawa.py), never checks.
+
+All arithmetic on private data runs under a fixed floating-point regime
+(`_private`: `np.errstate(all="ignore")` and warnings suppressed, whatever
+the caller set) and non-finite intermediate values are replaced
+deterministically (`_finite`: NaN → 0, ±∞ → ±2¹⁰⁰⁰).  Whether a vector holds
+counts is *declared* (at `protect`, from the dtype or `integral=`) and carried
+structurally: integer transforms keep it, anything else drops it.  Messages
+never carry private values.
+
 A `Kernel` holds the source environment E (every table and vector derived
 from the protected input), the `Ledger` (graph, stabilities, B(sv), Algorithm
 2) and the `RandomSource`. Clients hold opaque handles (`handles.py`) and
@@ -8,41 +32,35 @@ issue requests naming them; a handle of another kernel is refused.
 Operator types (§4.2): the transformations are **Private** (a new handle, no
 budget); `laplace`, `noisy_count` and the private partition/selection
 operators are **Private→Public** (they charge `eps` through Algorithm 2 and
-return a public value). Order of every Private→Public request:
-
-  1. validate the handle, ε and every argument; rebuild client matrices from
-     library classes (or materialise a foreign one once) and compute the
-     sensitivity here, from that copy;
-  2. Algorithm 2 on the ledger (check the whole chain, then commit) — a
-     refusal raises `BudgetExceeded` and changes nothing;
-  3. only then touch the data with noise, using the same copy.
-
-The noise sampler may guarantee an ε slightly below the one requested (safe);
-the kernel charges the requested ε.
+return a public value). The noise sampler may guarantee an ε slightly below
+the one requested (safe); the kernel charges the requested ε.
 """
 
 from __future__ import annotations
 
-import inspect
+import functools
 import math
 import numbers
 import threading
 import uuid
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..domain import Domain, check_names
 from ..matrix import EMatrix, Partition, Product, Sparse, Total, rebuild
-from . import tables
+from . import ahp, dawa, mwem, privbayes, tables
 from .budget import Budget, Ledger, NodeState, check_epsilon
 from .handles import ProtectedTable, ProtectedVector
 from .measurement import Measurement
 from .noise import RandomSource, laplace_scale_for
 from .predicates import compile_predicate
+from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
 __all__ = ["Kernel", "Request"]
 
@@ -64,7 +82,7 @@ class Request:
 
 @dataclass
 class _Table:
-    codes: np.ndarray
+    rows: tables.Rows
     domain: Domain
 
 
@@ -72,44 +90,49 @@ class _Table:
 class _Vector:
     values: np.ndarray  # flat float64, read-only
     shape: tuple[int, ...]
-    integral: bool
+    integral: bool  # declared at protect, kept only by integer transforms
     root_id: str
     root_shape: tuple[int, ...]
     to_root: EMatrix | None  # this vector = to_root · root vector (None: it is the root)
 
 
 def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
-    """A kernel-owned copy of `M` built from library classes only.
+    """A kernel-owned copy of `M` that the kernel's own rules cover.
 
-    Library expressions are rebuilt from their specs. Anything else (a client
-    subclass, an array) is materialised once into a CSR copy; that copy is
-    used for both the sensitivity and the answers, so it cannot lie.
+    Library expressions are rebuilt from their specs; an expression the rules
+    of `sensitivity.py` cover is kept implicit. Anything else (a `Product`, a
+    client subclass, an array) is materialised once into a CSR copy; that
+    copy is used for both the sensitivity and the answers, so it cannot lie.
     """
     if isinstance(M, EMatrix):
         try:
-            return rebuild(M)
+            Q = rebuild(M)
         except TypeError:
             raw = M.sparse()  # the client's code runs once, on public inputs only
+        else:
+            if has_rules(Q):
+                return Q
+            raw = Q.sparse()
     elif isinstance(M, np.ndarray) or sp.issparse(M):
         raw = M
     else:
         raise TypeError(f"{name} must be a matrix (EMatrix, ndarray or scipy.sparse)")
     if not sp.issparse(raw) and np.ndim(raw) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {np.shape(raw)}")
-    csr = sp.csr_matrix(raw, dtype=np.float64, copy=True)
+    with np.errstate(all="ignore"):
+        csr = sp.csr_matrix(raw, dtype=np.float64, copy=True)
     if not np.all(np.isfinite(csr.data)):
         raise ValueError(f"{name} has non-finite entries")
     return Sparse(csr)
 
 
-def sensitivity_of(Q: EMatrix, name: str = "M") -> float:
-    """Max column L1 norm of a trusted matrix, rounded up against float error."""
-    s = float(Q.sensitivity(1))
-    if not math.isfinite(s) or s < 0:
-        raise ValueError(f"{name} has an invalid sensitivity {s!r}")
-    if s > 0 and not Q.is_integral():  # column sums of non-integers may round down
-        s *= 1.0 + (Q.max_column_nnz() + 16) * 2.0**-52
-    return s
+def query_facts(Q: EMatrix, name: str = "M") -> Facts:
+    """The kernel's facts about a trusted query (refusing non-finite ones)."""
+    with np.errstate(all="ignore"):
+        f = facts(Q)
+    if not (math.isfinite(f.l1) and math.isfinite(f.l2)):
+        raise ValueError(f"{name} has entries too large: its sensitivity is not finite")
+    return f
 
 
 def trusted_partition(P: Any, size: int) -> Partition:
@@ -137,6 +160,31 @@ def _plain_options(options: dict[str, Any]) -> dict[str, Any]:
         else:
             raise TypeError(f"option {key}= must be a plain number, bool or str")
     return out
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# Non-finite values from private arithmetic become these (deterministically).
+_HUGE = math.ldexp(1.0, 1000)
+
+
+def _private(method: _F) -> _F:
+    """Run a kernel request under the lock and the fixed floating-point regime:
+    no NumPy error state or warning filter of the caller can make private
+    arithmetic raise or warn (the kernel's rule)."""
+
+    @functools.wraps(method)
+    def run(self: Kernel, *args: Any, **kwargs: Any) -> Any:
+        with self._lock, np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return method(self, *args, **kwargs)
+
+    return cast(_F, run)
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    """NaN → 0 and ±∞ → ±2¹⁰⁰⁰: a deterministic repair of private arithmetic."""
+    return np.clip(np.nan_to_num(values, nan=0.0, posinf=_HUGE, neginf=-_HUGE), -_HUGE, _HUGE)
 
 
 class Kernel:
@@ -185,17 +233,20 @@ class Kernel:
         raise TypeError("a kernel cannot be copied")
 
     # -- sources -------------------------------------------------------------------
+    @_private
     def _root_table(self, codes: np.ndarray, domain: Domain) -> ProtectedTable:
         node = self._ledger.add_root("table", "protect")
-        self._sources[node] = _Table(_readonly(codes), domain)
+        self._sources[node] = _Table(tables.Rows.all(_readonly(codes)), domain)
         return ProtectedTable(self, node)
 
-    def _root_vector(self, values: np.ndarray) -> ProtectedVector:
+    @_private
+    def _root_vector(self, values: np.ndarray, *, integral: bool) -> ProtectedVector:
+        """A root vector; `integral` is the data holder's declaration (protect)."""
         node = self._ledger.add_root("vector", "protect")
         shape = tuple(int(s) for s in values.shape)
         flat = _readonly(values.reshape(-1))
-        integral = bool(np.all(flat == np.round(flat)))
-        self._sources[node] = _Vector(flat, shape, integral, f"{self.id}/v{node}", shape, None)
+        vec = _Vector(flat, shape, bool(integral), f"{self.id}/v{node}", shape, None)
+        self._sources[node] = vec
         return ProtectedVector(self, node)
 
     def _resolve(self, handle: Any, cls: type) -> int:
@@ -219,9 +270,11 @@ class Kernel:
         node = self._resolve(handle, ProtectedVector)
         return node, cast(_Vector, self._sources[node])  # _resolve checked the kind
 
-    def _new_table(self, parent: int, codes: np.ndarray, domain: Domain, stability: int, op: str):
+    def _new_table(
+        self, parent: int, rows: tables.Rows, domain: Domain, stability: int, op: str
+    ) -> ProtectedTable:
         node = self._ledger.add_child(parent, "table", stability, op)
-        self._sources[node] = _Table(_readonly(codes), domain)
+        self._sources[node] = _Table(rows, domain)
         return ProtectedTable(self, node)
 
     def _add_vector(self, parent: int, op: str, stability: Any, vec: _Vector) -> ProtectedVector:
@@ -235,111 +288,117 @@ class Kernel:
     ) -> ProtectedVector:  # fmt: skip
         """A vector = mapping · base, recorded with its map back to the root."""
         to_root = mapping if base.to_root is None else Product(mapping, base.to_root)
-        flat = _readonly(values.reshape(-1))
+        flat = _readonly(_finite(values.reshape(-1)))
         vec = _Vector(flat, (flat.size,), integral, base.root_id, base.root_shape, to_root)
         return self._add_vector(parent, op, stability, vec)
 
+    @_private
     def shape_of(self, handle: ProtectedVector) -> tuple[int, ...]:
         return self._vector(handle)[1].shape
 
+    @_private
     def root_of(self, handle: ProtectedVector) -> tuple[str, tuple[int, ...]]:
         _, v = self._vector(handle)
         return v.root_id, v.root_shape
 
+    @_private
+    def is_integral(self, handle: ProtectedVector) -> bool:
+        """The vector's declared integrality (public: from protect and the ops)."""
+        return self._vector(handle)[1].integral
+
+    @_private
     def domain_of(self, handle: ProtectedTable) -> Domain:
         return self._table(handle)[1].domain
 
     # -- Private: table transformations (§5.1) -------------------------------------
+    @_private
     def where(self, handle: ProtectedTable, predicate: Any) -> ProtectedTable:
-        with self._lock:
-            node, t = self._table(handle)
-            mask_of = compile_predicate(predicate, t.domain)
-            return self._new_table(node, tables.where_rows(t.codes, mask_of), t.domain, 1, "where")
+        node, t = self._table(handle)
+        mask_of = compile_predicate(predicate, t.domain)
+        return self._new_table(node, tables.where_rows(t.rows, mask_of), t.domain, 1, "where")
 
+    @_private
     def select(self, handle: ProtectedTable, attrs: Any) -> ProtectedTable:
-        with self._lock:
-            node, t = self._table(handle)
-            names = check_names(t.domain, attrs)
-            cols = [t.domain.index(n) for n in names]
-            codes = tables.select_rows(t.codes, cols)
-            return self._new_table(node, codes, t.domain.project(names), 1, "select")
+        node, t = self._table(handle)
+        names = check_names(t.domain, attrs)
+        cols = [t.domain.index(n) for n in names]
+        rows = tables.select_rows(t.rows, cols)
+        return self._new_table(node, rows, t.domain.project(names), 1, "select")
 
+    @_private
     def group_by(
         self, handle: ProtectedTable, attrs: Any, *, count: str | None = None, count_cap: int = 1
     ) -> ProtectedTable:
-        with self._lock:
-            node, t = self._table(handle)
-            names = check_names(t.domain, attrs)
-            if count is not None and (type(count) is not str or count in names or not count):
-                raise ValueError(f"count must be a new attribute name, got {count!r}")
-            if isinstance(count_cap, bool) or not isinstance(count_cap, int) or count_cap < 1:
-                raise ValueError(f"count_cap must be a positive int, got {count_cap!r}")
-            cols = [t.domain.index(n) for n in names]
-            codes = tables.group_rows(t.codes, cols, count, count_cap)
-            domain = tables.group_domain(t.domain, cols, count, count_cap)
-            return self._new_table(node, codes, domain, 2, "group_by")
+        node, t = self._table(handle)
+        names = check_names(t.domain, attrs)
+        if count is not None and (type(count) is not str or count in names or not count):
+            raise ValueError(f"count must be a new attribute name, got {count!r}")
+        if isinstance(count_cap, bool) or not isinstance(count_cap, int) or count_cap < 1:
+            raise ValueError(f"count_cap must be a positive int, got {count_cap!r}")
+        cols = [t.domain.index(n) for n in names]
+        rows = tables.group_rows(t.rows, cols, count, count_cap)
+        domain = tables.group_domain(t.domain, cols, count, count_cap)
+        return self._new_table(node, rows, domain, 2, "group_by")
 
+    @_private
     def split_table(self, handle: ProtectedTable, attr: Any) -> list[ProtectedTable]:
-        with self._lock:
-            node, t = self._table(handle)
-            (name,) = check_names(t.domain, [attr], "attr")
-            parts = tables.split_rows(t.codes, t.domain.index(name), t.domain[name].size)
-            part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})")
-            return [self._new_table(part, c, t.domain, 1, "split_child") for c in parts]
+        node, t = self._table(handle)
+        (name,) = check_names(t.domain, [attr], "attr")
+        parts = tables.split_rows(t.rows, t.domain.index(name), t.domain[name].size)
+        part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})")
+        return [self._new_table(part, c, t.domain, 1, "split_child") for c in parts]
 
+    @_private
     def vectorize(self, handle: ProtectedTable, attrs: Any = None) -> ProtectedVector:
-        with self._lock:
-            node, t = self._table(handle)
-            names = t.domain.names if attrs is None else check_names(t.domain, attrs)
-            shape = t.domain.project(names).shape
-            if math.prod(shape) > tables.MAX_CELLS:
-                raise ValueError(f"vectorize over {shape} has too many cells; select fewer")
-            cols = [t.domain.index(n) for n in names]
-            values = tables.vectorize_rows(t.codes, cols, shape)
-            root_id = f"{self.id}/t{node}/" + "|".join(names)
-            vec = _Vector(_readonly(values), shape, True, root_id, shape, None)
-            return self._add_vector(node, "vectorize", 1, vec)
+        node, t = self._table(handle)
+        names = t.domain.names if attrs is None else check_names(t.domain, attrs)
+        shape = t.domain.project(names).shape
+        if math.prod(shape) > tables.MAX_CELLS:
+            raise ValueError(f"vectorize over {shape} has too many cells; select fewer")
+        cols = [t.domain.index(n) for n in names]
+        values = tables.vectorize_rows(t.rows, cols, shape)
+        root_id = f"{self.id}/t{node}/" + "|".join(names)
+        vec = _Vector(_readonly(values), shape, True, root_id, shape, None)
+        return self._add_vector(node, "vectorize", 1, vec)
 
     # -- Private: vector transformations (§5.1) ------------------------------------
+    @_private
     def reduce_by_partition(self, handle: ProtectedVector, P: Any) -> ProtectedVector:
-        with self._lock:
-            node, v = self._vector(handle)
-            part = trusted_partition(P, v.values.size)
-            values = part.reduce(v.values)
-            return self._derived_vector(
-                node, "reduce_by_partition", 1, values, v, part.reduce_matrix(), v.integral
-            )
+        node, v = self._vector(handle)
+        part = trusted_partition(P, v.values.size)
+        values = part.reduce(v.values)
+        return self._derived_vector(
+            node, "reduce_by_partition", 1, values, v, part.reduce_matrix(), v.integral
+        )
 
+    @_private
     def split_vector(self, handle: ProtectedVector, P: Any) -> list[ProtectedVector]:
-        with self._lock:
-            node, v = self._vector(handle)
-            part = trusted_partition(P, v.values.size)
-            pnode = self._ledger.add_child(node, "partition", 1, "split_by_partition")
-            order = np.argsort(part.groups, kind="stable")
-            bounds = np.cumsum(part.sizes)[:-1]
-            children = []
-            for cells in np.split(order, bounds):
-                select = sp.csr_matrix(
-                    (np.ones(cells.size), (np.arange(cells.size), cells)),
-                    shape=(cells.size, v.values.size),
-                )
-                children.append(
-                    self._derived_vector(
-                        pnode, "split_child", 1, v.values[cells], v, Sparse(select), v.integral
-                    )
-                )
-            return children
-
-    def transform(self, handle: ProtectedVector, M: Any) -> ProtectedVector:
-        with self._lock:
-            node, v = self._vector(handle)
-            Q = _checked_matrix(M, v)
-            stability = sensitivity_of(Q)
-            values = Q.matvec(v.values)
-            integral = v.integral and Q.is_integral()
-            return self._derived_vector(
-                node, "transform", Fraction(stability), values, v, Q, integral
+        node, v = self._vector(handle)
+        part = trusted_partition(P, v.values.size)
+        pnode = self._ledger.add_child(node, "partition", 1, "split_by_partition")
+        order = np.argsort(part.groups, kind="stable")
+        bounds = np.cumsum(part.sizes)[:-1]
+        children = []
+        for cells in np.split(order, bounds):
+            select = sp.csr_matrix(
+                (np.ones(cells.size), (np.arange(cells.size), cells)),
+                shape=(cells.size, v.values.size),
             )
+            children.append(
+                self._derived_vector(
+                    pnode, "split_child", 1, v.values[cells], v, Sparse(select), v.integral
+                )
+            )
+        return children
+
+    @_private
+    def transform(self, handle: ProtectedVector, M: Any) -> ProtectedVector:
+        node, v = self._vector(handle)
+        Q = _checked_matrix(M, v)
+        f = query_facts(Q)
+        values = Q.matvec(v.values)
+        integral = v.integral and f.integral
+        return self._derived_vector(node, "transform", Fraction(f.l1), values, v, Q, integral)
 
     # -- Private→Public ----------------------------------------------------------------
     def _spend(self, node: int, eps: float, operation: str, **detail: Any) -> Request:
@@ -356,139 +415,145 @@ class Kernel:
     def _noted(self, record: Request, **detail: Any) -> None:
         self._history[record.index] = replace(record, **detail)
 
+    @_private
     def laplace(self, handle: ProtectedVector, M: Any, *, eps: Any) -> Measurement:
         """Vector Laplace (§5.2): Q·x + Laplace(sens(Q)/ε), sens computed here."""
-        with self._lock:
-            node, v = self._vector(handle)
-            eps = check_epsilon(eps)
-            Q = _checked_matrix(M, v)
-            sens = sensitivity_of(Q)
-            if sens == 0:
-                raise ValueError("M is all zero: nothing to measure")
-            integral, nnz = v.integral and Q.is_integral(), Q.max_column_nnz()
-            laplace_scale_for(sens, eps, integral=integral, max_column_nnz=nnz)  # validates
-            answers = Q.matvec(v.values)
-            record = self._spend(node, eps, "laplace", query=repr(Q), sensitivity=sens)
-            draw = self._random.laplace(
-                answers, sensitivity=sens, epsilon=eps, integral=integral, max_column_nnz=nnz
-            )
-            self._noted(record, noise_scale=draw.scale)
-            on_root = Q if v.to_root is None else Product(Q, v.to_root)
-            return Measurement(
-                answers=draw.values, query=Q, query_on_root=on_root, noise_scale=draw.scale,
-                epsilon=eps, root_id=v.root_id, root_shape=v.root_shape, seed=self.seed,
-            )  # fmt: skip
+        node, v = self._vector(handle)
+        eps = check_epsilon(eps)
+        Q = _checked_matrix(M, v)
+        f = query_facts(Q)
+        if f.l1 == 0:
+            raise ValueError("M is all zero: nothing to measure")
+        integral, nnz = v.integral and f.integral, f.max_column_nnz
+        laplace_scale_for(f.l1, eps, integral=integral, max_column_nnz=nnz)  # validates
+        record = self._spend(node, eps, "laplace", query=repr(Q), sensitivity=f.l1)
+        # charged: from here on nothing raises on the data (noise.py clamps, L6)
+        draw = self._random.laplace(
+            Q.matvec(v.values), sensitivity=f.l1, epsilon=eps, integral=integral,
+            max_column_nnz=nnz,
+        )  # fmt: skip
+        self._noted(record, noise_scale=draw.scale)
+        on_root = Q if v.to_root is None else Product(Q, v.to_root)
+        return Measurement(
+            answers=draw.values, query=Q, query_on_root=on_root, noise_scale=draw.scale,
+            epsilon=eps, root_id=v.root_id, root_shape=v.root_shape, seed=self.seed,
+            noise_grid=draw.grid,
+        )  # fmt: skip
 
+    @_private
     def noisy_count(self, handle: ProtectedTable, *, eps: Any) -> Measurement:
         """NoisyCount (§5.2): |T| + Laplace(1/ε), as a Total query on the
         table's full vectorization (the root of `vectorize()` with no attrs)."""
-        with self._lock:
-            node, t = self._table(handle)
-            eps = check_epsilon(eps)
-            laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
-            record = self._spend(node, eps, "noisy_count", query="Total", sensitivity=1.0)
-            answer = np.array([float(t.codes.shape[0])])
-            draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
-            self._noted(record, noise_scale=draw.scale)
-            Q = Total(t.domain.size)
-            root_id = f"{self.id}/t{node}/" + "|".join(t.domain.names)
-            return Measurement(
-                answers=draw.values, query=Q, query_on_root=Q, noise_scale=draw.scale,
-                epsilon=eps, root_id=root_id, root_shape=t.domain.shape, seed=self.seed,
-            )  # fmt: skip
+        node, t = self._table(handle)
+        eps = check_epsilon(eps)
+        laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
+        record = self._spend(node, eps, "noisy_count", query="Total", sensitivity=1.0)
+        answer = np.array([float(t.rows.count())])
+        draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
+        self._noted(record, noise_scale=draw.scale)
+        Q = Total(t.domain.size)
+        root_id = f"{self.id}/t{node}/" + "|".join(t.domain.names)
+        return Measurement(
+            answers=draw.values, query=Q, query_on_root=Q, noise_scale=draw.scale,
+            epsilon=eps, root_id=root_id, root_shape=t.domain.shape, seed=self.seed,
+            noise_grid=draw.grid,
+        )  # fmt: skip
 
-    def _run_private(self, node: int, eps: float, name: str, *args: Any, **options: Any) -> Any:
-        """Import the operator, charge ε (Algorithm 2), then run it on private data."""
-        function = _private_function(name)  # before any budget is charged
-        inspect.signature(function).bind(*args, **options)  # unknown options: TypeError now
-        self._spend(node, eps, name)
-        return function(*args, **options)
+    def _counts(self, v: _Vector, operator: str) -> np.ndarray:
+        """The vector as counts for a partition operator whose privacy proof
+        needs integer neighbours; refused (before any charge) unless the
+        vector is *declared* integral. Its values are integers already; rint
+        and the clamp to ±2⁵² are no-ops kept so that no value can surprise
+        the operator after the charge."""
+        if not v.integral:
+            raise ValueError(
+                f"{operator} needs a vector of counts; this vector is not declared integral "
+                "(protect a float array with integral=True, or derive it by integer transforms)"
+            )
+        limit = math.ldexp(1.0, 52)
+        return np.clip(np.rint(v.values), -limit, limit).reshape(v.shape)
 
+    def _selection(
+        self, v: _Vector, workload: Any, x_hat: Any
+    ) -> tuple[EMatrix, np.ndarray, float]:
+        """Checks for MWEM's selection (mwem.py S1–S3), all before the charge."""
+        W, xh = _checked_matrix(workload, v, "workload"), _estimate(x_hat, v)
+        f = query_facts(W, "workload")
+        if not (v.integral and f.integral):
+            raise ValueError(
+                "worst_approx needs an integer workload on a vector of counts "
+                "(its scores are computed exactly)"
+            )
+        delta = max_abs_entry(W) if has_rules(W) else 0.0
+        if delta == 0:
+            raise ValueError("the workload is all zero: nothing to select")
+        if mwem.cell_clamp(v.values.size, delta) < 1:
+            raise ValueError(
+                f"the workload's entries (up to {delta:g}) times {v.values.size} cells are too "
+                "large for exact scores (must be at most 2^52)"
+            )
+        return W, xh, delta
+
+    @_private
     def ahp_partition(self, handle: ProtectedVector, *, eps: Any, **options: Any) -> Partition:
         """AHP partition selection (Zhang et al. 2014), ε-DP on this vector."""
-        with self._lock:
-            node, v = self._vector(handle)
-            eps, opts = check_epsilon(eps), _plain_options(options)
-            _require_counts(v, "AHP")
-            x = np.array(v.values, copy=True).reshape(v.shape)
-            P = self._run_private(node, eps, "ahp_partition", x, eps, self._random, **opts)
-            return Partition(np.array(P.groups, copy=True), v.shape)
+        node, v = self._vector(handle)
+        eps = check_epsilon(eps)
+        opts = ahp.check_options(**_plain_options(options))
+        x = self._counts(v, "AHP partition selection")
+        self._spend(node, eps, "ahp_partition")
+        P = ahp.ahp_partition(x, eps, self._random, **opts)
+        return Partition(np.array(P.groups, copy=True), v.shape)
 
+    @_private
     def dawa_partition(self, handle: ProtectedVector, *, eps: Any, **options: Any) -> Partition:
         """DAWA partition selection (Li et al. 2014), ε-DP on this vector."""
-        with self._lock:
-            node, v = self._vector(handle)
-            eps, opts = check_epsilon(eps), _plain_options(options)
-            _require_counts(v, "DAWA")
-            x = np.array(v.values, copy=True).reshape(v.shape)
-            P = self._run_private(node, eps, "dawa_partition", x, eps, self._random, **opts)
-            return Partition(np.array(P.groups, copy=True), v.shape)
+        node, v = self._vector(handle)
+        eps = check_epsilon(eps)
+        opts = dawa.check_options(v.shape, eps, **_plain_options(options))
+        x = self._counts(v, "DAWA partition selection")
+        self._spend(node, eps, "dawa_partition")
+        P = dawa.dawa_partition(x, eps, self._random, **opts)
+        return Partition(np.array(P.groups, copy=True), v.shape)
 
+    @_private
     def worst_approx(self, handle: ProtectedVector, workload: Any, x_hat: Any, *, eps: Any) -> int:
         """MWEM's worst-approximated query (exponential mechanism), ε-DP."""
-        with self._lock:
-            node, v = self._vector(handle)
-            eps = check_epsilon(eps)
-            W, xh = _checked_matrix(workload, v, "workload"), _estimate(x_hat, v)
-            x = np.array(v.values, copy=True)
-            return int(self._run_private(node, eps, "worst_approx", x, W, xh, eps, self._random))
+        node, v = self._vector(handle)
+        eps = check_epsilon(eps)
+        W, xh, delta = self._selection(v, workload, x_hat)
+        self._spend(node, eps, "worst_approx")
+        return mwem.worst_approx(v.values, W, xh, eps, self._random, delta=delta)
 
+    @_private
     def augmented_worst_approx(
         self, handle: ProtectedVector, workload: Any, x_hat: Any, *, eps: Any, round_index: int
     ) -> EMatrix:
         """The MWEM variant's augmented query selection (§8.1), ε-DP."""
-        with self._lock:
-            node, v = self._vector(handle)
-            eps = check_epsilon(eps)
-            W, xh = _checked_matrix(workload, v, "workload"), _estimate(x_hat, v)
-            r = round_index
-            if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
-                raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
-            x = np.array(v.values, copy=True)
-            name = "augmented_worst_approx"
-            return self._run_private(node, eps, name, x, W, xh, eps, self._random, int(r))
+        node, v = self._vector(handle)
+        eps = check_epsilon(eps)
+        r = round_index
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
+            raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
+        W, xh, delta = self._selection(v, workload, x_hat)
+        self._spend(node, eps, "augmented_worst_approx")
+        return mwem.augmented_worst_approx(
+            v.values, W, xh, eps, self._random, int(r), delta=delta
+        )
 
+    @_private
     def privbayes_select(
         self, handle: ProtectedTable, *, eps: Any, **options: Any
     ) -> list[tuple[int, ...]]:
         """PrivBayes network selection (Zhang et al. 2014): attribute-index cliques."""
-        with self._lock:
-            node, t = self._table(handle)
-            eps, opts = check_epsilon(eps), _plain_options(options)
-            codes = np.array(t.codes, copy=True)
-            name, shape = "privbayes_select", t.domain.shape
-            cliques = self._run_private(node, eps, name, codes, shape, eps, self._random, **opts)
-            return [tuple(int(i) for i in c) for c in cliques]
-
-
-def _private_function(name: str) -> Any:
-    """Import the private operator lazily (before any budget is charged)."""
-    if name == "ahp_partition":
-        from .ahp import ahp_partition as f
-    elif name == "dawa_partition":
-        from .dawa import dawa_partition as f
-    elif name == "worst_approx":
-        from .mwem import worst_approx as f
-    elif name == "augmented_worst_approx":
-        from .mwem import augmented_worst_approx as f
-    elif name == "privbayes_select":
-        from .privbayes import privbayes_select as f
-    else:
-        raise ValueError(f"unknown private operator {name!r}")
-    return f
-
-
-def _require_counts(v: _Vector, operator: str) -> None:
-    """Refuse a partition operator whose privacy proof needs integer neighbours.
-
-    The flag is public: set when the root was protected (counts) and kept only
-    through reductions, splits and integer transforms.
-    """
-    if not v.integral:
-        raise ValueError(
-            f"{operator} partition selection needs a vector of counts; this vector is "
-            "derived through a non-integer transform (or its root is not integral)"
-        )
+        node, t = self._table(handle)
+        eps = check_epsilon(eps)
+        opts = privbayes.check_options(**_plain_options(options))
+        shape = t.domain.shape
+        self._spend(node, eps, "privbayes_select")
+        codes = np.array(t.rows.selected(), copy=True)
+        cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
+        return [tuple(int(i) for i in c) for c in cliques]
 
 
 def _checked_matrix(M: Any, v: _Vector, name: str = "M") -> EMatrix:

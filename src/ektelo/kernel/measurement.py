@@ -34,6 +34,9 @@ class Measurement:
         root_shape: the shape of the root vector's domain.
         seed: the research-mode seed of the kernel, or None for secure noise.
         mechanism: name of the noise mechanism.
+        noise_grid: the grid the noisy answers lie on (a power of two; answers
+            of integral queries on counts are integers, grid 1). Public: set
+            by the query and ε alone, never by the data.
     """
 
     answers: np.ndarray
@@ -45,6 +48,7 @@ class Measurement:
     root_shape: tuple[int, ...]
     seed: int | None = None
     mechanism: str = "laplace"
+    noise_grid: float | None = None
 
     def __post_init__(self) -> None:
         answers = np.array(self.answers, dtype=np.float64, copy=True).reshape(-1)

@@ -42,7 +42,20 @@ L5. Neighbouring inputs move the answers (in grid units) by a vector of L1
     The output a + g*K is one correctly rounded float addition of two exact
     floats: a deterministic function of the exact result, i.e. post-processing
     (this is what defeats Mironov's attack).
+L6. The answers are clamped before noise, never checked: NaN -> 0, then into
+    [-limit, limit] with limit = 2**52 for integral answers (every integer of
+    that size is a float, so rint is a no-op on exact integer answers) and
+    2**(1000-k) otherwise (no overflow when scaling to the grid or adding
+    noise).  The clamp is 1-Lipschitz per coordinate, so it keeps the L1
+    sensitivity; it is part of the mechanism, the same for every input, and
+    nothing after the kernel's charge raises or warns on the answers' values
+    (the kernel's rule, DESIGN.md).
 Caveat: ``sensitivity`` must bound the L1 change of the answers as computed.
+Floating-point error in computing Q.x is outside this argument: integer
+queries on integer data are exact while every partial sum stays below 2**53;
+real-valued queries are exact up to rounding of the order of 2**-52 times
+|Q|.|x|, which the grid step (<= sensitivity * 2**-20 / c) covers for data of
+realistic size (docs/kernel.md, "residual channels").
 
 Exponential mechanism (``RandomSource.exponential_mechanism``):
 E1. Ideal weights 2**y_i, y_i = max(c*(s_i - s_max), -Y), c = eps'/(2*D*ln 2),
@@ -71,7 +84,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["LaplaceDraw", "RandomSource", "laplace_scale_for"]
+__all__ = ["LaplaceDraw", "RandomSource", "answer_limit", "laplace_scale_for"]
 
 _LN2_HI = Fraction("0.6931471805599453094173")  # > ln 2 = 0.693147180559945309417232...
 _XI = Fraction(1, 2**46)  # per-coordinate log-slack of the 64-bit tables (L4)
@@ -159,7 +172,7 @@ def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: in
     if budget <= eps / 2:
         raise ValueError(f"epsilon={epsilon!r} is too small for {touched} touched rows")
     k = 0 if integral else -_floor_log2(d / (touched * 2**_GRID_SLACK))
-    while True:  # adjust the grid until m = c * 2**j has 11 to 39 bits (L5)
+    while abs(k) <= 1000:  # adjust the grid until m = c * 2**j has 11 to 39 bits (L5)
         grid = Fraction(2) ** -k
         d_eff = d if integral else d + touched * grid
         x = d_eff * _LN2_HI / (grid * budget)  # m must be >= x
@@ -180,6 +193,11 @@ def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: in
     if Fraction(eps_out) < exact_eps:
         eps_out = math.nextafter(eps_out, math.inf)
     return _Plan(k=k, c=c, j=j, scale=float(grid * m / _LN2_HI), epsilon=eps_out)
+
+
+def answer_limit(k: int, integral: bool) -> float:
+    """The clamp of L6: answers are moved into [-limit, limit] before noise."""
+    return math.ldexp(1.0, 52) if integral else math.ldexp(1.0, 1000 - max(k, 0))
 
 
 def laplace_scale_for(
@@ -314,22 +332,17 @@ class RandomSource:
         """
         plan = _plan(sensitivity, epsilon, integral, max_column_nnz)
         flat = np.asarray(answers, dtype=np.float64).ravel()
-        limit = math.ldexp(1.0, 1000 - max(plan.k, 0))  # no overflow in scaling or adding
-        for start in range(0, flat.size, _CHUNK):  # validate everything before drawing anything
-            part = flat[start : start + _CHUNK]
-            if not np.isfinite(part).all():
-                raise ValueError("answers must be finite (found NaN or inf)")
-            if np.abs(part).max() >= limit:
-                raise ValueError(f"answers must be below {limit:g} in magnitude")
-            if integral and not np.array_equal(part, np.rint(part)):
-                raise ValueError("integral=True requires integer-valued answers")
+        limit = answer_limit(plan.k, integral)
         grid = math.ldexp(1.0, -plan.k)
         out = np.empty(flat.size, dtype=np.float64)
         for start in range(0, flat.size, _CHUNK):
             stop = min(flat.size, start + _CHUNK)
-            base = flat[start:stop]
-            if not integral:  # round to the grid (exact scaling by powers of two)
-                base = np.rint(base * math.ldexp(1.0, plan.k)) * grid
+            with np.errstate(all="ignore"):  # the clamp (L6): no data-dependent signal
+                base = np.clip(np.nan_to_num(flat[start:stop], nan=0.0), -limit, limit)
+                # integral: rint is a no-op on exact integer answers (L6); otherwise
+                # round to the grid (exact scaling by powers of two, L5)
+                scaled = base if integral else base * math.ldexp(1.0, plan.k)
+                base = np.rint(scaled) * (1.0 if integral else grid)
             k = self._integer_laplace(stop - start, plan.c, plan.j)
             # both terms are exact floats; the sum is rounded once (post-processing, L5)
             np.add(base, np.multiply(k, grid, out=k), out=out[start:stop])

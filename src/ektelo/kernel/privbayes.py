@@ -41,9 +41,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["privbayes_select", "r_score"]
+__all__ = ["check_options", "privbayes_select", "r_score"]
 
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
+
+
+def check_options(*, degree: int = 2) -> dict[str, int]:
+    """The options, validated from public values only (before the charge)."""
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
+        raise ValueError(f"degree must be a positive integer, got {degree!r}")
+    return {"degree": int(degree)}
 
 
 def privbayes_select(

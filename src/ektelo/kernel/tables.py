@@ -10,11 +10,20 @@ stability stated here (PINQ semantics, McSherry 2009):
   group_by     one row per distinct key (a table of groups)       2-stable
   split        one table per value of an attribute (partition)    1-stable
   vectorize    counts over the product domain, C order            1-stable
+
+Timing.  A table is its code matrix and a row mask (`Rows`): `where`, `select`,
+`split` and `vectorize` do the same work whatever the predicate selects — a
+mask over every row, a column copy of every row, a weighted count over every
+row — so how long they take says nothing about how many rows matched.  What
+remains (docs/kernel.md): `group_by` works on the selected rows only (its cost
+grows with their number and the number of distinct keys), and so does
+PrivBayes's selection, which runs on the rows of the table it is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,6 +31,7 @@ from ..domain import Attribute, Domain
 
 __all__ = [
     "MAX_CELLS",
+    "Rows",
     "group_domain",
     "group_rows",
     "select_rows",
@@ -35,15 +45,34 @@ __all__ = [
 MAX_CELLS = 2**27
 
 
-def where_rows(codes: np.ndarray, mask_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """The rows for which the compiled predicate holds."""
-    mask = np.asarray(mask_of(codes), dtype=bool)
-    return codes[mask]
+@dataclass(frozen=True)
+class Rows:
+    """A private table: int64 codes (rows × attributes) and the mask of the
+    rows that belong to it (the others were removed by `where` or `split`)."""
+
+    codes: np.ndarray
+    mask: np.ndarray  # bool, one entry per row of `codes`
+
+    @staticmethod
+    def all(codes: np.ndarray) -> Rows:
+        return Rows(codes, np.ones(codes.shape[0], dtype=bool))
+
+    def count(self) -> int:
+        return int(np.count_nonzero(self.mask))
+
+    def selected(self) -> np.ndarray:
+        """The member rows themselves (work grows with their number)."""
+        return self.codes[self.mask]
 
 
-def select_rows(codes: np.ndarray, columns: Sequence[int]) -> np.ndarray:
-    """Projection onto `columns` (every row kept)."""
-    return np.ascontiguousarray(codes[:, list(columns)])
+def where_rows(rows: Rows, mask_of: Callable[[np.ndarray], np.ndarray]) -> Rows:
+    """The rows for which the compiled predicate holds (tested on every row)."""
+    return Rows(rows.codes, rows.mask & np.asarray(mask_of(rows.codes), dtype=bool))
+
+
+def select_rows(rows: Rows, columns: Sequence[int]) -> Rows:
+    """Projection onto `columns` (every row kept, a multiset)."""
+    return Rows(np.ascontiguousarray(rows.codes[:, list(columns)]), rows.mask)
 
 
 def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap: int) -> Domain:
@@ -55,33 +84,33 @@ def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap:
     return Domain(attrs)
 
 
-def group_rows(
-    codes: np.ndarray, columns: Sequence[int], count: str | None, cap: int
-) -> np.ndarray:
+def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) -> Rows:
     """PINQ GroupBy: one row per distinct key of `columns` present in the table.
 
     Adding or removing one record changes one group: at most one row removed
     and one added, hence 2-stable (also with the capped group size)."""
-    keys = codes[:, list(columns)]
+    keys = rows.selected()[:, list(columns)]
     if keys.shape[0] == 0:
-        return np.empty((0, len(columns) + (count is not None)), dtype=np.int64)
+        return Rows.all(np.empty((0, len(columns) + (count is not None)), dtype=np.int64))
     unique, sizes = np.unique(keys, axis=0, return_counts=True)
     if count is None:
-        return unique.astype(np.int64)
+        return Rows.all(unique.astype(np.int64))
     capped = np.minimum(sizes, cap).astype(np.int64)
-    return np.column_stack([unique, capped]).astype(np.int64)
+    return Rows.all(np.column_stack([unique, capped]).astype(np.int64))
 
 
-def split_rows(codes: np.ndarray, column: int, size: int) -> list[np.ndarray]:
+def split_rows(rows: Rows, column: int, size: int) -> list[Rows]:
     """One table per value 0..size-1 of `column` (disjoint; a partition)."""
-    return [codes[codes[:, column] == v] for v in range(size)]
+    values = rows.codes[:, column]
+    return [Rows(rows.codes, rows.mask & (values == v)) for v in range(size)]
 
 
-def vectorize_rows(codes: np.ndarray, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
+def vectorize_rows(rows: Rows, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
     """T-Vectorize: x[i] = number of rows in cell i of the product domain of
-    `columns` (C-order flattening), as float64."""
+    `columns` (C-order flattening), as float64; every row is counted with
+    weight 1 (member) or 0 (not), so the work does not depend on the mask."""
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    if codes.shape[0] == 0:
+    if rows.codes.shape[0] == 0:
         return np.zeros(n)
-    flat = np.ravel_multi_index(tuple(codes[:, j] for j in columns), shape)
-    return np.bincount(flat, minlength=n).astype(np.float64)
+    flat = np.ravel_multi_index(tuple(rows.codes[:, j] for j in columns), shape)
+    return np.bincount(flat, weights=rows.mask.astype(np.float64), minlength=n)

@@ -1,0 +1,293 @@
+"""The kernel's own structural rules for a query's sensitivity and integrality.
+
+The noise the kernel adds is set by numbers it computes here, never by the
+matrix classes' own `sensitivity`, `column_norms`, `is_integral` or
+`max_column_nnz` methods: a wrong (or monkeypatched) method on a matrix class
+may then cost accuracy, never privacy (issue #22, DESIGN.md "the kernel's
+rule"). The rules read only the constructor arguments of the library's
+classes (their public fields), over a closed set of types:
+
+  Identity, Ones/Total, Prefix, Suffix, Wavelet   known exactly (0/±1 entries)
+  RangeQueries                                    coverage counts from the corners
+  Dense, Sparse, Diagonal                         counted from their arrays
+  Hierarchy (not transposed)                      Σ |weight| along each leaf's path
+  Weighted                                        |w| · base
+  VStack                                          column norms add
+  HStack                                          the max over blocks
+  Kronecker                                       column norms multiply
+  Sum                                             column norms add (an upper bound)
+
+Anything else (a `Product`, a transposed `Hierarchy`, a client class) is
+materialised once by `trusted_query` into a `Sparse` copy, and that copy is
+both counted and used to answer, so it cannot disagree with itself.
+
+`Facts(l1, l2, integral, max_column_nnz)` are upper bounds, never below the
+truth: the L1 and L2 sensitivities (max column norms), whether every entry is
+an integer (so integer data gives integer answers exactly), and a bound on the
+non-zeros of any column (the rows one record can touch). Column norms are kept
+as vectors only when a rule needs them (a VStack or Sum of non-uniform blocks)
+and the domain has at most 2²⁴ cells; beyond that the sum of the blocks'
+maxima is used (a safe upper bound).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..matrix import (
+    Dense,
+    Diagonal,
+    EMatrix,
+    Hierarchy,
+    HStack,
+    Identity,
+    Kronecker,
+    Ones,
+    Prefix,
+    RangeQueries,
+    Sparse,
+    Suffix,
+    Sum,
+    Total,
+    VStack,
+    Wavelet,
+    Weighted,
+)
+
+__all__ = ["Facts", "facts", "has_rules", "max_abs_entry"]
+
+_VECTOR_LIMIT = 1 << 24  # keep per-column norms as arrays up to this many columns
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Public facts about a query that set its noise (upper bounds)."""
+
+    l1: float  # max column L1 norm
+    l2: float  # max column L2 norm
+    integral: bool  # every entry an integer
+    max_column_nnz: int  # non-zeros of any column, at most
+
+
+@dataclass(frozen=True)
+class _Norms:
+    """Column norms of one matrix: a scalar when uniform, else a vector (or
+    None when only the maximum is known); p=2 norms are squared."""
+
+    top1: float
+    top2: float
+    col1: np.ndarray | float | None
+    col2: np.ndarray | float | None
+    integral: bool
+    nnz: int
+
+
+def has_rules(Q: EMatrix) -> bool:
+    """True when every node of the expression is covered by a rule here."""
+    t = type(Q)
+    if t in (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries, Dense, Sparse, Diagonal):
+        return True
+    if t is Hierarchy:
+        return not Q.transposed
+    if t is Weighted:
+        return has_rules(Q.base)
+    if t in (VStack, HStack):
+        return all(has_rules(b) for b in Q.blocks)
+    if t is Kronecker:
+        return all(has_rules(f) for f in Q.factors)
+    if t is Sum:
+        return all(has_rules(term) for term in Q.terms)
+    return False
+
+
+def facts(Q: EMatrix) -> Facts:
+    """Sensitivities, integrality and a column-nnz bound of a ruled query."""
+    n = _norms(Q)
+    l1 = _rounded_up(n.top1, n.integral, n.nnz)
+    l2 = math.sqrt(_rounded_up(n.top2, n.integral, n.nnz))
+    return Facts(l1=l1, l2=l2, integral=n.integral, max_column_nnz=max(1, n.nnz))
+
+
+def _rounded_up(top: float, integral: bool, nnz: int) -> float:
+    """A column sum of non-integers may round down: pad it by its rounding bound."""
+    if top > 0 and not integral:
+        top *= 1.0 + (nnz + 16) * 2.0**-52
+    return float(top)
+
+
+def _uniform(value: float, integral: bool, nnz: int, value2: float | None = None) -> _Norms:
+    v2 = value if value2 is None else value2
+    return _Norms(value, v2, value, v2, integral, nnz)
+
+
+def _from_arrays(col1: np.ndarray, col2: np.ndarray, integral: bool, nnz: int) -> _Norms:
+    top1 = float(col1.max()) if col1.size else 0.0
+    top2 = float(col2.max()) if col2.size else 0.0
+    keep = col1.size <= _VECTOR_LIMIT
+    return _Norms(top1, top2, col1 if keep else None, col2 if keep else None, integral, nnz)
+
+
+def _norms(Q: EMatrix) -> _Norms:
+    t = type(Q)
+    if t is Identity:
+        return _uniform(1.0, True, 1)
+    if t in (Ones, Total):
+        return _uniform(float(Q.m), True, int(Q.m))
+    if t in (Prefix, Suffix):
+        n = int(Q.n)
+        if n > _VECTOR_LIMIT:
+            return _Norms(float(n), float(n), None, None, True, n)
+        col = np.arange(n, 0, -1, dtype=np.float64) if t is Prefix else np.arange(1.0, n + 1)
+        return _from_arrays(col, col, True, n)
+    if t is Wavelet:
+        if Q.transposed:  # column j of Wᵀ is row j of W; row 0 covers the whole domain
+            return _Norms(float(Q.n), float(Q.n), None, None, True, int(Q.n))
+        return _uniform(float(1 + Q.levels), True, 1 + int(Q.levels))
+    if t is RangeQueries:
+        return _ranges(Q)
+    if t is Dense:
+        a = np.asarray(Q.array, dtype=np.float64)
+        col1 = np.abs(a).sum(axis=0)
+        col2 = (a * a).sum(axis=0)
+        nnz = int((a != 0).sum(axis=0).max(initial=0))
+        return _from_arrays(col1, col2, bool(np.all(a == np.round(a))), nnz)
+    if t is Sparse:
+        return _sparse(Q.matrix)
+    if t is Diagonal:
+        d = np.asarray(Q.d, dtype=np.float64)
+        return _from_arrays(np.abs(d), d * d, bool(np.all(d == np.round(d))), 1)
+    if t is Hierarchy and not Q.transposed:
+        return _hierarchy(Q)
+    if t is Weighted:
+        base, w = _norms(Q.base), float(Q.weight)
+        if w == 0:
+            return _uniform(0.0, True, 0)
+        return _Norms(
+            abs(w) * base.top1, w * w * base.top2, _scaled(base.col1, abs(w)),
+            _scaled(base.col2, w * w), base.integral and w == round(w), base.nnz,
+        )  # fmt: skip
+    if t in (VStack, Sum):
+        parts = [_norms(b) for b in (Q.blocks if t is VStack else Q.terms)]
+        nnz = sum(p.nnz for p in parts)
+        if t is Sum:
+            nnz = min(nnz, int(Q.shape[0]))
+        return _added(parts, all(p.integral for p in parts), nnz)
+    if t is HStack:
+        parts = [_norms(b) for b in Q.blocks]
+        return _Norms(
+            max(p.top1 for p in parts), max(p.top2 for p in parts), None, None,
+            all(p.integral for p in parts), max(p.nnz for p in parts),
+        )  # fmt: skip
+    if t is Kronecker:
+        parts = [_norms(f) for f in Q.factors]
+        return _Norms(
+            math.prod(p.top1 for p in parts), math.prod(p.top2 for p in parts), None, None,
+            all(p.integral for p in parts), math.prod(p.nnz for p in parts),
+        )  # fmt: skip
+    raise TypeError(f"no sensitivity rule for {type(Q).__name__}")  # has_rules() said no
+
+
+def _scaled(col: np.ndarray | float | None, factor: float) -> np.ndarray | float | None:
+    return None if col is None else col * factor
+
+
+def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
+    """Column norms of stacked (or summed) blocks: per column they add up."""
+    if all(isinstance(p.col1, float) for p in parts):
+        c1 = math.fsum(p.col1 for p in parts)  # type: ignore[misc]
+        c2 = math.fsum(p.col2 for p in parts)  # type: ignore[misc]
+        return _uniform(c1, integral, nnz, c2)
+    if all(p.col1 is not None for p in parts):
+        col1 = sum((p.col1 for p in parts), start=np.float64(0.0))
+        col2 = sum((p.col2 for p in parts), start=np.float64(0.0))
+        return _from_arrays(np.asarray(col1), np.asarray(col2), integral, nnz)
+    top1 = math.fsum(p.top1 for p in parts)  # a safe upper bound: the max of a sum
+    top2 = math.fsum(p.top2 for p in parts)
+    return _Norms(top1, top2, None, None, integral, nnz)
+
+
+def _sparse(S: Any) -> _Norms:
+    csc = sp.csc_matrix(S, dtype=np.float64)
+    data = csc.data
+    col1 = np.asarray(abs(csc).sum(axis=0), dtype=np.float64).reshape(-1)
+    col2 = np.asarray(csc.multiply(csc).sum(axis=0), dtype=np.float64).reshape(-1)
+    counts = np.diff(csc.indptr)
+    nnz = int(counts.max()) if counts.size else 0
+    return _from_arrays(col1, col2, bool(np.all(data == np.round(data))), nnz)
+
+
+def _ranges(Q: RangeQueries) -> _Norms:
+    """0/1 ranges: a column's norm is the number of ranges covering the cell
+    (or, transposed, a range's size)."""
+    lo, hi = np.asarray(Q.lower, dtype=np.int64), np.asarray(Q.upper, dtype=np.int64)
+    if Q.transposed:
+        sizes = np.prod(hi - lo + 1, axis=1).astype(np.float64)
+        top = float(sizes.max(initial=0.0))
+        return _Norms(top, top, None, None, True, int(top))
+    shape = tuple(int(s) for s in Q.domain_shape)
+    d = len(shape)
+    diff = np.zeros(tuple(s + 1 for s in shape), dtype=np.int64)
+    for corner in range(1 << d):  # inclusion-exclusion on the 2^d corners of each box
+        index, sign = [], 1
+        for axis in range(d):
+            if corner >> axis & 1:
+                index.append(hi[:, axis] + 1)
+                sign = -sign
+            else:
+                index.append(lo[:, axis])
+        np.add.at(diff, tuple(index), sign)
+    for axis in range(d):
+        diff = np.cumsum(diff, axis=axis)
+    cover = diff[tuple(slice(0, s) for s in shape)].reshape(-1).astype(np.float64)
+    return _from_arrays(cover, cover, True, int(cover.max(initial=0.0)))
+
+
+def _hierarchy(H: Hierarchy) -> _Norms:
+    """A cell that is a leaf at depth L has one row at each depth first..L−1
+    (its ancestors) and its leaf row: its column norm is Σ |w_t|^p along that
+    path. The max over the leaf depths is the sensitivity."""
+    weights = H.level_weights
+    first = 0 if H.root else 1
+
+    def w(t: int) -> float:
+        return 1.0 if weights is None else float(weights[t])
+
+    top1 = top2 = 0.0
+    nnz = 0
+    for L in H._leaf_depths:  # the tree's public shape (rebuilt by the kernel)
+        path = [w(t) for t in range(first, L)] + [w(L)]
+        top1 = max(top1, math.fsum(abs(v) for v in path))
+        top2 = max(top2, math.fsum(v * v for v in path))
+        nnz = max(nnz, sum(1 for v in path if v != 0))
+    integral = weights is None or all(float(v).is_integer() for v in weights)
+    return _Norms(top1, top2, None, None, integral, nnz)
+
+
+def max_abs_entry(Q: EMatrix) -> float:
+    """max_ij |Q_ij|, exactly or as an upper bound, from the same rules."""
+    t = type(Q)
+    if t in (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries):
+        return 1.0
+    if t is Dense:
+        return float(np.abs(np.asarray(Q.array)).max(initial=0.0))
+    if t is Sparse:
+        return float(np.abs(sp.csr_matrix(Q.matrix).data).max(initial=0.0))
+    if t is Diagonal:
+        return float(np.abs(np.asarray(Q.d)).max(initial=0.0))
+    if t is Hierarchy and not Q.transposed:
+        ws = Q.level_weights
+        return 1.0 if ws is None else max(abs(float(v)) for v in ws)
+    if t is Weighted:
+        return abs(float(Q.weight)) * max_abs_entry(Q.base)
+    if t in (VStack, HStack):
+        return max(max_abs_entry(b) for b in Q.blocks)
+    if t is Kronecker:
+        return math.prod(max_abs_entry(f) for f in Q.factors)
+    if t is Sum:
+        return math.fsum(max_abs_entry(term) for term in Q.terms)
+    raise TypeError(f"no rule for {type(Q).__name__}")
