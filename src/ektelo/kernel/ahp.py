@@ -31,7 +31,8 @@ changes by ±1 between neighbouring count vectors (L1 distance 1), so the
 sensitivity is 1 and `source.laplace(x, sensitivity=1, epsilon=eps,
 integral=True)` (exact discrete Laplace, noise.py) is eps-DP.  Steps 2–4 read
 only y and public numbers (n, eps, η, ratio): post-processing.  The output is
-only the partition.  x must hold integers (a count vector); a c-stable
+only the partition.  x is read as counts (rint, clamped into ±2⁵²: 1-Lipschitz
+per cell, no-ops on the declared counts the kernel hands in); a c-stable
 integral transform is charged c·eps by the kernel (group privacy).
 """
 
@@ -77,14 +78,14 @@ def ahp_partition(
         raise ValueError("x must have at least one cell")
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise TypeError(f"x must hold numbers, got dtype {arr.dtype}")
-    flat = arr.astype(np.float64).reshape(-1)
-    if not np.isfinite(flat).all() or not np.array_equal(flat, np.round(flat)):
-        raise ValueError("x must hold integer counts (the privacy argument is for count vectors)")
     eps = _positive(eps, "eps")
-    ratio = _positive(ratio, "ratio")
-    if ratio >= 1:
-        raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
-    eta = _nonnegative(eta, "eta")
+    options = check_options(ratio=ratio, eta=eta)
+    ratio, eta = options["ratio"], options["eta"]
+    # x is read as counts: rint and a clamp into ±2^52 (no-ops on counts; the
+    # kernel hands in declared counts), so nothing here depends on checking values
+    limit = 2.0**52
+    with np.errstate(all="ignore"):
+        flat = np.clip(np.rint(np.nan_to_num(arr.astype(np.float64).reshape(-1))), -limit, limit)
     n = flat.size
     noisy = np.array(source.laplace(flat, sensitivity=1.0, epsilon=eps, integral=True).values)
     noisy[noisy <= eta * math.log(n) / eps] = 0.0
