@@ -93,8 +93,19 @@ _LO3 = np.array([[0, 0, 1], [1, 1, 0], [0, 2, 0]])
 _HI3 = np.array([[1, 2, 1], [1, 2, 1], [1, 2, 1]])
 _GROUPS = np.array([2, 0, 0, 1, 2, 2, 1])
 _HI5 = np.array([[4], [2], [4], [1]])
+_LO64 = np.array([[3], [10], [10], [40], [0], [5], [33], [60], [12], [7]])
+_HI64 = np.array([[20], [11], [63], [41], [9], [5], [50], [63], [30], [7]])
+_W64 = np.array([1.5, -2.0, 0.5, 1.0, 0.0, 3.0, -0.25, 2.0, 1.0, 0.75])
+_W7 = np.array([2.0, -1.0, 0.5, 0.0, 3.0, -2.0])
 _LO34 = np.array([[0, 0], [0, 2], [2, 0], [2, 2]])
 _HI34 = np.array([[1, 1], [1, 3], [2, 1], [2, 3]])
+
+
+def _all_range_rows(n: int) -> np.ndarray:
+    """Every range [i, j] of n cells, i ≤ j, in the order of `workload.all_range`."""
+    return np.array(
+        [[1.0 if i <= k <= j else 0.0 for k in range(n)] for i in range(n) for j in range(i, n)]
+    )
 
 
 def _partition_reduce() -> np.ndarray:
@@ -125,6 +136,33 @@ CATALOG: dict[str, Entry] = {
     "RangeQueries1D.flat": lambda: (
         RangeQueries(7, _LO1.ravel(), _HI1.ravel()),
         _ranges((7,), _LO1, _HI1),
+    ),
+    # 1-D ranges, one per closed form of their Gram (`RangeQueries.weighted_gram`)
+    "RangeQueries1D.core": lambda: (RangeQueries(64, _LO64, _HI64), _ranges((64,), _LO64, _HI64)),
+    "RangeQueries1D.prefixes": lambda: (
+        RangeQueries(9, [0, 0, 0, 0], [2, 2, 5, 8]),
+        _ranges((9,), np.zeros((4, 1), int), np.array([[2], [2], [5], [8]])),
+    ),
+    "RangeQueries1D.cells": lambda: (
+        RangeQueries(6, [1, 4, 1, 0], [1, 4, 1, 0]),
+        _ranges((6,), np.array([[1], [4], [1], [0]]), np.array([[1], [4], [1], [0]])),
+    ),
+    "RangeQueries1D.identity": lambda: (
+        RangeQueries(5, [4, 3, 2, 1, 0], [4, 3, 2, 1, 0]),
+        np.eye(5)[::-1],
+    ),
+    "Weighted(all_range)": lambda: (Weighted(all_range(6), -1.5), -1.5 * _all_range_rows(6)),
+    "Product(Diagonal,all_range)": lambda: (
+        Product(Diagonal(np.full(10, 0.5)), all_range(4)),
+        0.5 * _all_range_rows(4),
+    ),
+    "Product(Diagonal,RangeQueries1D)": lambda: (
+        Product(Diagonal(_W7), RangeQueries(7, _LO1, _HI1)),
+        np.diag(_W7) @ _ranges((7,), _LO1, _HI1),
+    ),
+    "Product(Diagonal,RangeQueries1D.core)": lambda: (
+        Product(Diagonal(_W64), RangeQueries(64, _LO64, _HI64)),
+        np.diag(_W64) @ _ranges((64,), _LO64, _HI64),
     ),
     "RangeQueries2D": lambda: (RangeQueries((3, 4), _LO2, _HI2), _ranges((3, 4), _LO2, _HI2)),
     "RangeQueries2D.T": lambda: (
@@ -430,11 +468,46 @@ def test_sign_flags_never_wrongly_true(case):
 # -- derived computations ---------------------------------------------------------------
 
 
-def test_gram(case):
+def test_gram(case, rng):
     M, D = case
     G = M.gram()
     assert G.shape == (D.shape[1], D.shape[1])
     _close(G.dense(), D.T @ D)
+    X = rng.normal(size=(D.shape[1], 3))
+    _close(G.matmat(X), D.T @ (D @ X))  # what the strategy optimisers apply
+    _close(G.T.dense(), D.T @ D)
+
+
+def _all_ranges(n: int) -> RangeQueries:
+    lo, hi = np.triu_indices(n)
+    return RangeQueries(n, lo, hi)
+
+
+def test_range_grams_take_their_closed_forms():
+    """`RangeQueries.gram` (and `Product(Diagonal, RangeQueries).gram`) pick the
+    cheapest exact form; the catalog checks each against the dense Gram."""
+    n = 64
+    cells = RangeQueries(n, np.arange(n), np.arange(n))
+    assert isinstance(cells.gram(), Identity)
+    assert isinstance(RangeQueries(n, [3, 3], [3, 3]).gram(), Diagonal)
+    for W in (all_range(n), _all_ranges(n)):  # every range once, in any order
+        assert isinstance(W.gram(), Sum)
+    G = Product(Diagonal(np.full(n * (n + 1) // 2, 2.0)), all_range(n)).gram()
+    assert isinstance(G, Weighted) and isinstance(G.base, Sum) and G.weight == 4.0
+    missing_one = RangeQueries(n, all_range(n).lower[1:], all_range(n).upper[1:])
+    assert isinstance(missing_one.gram(), Dense)  # n ≤ 2048 and a full core
+    prefixes = RangeQueries(n, np.zeros(n, int), np.arange(n))
+    assert prefixes.gram() == Product(Suffix(n), Prefix(n)) == Prefix(n).gram()
+    big = random_range(4096, 1000, seed=0)
+    G = big.gram()
+    assert isinstance(G, Product) and isinstance(G.B, Product) and isinstance(G.B.A, Sparse)
+    assert G.B.A.matrix.nnz <= 4 * 1000
+    assert isinstance(random_range(64, 2000, seed=0).gram(), Dense)
+    assert isinstance(random_range((8, 8), 5, seed=0).gram(), Product)  # d-D: generic
+    with pytest.raises(ValueError, match="1-D"):
+        random_range((8, 8), 5, seed=0).weighted_gram(np.ones(5))
+    with pytest.raises(ValueError, match="weights"):
+        big.weighted_gram(np.ones(3))
 
 
 def test_row_access(case):

@@ -259,6 +259,46 @@ def test_gram_is_transpose_times_self(M):
     np.testing.assert_allclose(M.gram().dense(), D.T @ D, atol=1e-9)
 
 
+@st.composite
+def weighted_ranges_1d(draw: st.DrawFn) -> EMatrix:
+    """diag(w)·R for 1-D ranges R of each kind `RangeQueries.weighted_gram`
+    tells apart: single cells, prefixes, every range once, any (repeats too)."""
+    n = draw(st.integers(1, 70))
+    kind = draw(st.sampled_from(["cells", "prefixes", "all", "any"]))
+    if kind == "all":
+        lower, upper = np.triu_indices(n)
+        order = np.random.default_rng(draw(st.integers(0, 9))).permutation(lower.size)
+        lower, upper = lower[order], upper[order]
+    else:
+        m = draw(st.integers(1, 3 * n if kind == "any" else n))
+        ends = st.lists(st.integers(0, n - 1), min_size=m, max_size=m)
+        upper = np.array(draw(ends))
+        if kind == "cells":
+            lower = upper
+        elif kind == "prefixes":
+            lower = np.zeros(m, dtype=np.int64)
+        else:
+            lower = np.array([draw(st.integers(0, int(b))) for b in upper])
+    R = RangeQueries(n, lower, upper)
+    weights = draw(st.sampled_from(["ones", "uniform", "any"]))
+    if weights == "ones":
+        return R
+    if weights == "uniform":
+        return Product(Diagonal(np.full(lower.size, draw(ENTRIES))), R)
+    d = draw(st.lists(ENTRIES, min_size=lower.size, max_size=lower.size))
+    return Product(Diagonal(d), R)
+
+
+@SETTINGS
+@given(weighted_ranges_1d(), st.integers(1, 3))
+def test_weighted_range_gram_closed_forms(M, k):
+    D = M.dense()
+    G = M.gram()
+    np.testing.assert_allclose(G.dense(), D.T @ D, atol=1e-9)
+    X = np.random.default_rng(M.shape[1] + k).normal(size=(M.shape[1], k))
+    np.testing.assert_allclose(G.matmat(X), D.T @ (D @ X), atol=1e-9)
+
+
 @SETTINGS
 @given(matrices(None, 2))
 def test_adjoint_identity(M):

@@ -284,6 +284,22 @@ class Product(EMatrix):
             return not bool(np.any(self.B.matvec(np.ones(self.B.shape[1]))[fractional] > 0))
         return super().is_integral()
 
+    def gram(self) -> EMatrix:
+        from .core import Diagonal  # neither module imports this one at load time
+        from .ranges import RangeQueries
+
+        A, B = self.A, self.B
+        if (
+            isinstance(A, Diagonal)
+            and isinstance(B, RangeQueries)
+            and not B.transposed
+            and len(B.domain_shape) == 1
+        ):
+            # Weighted 1-D ranges (GreedyH's strategies, HDMM's weighted
+            # workloads): Bᵀ·diag(d²)·B in closed form.
+            return B.weighted_gram(A.d**2)
+        return super().gram()
+
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)
         if self.B.shape[0] * self.B.shape[1] <= self.A.shape[0] * self.A.shape[1]:

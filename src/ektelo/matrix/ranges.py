@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .base import EMatrix, check_dense_size, check_p, check_sparse_size
-from .combinators import Kronecker
-from .core import Prefix
+from .combinators import Kronecker, Product, Sum
+from .core import Dense, Diagonal, Identity, Prefix, Sparse, Suffix
 
 __all__ = ["RangeQueries"]
 
@@ -28,6 +28,12 @@ __all__ = ["RangeQueries"]
 # bytes each); ranges larger than _LARGE_RANGE cells are added as slices instead.
 _MAX_DIRECT_ENTRIES = 2**22
 _LARGE_RANGE = 4096
+# `weighted_gram` returns the dense Gram of 1-D ranges on at most this many cells
+# when its sparse core would hold more than n²/_SPARSE_CORE_FRACTION entries:
+# then applying the core costs about as much as the dense product, and the
+# dense form is built in O(n² + m).
+_DENSE_GRAM_N = 2048
+_SPARSE_CORE_FRACTION = 16
 
 
 class RangeQueries(EMatrix):
@@ -225,6 +231,84 @@ class RangeQueries(EMatrix):
             )
             first = last
         return out
+
+    def gram(self) -> EMatrix:
+        """WᵀW: for 1-D ranges in closed form (`weighted_gram` with unit
+        weights); d-D ranges and the transpose through the generic product."""
+        if self.transposed or len(self.domain_shape) != 1:
+            return super().gram()
+        return self.weighted_gram(np.ones(self.num_queries))
+
+    def weighted_gram(self, weights: Any) -> EMatrix:
+        """Wᵀ·diag(w)·W = Σ_q w_q 1_q 1_qᵀ for 1-D ranges q = [a_q, b_q] (the
+        Gram of diag(√w)·W), in the cheapest exact form:
+
+        * every range a single cell: `Diagonal` of the summed weights
+          (`Identity` when they are all 1);
+        * every range of [0, n) exactly once, with one weight c (all ranges):
+          G_ij = c·(min(i, j) + 1)(n − max(i, j)), i.e. with l_i = i + 1 and
+          r_i = n − i, G = c·(D_r·Prefix·D_l + D_l·Suffix·D_r − D_{l∘r}):
+          O(n) per column;
+        * ranges that all start at cell 0 (prefixes): Suffix·diag(h)·Prefix
+          with h_j the weight of the prefixes ending at j (Prefix's own Gram
+          Suffix·Prefix when h = 1): O(n) per column;
+        * otherwise W = S·Prefix for the corner matrix S (±1 at b_q and
+          a_q − 1), so G = Suffix·H·Prefix with the sparse core
+          H = Sᵀ·diag(w)·S of at most 4m entries: O(n + m) per column. On at
+          most 2048 cells whose core holds more than n²/16 entries the
+          dense G instead, from the dominance sums G_ij = Σ w_q over the
+          ranges with a_q ≤ i and b_q ≥ j (i ≤ j), in O(n² + m).
+        """
+        if self.transposed or len(self.domain_shape) != 1:
+            raise ValueError("weighted_gram is for untransposed 1-D range queries")
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.size != self.num_queries:
+            raise ValueError(f"{w.size} weights for {self.num_queries} ranges")
+        n = self.domain_shape[0]
+        a, b = self.lower[:, 0], self.upper[:, 0]
+        if np.array_equal(a, b):
+            d = np.bincount(a, w, n)
+            return Identity(n) if np.all(d == 1.0) else Diagonal(d)
+        if (
+            w.size == n * (n + 1) // 2
+            and np.all(w == w[0])
+            and np.bincount(a * n + b, minlength=n * n).max() == 1  # every range once
+        ):
+            left = np.arange(1.0, n + 1.0)
+            right = n - np.arange(n, dtype=np.float64)
+            G: EMatrix = Sum(
+                [
+                    Product(Diagonal(right), Product(Prefix(n), Diagonal(left))),
+                    Product(Diagonal(left), Product(Suffix(n), Diagonal(right))),
+                    Diagonal(-left * right),
+                ]
+            )
+            return G if w[0] == 1.0 else G * float(w[0])
+        if not a.any():
+            h = np.bincount(b, w, n)
+            core: EMatrix = Prefix(n) if np.all(h == 1.0) else Product(Diagonal(h), Prefix(n))
+            return Product(Suffix(n), core)
+        inner = a > 0
+        before, wi = a[inner] - 1, w[inner]
+        H = sp.csr_matrix(
+            (
+                np.concatenate([w, wi, -wi, -wi]),
+                (
+                    np.concatenate([b, before, before, b[inner]]),
+                    np.concatenate([b, before, b[inner], before]),
+                ),
+            ),
+            shape=(n, n),
+        )
+        H.sum_duplicates()
+        if n <= _DENSE_GRAM_N and H.nnz > n * n // _SPARSE_CORE_FRACTION:
+            hist = np.bincount(a * n + b, w, n * n).reshape(n, n)  # weight per (a, b)
+            S = np.cumsum(np.cumsum(hist, axis=0)[:, ::-1], axis=1)[:, ::-1]  # a ≤ i, b ≥ j
+            dense = np.triu(S)
+            dense += np.triu(S, 1).T
+            dense.setflags(write=False)
+            return Dense._wrap(dense)  # finite: sums of finite weights
+        return Product(Suffix(n), Product(Sparse(H), Prefix(n)))
 
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)
