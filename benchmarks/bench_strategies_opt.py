@@ -1,4 +1,4 @@
-"""Benchmark of the workload-adaptive strategies (operators.strategies_opt).
+"""Benchmark of the workload-adaptive strategies (operators.selection.greedy_h, .hdmm).
 
 Prints three tables (four with --tradeoff):
 
@@ -6,7 +6,7 @@ Prints three tables (four with --tradeoff):
    for Prefix and RandomRange(1000), with the expected error per query at
    ε = 1 of GreedyH, the unweighted binary hierarchy H2 and Identity.
 2. GreedyH's local objectives (canonical / damped / reference / exact local
-   error / uniform H2), each evaluated exactly, to back `_greedy_h`'s choice.
+   error / uniform H2), each evaluated exactly, to back GreedyH's choice.
 3. HDMM with its default parameters on Prefix(1024), Prefix(4096),
    RandomRange(1000) at n = 4096 and two 2-D 256×256 range workloads: wall
    and CPU time of the first optimisation, CPU time of a memoised repeat, the
@@ -22,10 +22,10 @@ Run: .venv/bin/python benchmarks/bench_strategies_opt.py [--quick] [--hdmm-only]
 [--tradeoff]   (--quick leaves out HDMM's two n = 4096 workloads.)
 
 CPU time (time.process_time) is printed beside wall time: on a shared, busy
-machine the wall time also counts waiting for a core. OpenBLAS threads are
-pinned to 1 (unless set): with multi-threaded BLAS on a busy machine HDMM's
-small and mid-sized products were measured 10-300x slower. `hdmm` itself pins
-BLAS to one thread while optimising when threadpoolctl is installed.
+machine the wall time also counts waiting for a core. BLAS threads are the
+caller's: this script pins OpenBLAS/OpenMP to 1 thread unless the environment
+sets them (with multi-threaded BLAS on a busy machine HDMM's small and
+mid-sized products were measured 10-300x slower); the library sets none.
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ import numpy as np
 
 from ektelo.matrix import EMatrix, Kronecker
 from ektelo.operators import _greedy_h as gh
+from ektelo.operators import _greedy_h_oracles as gho
+from ektelo.operators import _greedy_h_tree as ght
 from ektelo.operators import _hdmm as hd
-from ektelo.operators.strategies_opt import greedy_h, hdmm
+from ektelo.operators.selection import greedy_h, hdmm
 from ektelo.workload import all_range, prefix, random_range
 
 TARGET_SECONDS = 0.5  # GreedyH at n = 4096
@@ -130,8 +132,8 @@ def local_objective_table() -> None:
             ("RandomRange(50)", random_range(n, 50)),
         ):
             m = W.shape[0]
-            tree = gh._Tree.build(n, 2)
-            oracle = gh._oracle_for(W, n)
+            tree = ght._Tree.build(n, 2)
+            oracle = gho._oracle_for(W, n)
             vals = [gh._greedy_pass(tree, oracle, local=local).root_error for local in locals_]
             vals.append(gh._uniform_fit(tree, oracle).root_error)
             print(f"{name:<17}{n:>7}" + "".join(f"{per_query(v, m):>11.4g}" for v in vals))
@@ -148,7 +150,7 @@ def hierarchy_ranges_trace(W: EMatrix) -> float:
     """H2 ⊗ H2 on 2-D ranges: Σ_q Π_i 1_qᵢᵀ X_i⁺ 1_qᵢ, X_i = the normalised H2's Gram."""
     total = np.ones(W.shape[0])
     for axis, n in enumerate(W.domain_shape):  # type: ignore[attr-defined]
-        tree = gh._Tree.build(n, 2)
+        tree = ght._Tree.build(n, 2)
         rows = []
         for lv in tree.levels:
             for lo, hi in zip(lv.lower, lv.upper, strict=True):
@@ -210,7 +212,7 @@ def hdmm_cases(quick: bool) -> list[tuple[str, EMatrix, Callable[[EMatrix], floa
 def hdmm_table(quick: bool) -> None:
     print("HDMM, default parameters (p = min(n/16, 64), restarts = 1, seed 0):")
     print("first optimisation, then the memoised repeat; error per query at ε = 1")
-    print(f"threadpoolctl installed (BLAS pinned to 1 thread inside hdmm): {threadpoolctl_found()}")
+    print(f"BLAS threads (set by the caller): {blas_threads()}")
     head = (
         f"{'workload':<28}{'method':>9}{'wall s':>9}{'cpu s':>8}{'memo ms':>9}{'HDMM':>11}"
         f"{'H2':>11}{'Identity':>11}{'vs H2':>7}{'vs I':>7}   before: {'cpu s':>7}{'wall s':>8}"
@@ -224,7 +226,7 @@ def hdmm_table(quick: bool) -> None:
         hdmm(W)
         wall, cpu = time.perf_counter() - w, time.process_time() - c
         _, memo_cpu = cpu_timed(lambda W=W: hdmm(W), repeat=3)
-        (result,) = hd._CACHE._items.values()  # the one optimisation just memoised
+        result = hd._memo(W, None, 1, 0, 1000, 4)  # hdmm(W)'s memoised optimisation
         m = W.shape[0]
         err = per_query(result.error, m)
         h2 = per_query(h2_trace(W), m)
@@ -272,8 +274,9 @@ def tradeoff_table() -> None:
     print()
 
 
-def threadpoolctl_found() -> bool:
-    return hd._threadpool_limits is not None
+def blas_threads() -> str:
+    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    return ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in names)
 
 
 def main() -> None:

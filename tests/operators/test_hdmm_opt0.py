@@ -1,15 +1,17 @@
-"""HDMM's OPT_0 machinery (ektelo.operators._hdmm): the two ways of applying a
-range Gram, the runs of cells no range splits (and the objective on them),
-the interval-hierarchy start, and the optimised error on small workloads
-against the figures of the previous optimiser."""
+"""HDMM's OPT_0 machinery (ektelo.operators._hdmm_opt0): the two ways it
+applies a workload's Gram (the library's `gram()`, or the workload's own rows
+when it has fewer rows than columns), the runs of cells no range splits (and
+the objective on them), the interval-hierarchy start, and the optimised
+error on small workloads against the figures of the previous optimiser."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ektelo.matrix import EMatrix, Prefix
+from ektelo.matrix import Diagonal, EMatrix, Prefix, Product, RangeQueries
 from ektelo.operators import _hdmm as hd
+from ektelo.operators import _hdmm_opt0 as opt0
 from ektelo.workload import all_range, random_range
 
 
@@ -18,69 +20,82 @@ def dense_gram(W: EMatrix) -> np.ndarray:
     return D.T @ D
 
 
+def p_identity_error(theta: np.ndarray, G: np.ndarray) -> float:
+    n = theta.shape[1]
+    A = np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
+    return float(np.trace(np.linalg.solve(A.T @ A, G)))
+
+
 @pytest.mark.parametrize("m", [7, 30, 200], ids=["few", "some", "many"])
-def test_range_gram_rows_and_quadratic_form_match_dense(m: int) -> None:
-    # m < n: through the answers (and X G Xᵀ from them); m ≥ n: through the sparse
-    # core. Weighted, with repeated intervals among the 200.
+def test_weighted_ranges_through_their_rows_or_their_gram(m: int) -> None:
+    # m < n: through the rows (U = W·X, Wᵀ·U, and X G Xᵀ = UᵀU); m ≥ n: through
+    # the library's closed-form Gram. Weighted, with repeated intervals among
+    # the 200, which OPT_0 merges into one row each.
     n = 40
-    W = random_range(n, m, seed=m)
-    a, b = W.lower[:, 0], W.upper[:, 0]
+    R = random_range(n, m, seed=m)
     w = np.random.default_rng(m).uniform(0.5, 2.0, size=m)
-    cover = np.bincount(a, w, n + 1) - np.bincount(b + 1, w, n + 1)
-    gram = hd._RangeGram(n, a, b, w, np.cumsum(cover[:n]))
-    G = hd._range_gram(n, a, b, w)
-    X = np.random.default_rng(m).normal(size=(6, n))
-    out = np.empty((6, n))
-    B, K = gram.rows_quad(X, out)
-    assert B is out
-    np.testing.assert_allclose(B, X @ G, rtol=1e-10, atol=1e-9 * np.abs(X @ G).max())
-    if gram.w.size < n:
-        assert K is not None
-        np.testing.assert_allclose(K, X @ G @ X.T, rtol=1e-10, atol=1e-9 * np.abs(K).max())
-    else:
-        assert K is None
+    W = Product(Diagonal(w), R)
+    target = opt0._target(W)
+    distinct = np.unique(R.lower[:, 0] * n + R.upper[:, 0]).size
+    assert (target.factor is not None) == (distinct < n)
+    assert (target.gram is None) == (distinct < n)
+    theta = np.random.default_rng(m).uniform(0.0, 1.0, size=(6, n))
+    value, _ = opt0._p_identity_objective(theta, target)
+    assert value == pytest.approx(p_identity_error(theta, dense_gram(W)), rel=1e-10)
 
 
-def test_segments_are_the_runs_no_range_splits() -> None:
+def test_runs_are_those_no_range_splits() -> None:
     n = 300
     W = random_range(n, 40, seed=2)
-    merged, first = hd._Gram.of(W).segments()
+    merged, first = opt0._runs(opt0._target(W))
     ends = np.unique(np.concatenate([[0], W.lower[:, 0], W.upper[:, 0] + 1]))
     np.testing.assert_array_equal(first, ends[ends < n])
     E = np.zeros((n, first.size))  # cell → run indicator
     E[np.arange(n), np.searchsorted(first, np.arange(n), side="right") - 1] = 1.0
-    G_r = merged.rows(np.eye(first.size))
+    rows = merged.factor  # 40 ranges over the runs: fewer rows than runs
+    assert rows is not None
+    G_r = rows.dense().T @ rows.dense()
     np.testing.assert_allclose(E @ G_r @ E.T, dense_gram(W), rtol=1e-12, atol=1e-9)
     # every cell its own run: nothing to merge
-    assert hd._Gram.of(random_range(12, 200, seed=1)).segments() is None
-    assert hd._Gram.of(Prefix(16)).segments() is None
+    assert opt0._runs(opt0._target(random_range(12, 200, seed=1))) is None
+    assert opt0._runs(opt0._target(Prefix(16))) is None
+    assert opt0._runs(opt0._target(all_range(16))) is None
 
 
 def test_run_constant_objective_is_the_full_objective(rng: np.random.Generator) -> None:
     # In Z = Θ_r·diag(√s) the value is C(Θ) of the run-constant Θ and the gradient
-    # is ∇C's run sums divided by √s.
+    # is ∇C's run sums divided by √s. The optimiser's variables are Zᵀ.
     n, p = 300, 5
     W = random_range(n, 40, seed=2)
-    gram = hd._Gram.of(W)
-    merged, first = gram.segments()
+    target = opt0._target(W)
+    merged, first = opt0._runs(target)
     length = np.diff(np.append(first, n))
     Z = rng.uniform(0.0, 1.0, size=(p, first.size))
     grad = np.empty(Z.size)
-    value = hd._PIdentityObjective(merged, p, length.astype(float))(Z.reshape(-1).copy(), grad)
+    objective = opt0._PIdentityObjective(merged, p, length.astype(float))
+    value = objective(np.ascontiguousarray(Z.T).reshape(-1), grad)
     theta = np.repeat(Z / np.sqrt(length), length, axis=1)
-    full_value, full_grad = hd._p_identity_objective(theta, gram)
+    full_value, full_grad = opt0._p_identity_objective(theta, target)
     assert value == pytest.approx(full_value, rel=1e-12)
-    A = np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
-    assert value == pytest.approx(np.trace(np.linalg.solve(A.T @ A, dense_gram(W))), rel=1e-9)
+    assert value == pytest.approx(p_identity_error(theta, dense_gram(W)), rel=1e-9)
     expected = np.add.reduceat(full_grad, first, axis=1) / np.sqrt(length)
-    np.testing.assert_allclose(grad.reshape(p, -1), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(grad.reshape(-1, p).T, expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize(("p", "counts"), [(64, [1, 3, 12, 48]), (16, [1, 3, 12]), (5, [1, 4]),
-                                           (1, [1])])
+def test_many_rows_per_column_are_materialised() -> None:
+    # No range form and more than 8 rows per column: the dense Gram, once.
+    R = RangeQueries((4, 5), np.zeros((200, 2), np.int64), np.tile([3, 4], (200, 1)))
+    target = opt0._target(R)
+    assert target.factor is None and type(target.gram).__name__ == "Dense"
+    np.testing.assert_allclose(target.gram.dense(), dense_gram(R))
+
+
+@pytest.mark.parametrize(
+    ("p", "counts"), [(64, [1, 3, 12, 48]), (16, [1, 3, 12]), (5, [1, 4]), (1, [1])]
+)
 def test_interval_levels_partition_the_domain_level_by_level(p: int, counts: list[int]) -> None:
     n = 1000
-    rows = hd._interval_levels(p, n)
+    rows = opt0._interval_levels(p, n)
     assert rows.shape == (p, n) and set(np.unique(rows)) <= {0.0, 1.0}
     r = 0
     for k in counts:

@@ -1,4 +1,4 @@
-"""GreedyH and HDMM (operators.strategies_opt) against brute-force dense
+"""GreedyH and HDMM (operators.selection.greedy_h / hdmm) against brute-force dense
 evaluations of the objective they minimise: the matrix-mechanism error
 ‖A‖₁²·tr(W (AᵀA)⁺ Wᵀ) computed with a dense pseudo-inverse."""
 
@@ -27,9 +27,13 @@ from ektelo.matrix import (
     Wavelet,
     Weighted,
 )
+from ektelo.operators import _forms
 from ektelo.operators import _greedy_h as gh
+from ektelo.operators import _greedy_h_oracles as gho
+from ektelo.operators import _greedy_h_tree as ght
 from ektelo.operators import _hdmm as hd
-from ektelo.operators.strategies_opt import greedy_h, hdmm
+from ektelo.operators import _hdmm_opt0 as opt0
+from ektelo.operators.selection import greedy_h, greedy_h_many, hdmm
 from ektelo.workload import all_range, marginals, prefix, random_range
 
 
@@ -134,9 +138,9 @@ def test_greedy_h_general_workload_matches_range_path(local: str) -> None:
     n = 48
     W = random_range(n, 20, seed=5)
     as_dense = Dense(W.dense())  # no range structure: the dense-Gram oracle
-    assert gh._range_form(as_dense, n) is None
-    tree = gh._Tree.build(n, 2)
-    fits = [gh._greedy_pass(tree, gh._oracle_for(M, n), local=local) for M in (W, as_dense)]
+    assert _forms.range_form(as_dense, n) is None
+    tree = ght._Tree.build(n, 2)
+    fits = [gh._greedy_pass(tree, gho._oracle_for(M, n), local=local) for M in (W, as_dense)]
     for a, b in zip(fits[0].split, fits[1].split, strict=True):
         np.testing.assert_array_equal(a, b)
     assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
@@ -147,11 +151,11 @@ def test_greedy_h_general_workload_matches_range_path(local: str) -> None:
 def test_greedy_h_local_objectives_are_exactly_evaluated() -> None:
     n = 64
     W = random_range(n, 40, seed=8)
-    tree = gh._Tree.build(n, 2)
-    oracle = gh._oracle_for(W, n)
+    tree = ght._Tree.build(n, 2)
+    oracle = gho._oracle_for(W, n)
     for local in ("canonical", "damped", "reference", "exact"):
         fit = gh._greedy_pass(tree, oracle, local=local)
-        lower, upper, weights = gh._node_weights(tree, fit)
+        lower, upper, weights = ght._node_weights(tree, fit)
         A = Product(Diagonal(weights), RangeQueries(n, lower, upper))
         assert fit.root_error == pytest.approx(dense_error(A, W), rel=1e-9)
         assert gh._objective(n, W) <= fit.root_error * (1 + 1e-12)  # the best is returned
@@ -166,11 +170,11 @@ def test_greedy_h_on_workload_reduced_by_interval_partition(n: int) -> None:
     k = P.num_groups
     for W in (prefix(n), random_range(n, 30, seed=3)):
         reduced = P.reduce_workload(W)
-        oracle = gh._oracle_for(reduced, k)
-        assert isinstance(oracle, gh._RangeOracle)  # no dense Gram needed
-        gram = gh._GramOracle(gh._dense_gram(reduced, k))
+        oracle = gho._oracle_for(reduced, k)
+        assert isinstance(oracle, gho._RangeOracle)  # no dense Gram needed
+        gram = gho._GramOracle(_forms.dense_gram(reduced, k))
         np.testing.assert_allclose(oracle.coverage, np.diag(gram.G), atol=1e-12)
-        tree = gh._Tree.build(k, 2)
+        tree = ght._Tree.build(k, 2)
         for local in ("exact", "damped"):
             fits = [gh._greedy_pass(tree, o, local=local) for o in (oracle, gram)]
             for x, y in zip(fits[0].split, fits[1].split, strict=True):
@@ -183,7 +187,7 @@ def test_greedy_h_on_workload_reduced_by_interval_partition(n: int) -> None:
 def test_greedy_h_weighted_stacked_ranges_are_recognised() -> None:
     n = 32
     W = VStack([Weighted(prefix(n), 2.0), random_range(n, 10, seed=1), Total(n)])
-    assert gh._range_form(W, n) is not None
+    assert _forms.range_form(W, n) is not None
     A = greedy_h(n, W)
     assert gh._objective(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
 
@@ -250,43 +254,26 @@ GRAM_WORKLOADS = {
 }
 
 
+def p_identity_dense(theta: np.ndarray) -> np.ndarray:
+    n = theta.shape[1]
+    return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 40])
 @pytest.mark.parametrize("name", sorted(GRAM_WORKLOADS))
-def test_gram_rows_match_the_dense_gram(name: str, n: int, rng: np.random.Generator) -> None:
+def test_opt0_reads_the_workload_gram_exactly(name: str, n: int, rng: np.random.Generator) -> None:
+    """OPT_0's view of W (`_target`: the library's W.gram(), or W itself when
+    it has fewer rows than columns, with the diagonal from its column norms)
+    gives the objective C(Θ) = tr((AᵀA)⁻¹ WᵀW) of the dense formula."""
     W = GRAM_WORKLOADS[name](n)
-    gram = hd._Gram.of(W)
-    G = W.dense().T @ W.dense()
-    X = rng.normal(size=(5, n))
-    scale = max(1.0, float(np.abs(G).max()))
-    np.testing.assert_allclose(gram.rows(X), X @ G, atol=1e-10 * scale * n)
-    np.testing.assert_allclose(gram.diag, np.diag(G), atol=1e-10 * scale)
-    out = np.empty((5, n))
-    assert gram.rows(X, out) is out  # reused work arrays give the same answer
-    np.testing.assert_allclose(out, X @ G, atol=1e-10 * scale * n)
-
-
-def test_gram_closed_forms_are_chosen() -> None:
-    n = 64
-    assert isinstance(hd._Gram.of(Prefix(n)), hd._PrefixGram)
-    assert isinstance(hd._Gram.of(all_range(n)), hd._AllRangeGram)
-    W = all_range(n)
-    missing_one = RangeQueries(n, W.lower[1:], W.upper[1:])
-    assert not isinstance(hd._Gram.of(missing_one), hd._AllRangeGram)
-    assert isinstance(hd._Gram.of(random_range(4096, 1000, seed=0)), hd._RangeGram)
-
-
-def test_sparse_range_core_matches_dense(rng: np.random.Generator) -> None:
-    # What large attributes of d-D ranges use: weighted intervals, O(n + m) per row.
-    n, m = 50, 30
-    a = rng.integers(0, n, size=m)
-    b = np.minimum(a + rng.integers(0, n, size=m), n - 1)
-    w = rng.uniform(0, 2, size=m)
-    dense = hd._range_gram(n, a, b, w)
-    cover = np.bincount(a, w, n + 1) - np.bincount(b + 1, w, n + 1)
-    gram = hd._RangeGram(n, a, b, w, np.cumsum(cover[:n]))
-    X = rng.normal(size=(4, n))
-    np.testing.assert_allclose(gram.rows(X), X @ dense, rtol=1e-10, atol=1e-9)
-    np.testing.assert_allclose(gram.diag, np.diag(dense), rtol=1e-12)
+    D = W.dense()
+    target = opt0._target(W)
+    np.testing.assert_allclose(target.diag, np.diag(D.T @ D), rtol=1e-12, atol=1e-12)
+    theta = rng.uniform(0, 1, size=(3, n))
+    value, _ = opt0._p_identity_objective(theta, target)
+    A = p_identity_dense(theta)
+    expected = float(np.trace(np.linalg.solve(A.T @ A, D.T @ D)))
+    assert value == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
 def test_minimise_nonnegative_recovers_nnls(rng: np.random.Generator) -> None:
@@ -300,32 +287,27 @@ def test_minimise_nonnegative_recovers_nnls(rng: np.random.Generator) -> None:
         grad[:] = A.T @ r
         return 0.5 * float(r @ r)
 
-    x, f = hd._minimise_nonnegative(fun, np.ones(25), maxiter=2000, rtol=0.0)
+    x, f = opt0._minimise_nonnegative(fun, np.ones(25), maxiter=2000, rtol=0.0)
     assert np.all(x >= 0) and np.count_nonzero(expected == 0) > 0  # some bounds bind
     np.testing.assert_allclose(x, expected, atol=1e-6)
     assert f == pytest.approx(0.5 * float(np.sum((A @ expected - b) ** 2)), rel=1e-9)
-
-
-def p_identity_dense(theta: np.ndarray) -> np.ndarray:
-    n = theta.shape[1]
-    return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
 
 
 @pytest.mark.parametrize("W", [prefix(12), random_range(12, 9, seed=4)], ids=["prefix", "rr"])
 def test_p_identity_gradient_matches_finite_differences(
     W: EMatrix, rng: np.random.Generator
 ) -> None:
-    gram = hd._Gram.of(W)
+    target = opt0._target(W)
     theta = rng.uniform(0, 1, size=(3, 12))
-    value, grad = hd._p_identity_objective(theta, gram)
+    value, grad = opt0._p_identity_objective(theta, target)
     assert value == pytest.approx(dense_error(p_identity_dense(theta), W), rel=1e-9)
     h = 1e-6
     numeric = np.zeros_like(theta)
     for idx in np.ndindex(theta.shape):
         e = np.zeros_like(theta)
         e[idx] = h
-        up = hd._p_identity_objective(theta + e, gram)[0]
-        down = hd._p_identity_objective(theta - e, gram)[0]
+        up = opt0._p_identity_objective(theta + e, target)[0]
+        down = opt0._p_identity_objective(theta - e, target)[0]
         numeric[idx] = (up - down) / (2 * h)
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7 * np.abs(grad).max())
 
@@ -355,39 +337,46 @@ def test_hdmm_is_deterministic_given_seed() -> None:
     W = prefix(24)
     first, second = (hd._optimise(W, restarts=1, seed=3).strategy for _ in range(2))
     np.testing.assert_array_equal(first.dense(), second.dense())
-    hd._CACHE.clear()
+    hdmm.cache_clear()  # type: ignore[attr-defined]
     np.testing.assert_array_equal(hdmm(W, restarts=1, seed=3).dense(), first.dense())
 
 
+def counts() -> tuple[int, int]:
+    info = hdmm.cache_info()  # type: ignore[attr-defined]
+    return info.hits, info.misses
+
+
 def test_hdmm_memoises_the_strategy() -> None:
-    hd._CACHE.clear()
+    hdmm.cache_clear()  # type: ignore[attr-defined]
     first = hdmm(prefix(24), seed=0)
-    assert (hd._CACHE.hits, hd._CACHE.misses) == (0, 1)
-    again = hdmm(prefix(24), seed=0)  # an equal workload built anew: same spec
-    assert (hd._CACHE.hits, hd._CACHE.misses) == (1, 1)
+    assert counts() == (0, 1)
+    again = hdmm(prefix(24), seed=0)  # an equal workload built anew: equal by value
+    assert counts() == (1, 1)
     np.testing.assert_array_equal(again.dense(), first.dense())
     assert again is not first and again == first  # a fresh copy, equal by value
-    for kwargs in ({"seed": 1}, {"p": 2}, {"restarts": 2}, {"maxiter": 50}):
+    for kwargs in ({"seed": 1}, {"p": 2}, {"restarts": 2}, {"maxiter": 50}, {"rounds": 2}):
         hdmm(prefix(24), **kwargs)  # any other argument misses
     hdmm(random_range(24, 5, seed=1))  # so does another workload
-    assert (hd._CACHE.hits, hd._CACHE.misses) == (1, 6)
+    assert counts() == (1, 7)
     hdmm(prefix(24), seed=1)
-    assert hd._CACHE.hits == 2
+    hdmm(prefix(24), p=[2])  # p per attribute as a list ...
+    hdmm(prefix(24), p=(2,))  # ... and as a tuple: one entry
+    assert counts() == (3, 8)
 
 
 def test_hdmm_memo_is_bounded_and_skips_foreign_workloads() -> None:
     class Foreign(Identity):  # not one of ektelo.matrix's classes: it has no spec
         pass
 
-    hd._CACHE.clear()
+    hdmm.cache_clear()  # type: ignore[attr-defined]
     for n in range(2, hd._CACHE_SIZE + 7):
         hdmm(Identity(n))
-    assert len(hd._CACHE) == hd._CACHE_SIZE
-    assert hd._cache_key(Foreign(4), (None, 1, 0, 1000, 4)) is None
+    assert hdmm.cache_info().currsize == hd._CACHE_SIZE  # type: ignore[attr-defined]
+    before = counts()
     assert dense_error(hdmm(Foreign(4)), Identity(4)) == pytest.approx(4.0)
-    assert len(hd._CACHE) == hd._CACHE_SIZE
+    assert counts() == before  # optimised, not memoised
     hdmm.cache_clear()  # type: ignore[attr-defined]
-    assert len(hd._CACHE) == 0
+    assert hdmm.cache_info().currsize == 0  # type: ignore[attr-defined]
 
 
 def test_hdmm_strategy_recovers_the_data(rng: np.random.Generator) -> None:
@@ -449,7 +438,7 @@ def test_marginal_objective_closed_form_and_gradient(rng: np.random.Generator) -
     dims = (3, 4, 2)
     W = marginals(dims, 2)
     w = hd._marginal_coefficients(W, dims)
-    alg = hd._MarginalAlgebra.of(dims)
+    alg = hd._MarginalSpectrum.of(dims)
     weight = alg.multiplicity * alg.eigenvalues(w)
     theta = rng.uniform(0.2, 1, size=8)
     value, grad = hd._marginal_objective(theta, weight, alg)
@@ -501,14 +490,14 @@ def test_greedy_h_rows_oracle_matches_the_gram_oracle() -> None:
     R[:, 8:16] = R[:, 8:9]
     R[:, 40:44] = R[:, 40:41] * 0.5
     W = Dense(R)
-    rows = gh._oracle_for(W, n)
-    assert isinstance(rows, gh._RowsOracle)
-    gram = gh._GramOracle(gh._dense_gram(W, n))
+    rows = gho._oracle_for(W, n)
+    assert isinstance(rows, gho._RowsOracle)
+    gram = gho._GramOracle(_forms.dense_gram(W, n))
     lower, upper = np.array([0, 8, 40, 50]), np.array([7, 15, 43, 89])
     np.testing.assert_array_equal(rows.uniform(lower, upper), gram.uniform(lower, upper))
     u = rng.random(n)
     np.testing.assert_allclose(rows.quadratic(lower, upper, u), gram.quadratic(lower, upper, u))
-    tree = gh._Tree.build(n, 2)
+    tree = ght._Tree.build(n, 2)
     for local in ("exact", "damped", "reference"):
         fits = [gh._greedy_pass(tree, o, local=local) for o in (rows, gram)]
         assert any(s.any() for s in fits[0].stop[:-1]), "some node collapses"
@@ -551,10 +540,10 @@ def test_greedy_h_dense_pass_matches_the_gram_oracle_passes(kind: int) -> None:
     for _ in range(25):
         n, W = _small_workload(rng, kind)
         b = int(rng.choice([2, 3]))
-        G = gh._small_gram(W, n)
+        G = gho._small_gram(W, n)
         assert G is not None
-        np.testing.assert_allclose(G, gh._dense_gram(W, n), rtol=1e-12, atol=1e-12 * G.max())
-        want = gh._best_fit(gh._Tree.build(n, b), gh._GramOracle(gh._dense_gram(W, n)))
+        np.testing.assert_allclose(G, _forms.dense_gram(W, n), rtol=1e-12, atol=1e-12 * G.max())
+        want = gh._best_fit(ght._Tree.build(n, b), gho._GramOracle(_forms.dense_gram(W, n)))
         got = gh._best_fit_dense(n, b, G[None])[0]
         for a, c in zip(want.stop, got.stop, strict=True):
             np.testing.assert_array_equal(a, c)
@@ -563,7 +552,7 @@ def test_greedy_h_dense_pass_matches_the_gram_oracle_passes(kind: int) -> None:
         for a, c in zip(want.error, got.error, strict=True):
             np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-12)
         assert got.root_error == pytest.approx(want.root_error, rel=1e-9)
-        internal = [lv.child_count > 0 for lv in gh._tree(n, b).levels]
+        internal = [lv.child_count > 0 for lv in ght._tree(n, b).levels]
         collapsed += sum(int(s[i].sum()) for s, i in zip(got.stop, internal, strict=True))
         A = greedy_h(n, W, branching=b)
         assert got.root_error == pytest.approx(dense_error(A, W), rel=1e-7, abs=1e-9)
@@ -574,10 +563,10 @@ def test_greedy_h_dense_pass_matches_the_gram_oracle_passes(kind: int) -> None:
 def test_greedy_h_keeps_range_workloads_on_the_range_oracle() -> None:
     # ranges in range form (and large domains) keep `_RangeOracle` and "canonical"
     for W in (Prefix(64), random_range(64, 30, seed=1), Identity(64)):
-        assert gh._small_gram(W, 64) is None
+        assert gho._small_gram(W, 64) is None
     groups = Partition(np.arange(64) // 4)
-    assert gh._small_gram(groups.reduce_workload(random_range(64, 30, seed=1)), 16) is None
-    assert gh._small_gram(Dense(np.ones((3, 300))), 300) is None
+    assert gho._small_gram(groups.reduce_workload(random_range(64, 30, seed=1)), 16) is None
+    assert gho._small_gram(Dense(np.ones((3, 300))), 300) is None
 
 
 def test_greedy_h_many_equals_one_call_per_workload() -> None:
@@ -587,7 +576,7 @@ def test_greedy_h_many_equals_one_call_per_workload() -> None:
     problems: list[tuple[int, EMatrix]] = [_small_workload(rng, i % 4) for i in range(24)]
     problems += [(n, W) for n, W in problems[:6]]  # equal n (and equal workloads)
     problems += [(64, random_range(64, 20, seed=3)), (300, Dense(rng.random((5, 300))))]
-    many = gh.greedy_h_many(problems, branching=3, granularity=50)
+    many = greedy_h_many(problems, branching=3, granularity=50)
     for (n, W), A in zip(problems, many, strict=True):
         B = greedy_h(n, W, branching=3, granularity=50)
         np.testing.assert_array_equal(A.B.lower, B.B.lower)
@@ -596,7 +585,7 @@ def test_greedy_h_many_equals_one_call_per_workload() -> None:
     saved = gh._DENSE_BATCH_ENTRIES
     try:
         gh._DENSE_BATCH_ENTRIES = 1  # one workload per chunk
-        again = gh.greedy_h_many(problems[:10], branching=3, granularity=50)
+        again = greedy_h_many(problems[:10], branching=3, granularity=50)
     finally:
         gh._DENSE_BATCH_ENTRIES = saved
     for A, B in zip(again, many[:10], strict=True):
@@ -618,6 +607,6 @@ def test_greedy_h_many_reduces_by_a_partition_like_reduce_workload() -> None:
             groups = rng.integers(0, 5, n)  # not intervals
         W = ranges if i % 4 == 2 else Product(Identity(30), ranges)
         problems.append((Partition(groups - groups.min()), W))
-    for (P, W), A in zip(problems, gh.greedy_h_many(problems), strict=True):
+    for (P, W), A in zip(problems, greedy_h_many(problems), strict=True):
         B = greedy_h(P.num_groups, P.reduce_workload(W))
         np.testing.assert_allclose(A.dense(), B.dense(), rtol=1e-12, atol=1e-15)

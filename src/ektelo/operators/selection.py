@@ -24,8 +24,16 @@ Operators and their sources:
 * `uniform_grid`, `ag_first_level`, `ag_second_level`, `adaptive_grid` —
   UniformGrid and AdaptiveGrid (Qardaji, Yang & Li, ICDE 2013).
 * `stripe` — a 1-D strategy on one attribute ⊗ Identity on the rest (§9.2).
-* `greedy_h`, `hdmm` — optimised strategies, re-exported lazily from
-  `ektelo.operators.strategies_opt`.
+* `greedy_h` (and `greedy_h_many`, one call per piece of a domain) — DAWA's
+  GreedyH (Li, Hay & Miklau, PVLDB 2014): a hierarchy of 1-D intervals with
+  weights chosen greedily, bottom-up, for the workload.
+* `hdmm` — HDMM (McKenna, Miklau, Hay & Machanavajjhala, PVLDB 2018):
+  p-Identity strategies optimised for the workload (OPT_0), per attribute
+  for Kronecker workloads and unions of them (OPT_⊗), weighted marginals for
+  marginal workloads (OPT_M); memoised.
+  Both read the workload only through its structure and its Gram
+  (`EMatrix.gram`) and return strategies of L1 sensitivity 1; their
+  algorithms are documented in the private modules `_greedy_h` and `_hdmm`.
 
 How trees split a domain that is not a power of the branching factor b:
 every node is cut along each axis into min(b, side) contiguous parts whose
@@ -64,12 +72,15 @@ from ..matrix import (
     Weighted,
     rebuild,
 )
+from ._greedy_h import greedy_h, greedy_h_many
+from ._hdmm import hdmm
 
 __all__ = [
     "adaptive_grid",
     "ag_first_level",
     "ag_second_level",
     "greedy_h",
+    "greedy_h_many",
     "h2",
     "hb",
     "hb_branching",
@@ -733,18 +744,3 @@ def stripe(shape: Shape, axis: int, strategy_1d: EMatrix | Callable[[int], EMatr
     if len(dims) == 1:
         return S
     return Kronecker([S if i == axis else Identity(s) for i, s in enumerate(dims)])
-
-
-# -- optimised strategies (lazy re-exports) ------------------------------------------
-def greedy_h(*args: Any, **kwargs: Any) -> EMatrix:
-    """GreedyH (Li, Hay & Miklau, PVLDB 2014); see `strategies_opt.greedy_h`."""
-    from .strategies_opt import greedy_h as impl
-
-    return impl(*args, **kwargs)
-
-
-def hdmm(*args: Any, **kwargs: Any) -> EMatrix:
-    """HDMM (McKenna et al., PVLDB 2018); see `strategies_opt.hdmm`."""
-    from .strategies_opt import hdmm as impl
-
-    return impl(*args, **kwargs)

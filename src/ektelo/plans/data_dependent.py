@@ -14,7 +14,7 @@ from ..kernel.measurement import Measurement
 from ..matrix import Dense, EMatrix, Identity, Partition, RangeQueries, Sparse, Total
 from ..operators import partition as partition_ops
 from ..operators import selection
-from ..operators.strategies_opt import greedy_h as greedy_h_strategy
+from ..operators.selection import greedy_h as greedy_h_strategy
 from ._registry import register
 from .budget import check_eps, split
 from .common import estimate, reduce_for_workload

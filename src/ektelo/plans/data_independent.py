@@ -4,15 +4,14 @@ strategy. Each returns the estimate x̂ (flattened, C order) on x's domain."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from ..matrix import EMatrix
 from ..operators import selection
-from ..operators.strategies_opt import greedy_h as greedy_h_strategy
-from ..operators.strategies_opt import hdmm as hdmm_strategy
+from ..operators.selection import greedy_h as greedy_h_strategy
+from ..operators.selection import hdmm as hdmm_strategy
 from ._registry import register
 from .budget import check_eps
 from .common import measure_and_infer, reduce_for_workload
@@ -134,22 +133,9 @@ def hdmm(
     """HDMM: ε on the strategy optimised for the workload (public), then LS."""
     eps = check_eps(eps)
     x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
-    return measure_and_infer(x_red, _hdmm_for(W_red, seed), eps)
-
-
-def _hdmm_for(W: EMatrix, seed: int) -> EMatrix:
-    """HDMM's strategy: a public, deterministic function of (W, seed) whose
-    optimisation can take minutes, so it is memoised — trials, datasets and
-    `strategy_for` on one workload optimise once. Matrices are value types
-    (equality by their specification), so equal workloads share the entry."""
-    if not isinstance(W, EMatrix):
-        return hdmm_strategy(W, seed=seed)  # refuses it with a clear message
-    return _hdmm_memo(W, seed)
-
-
-@lru_cache(maxsize=8)
-def _hdmm_memo(W: EMatrix, seed: int) -> EMatrix:
-    return hdmm_strategy(W, seed=seed)
+    # The strategy is memoised by the operator: trials, datasets and
+    # `strategy_for` on one workload optimise once.
+    return measure_and_infer(x_red, hdmm_strategy(W_red, seed=seed), eps)
 
 
 def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatrix | None:
@@ -164,7 +150,7 @@ def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatri
         "hb": lambda: selection.hb(shape),
         "quadtree": lambda: selection.quadtree(shape),
         "greedy_h": lambda: greedy_h_strategy(n, workload),
-        "hdmm": lambda: _hdmm_for(workload, 0),
+        "hdmm": lambda: hdmm_strategy(workload, seed=0),
         "hb_striped_kron": lambda: selection.stripe(
             shape, len(shape) - 1, selection.hb((shape[-1],))
         ),

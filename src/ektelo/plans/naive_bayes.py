@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from ..matrix import EMatrix, Identity, Sparse
 from ..operators import partition as partition_ops
-from ..operators.strategies_opt import greedy_h as greedy_h_strategy
+from ..operators.selection import greedy_h as greedy_h_strategy
 from ._registry import register
 from .budget import check_eps, split
 from .common import estimate

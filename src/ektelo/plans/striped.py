@@ -29,7 +29,7 @@ from ..matrix import (
 )
 from ..operators import partition as partition_ops
 from ..operators import selection
-from ..operators._greedy_h import greedy_h_many
+from ..operators.selection import greedy_h_many
 from ._registry import register
 from .budget import check_eps, split
 from .common import estimate
