@@ -50,7 +50,7 @@ import tracemalloc
 
 import numpy as np
 
-from ektelo.kernel.measurement import Measurement
+from ektelo.measurement import Measurement
 from ektelo.operators import inference, selection
 
 TIME_LIMIT = 60.0

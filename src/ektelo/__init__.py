@@ -14,12 +14,12 @@ from .domain import Attribute, Domain
 from .kernel import (
     Budget,
     BudgetExceeded,
-    Measurement,
     ProtectedTable,
     ProtectedVector,
     col,
     protect,
 )
+from .measurement import Gaussian, Laplace, Measurement
 
 __version__ = "0.1.0"
 
@@ -28,6 +28,8 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "Domain",
+    "Gaussian",
+    "Laplace",
     "Measurement",
     "ProtectedTable",
     "ProtectedVector",

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 import ektelo
 from ektelo import BudgetExceeded, Domain, col
+from ektelo.kernel import port
 from ektelo.matrix import Dense, Identity, Kronecker, Partition, Prefix, Total, VStack
 from ektelo.matrix.core import Sparse
 
@@ -356,31 +357,36 @@ def test_eps_is_keyword_only():
 # -- handles --------------------------------------------------------------------------
 
 
-def test_foreign_handles_are_refused():
+def test_requests_name_only_their_own_sources():
+    """Through the port a request names sources by id: an id this kernel does
+    not have, a handle object instead of an id, or something that is not a
+    request are refused before anything is spent."""
     a, b = vector(), vector()
-    with pytest.raises(ValueError, match="another kernel"):
-        a.kernel.laplace(b, Identity(8), eps=EPS)
-    with pytest.raises(ValueError, match="another kernel"):
-        a.kernel.transform(b, Identity(8))
+    with pytest.raises(ValueError, match="unknown source"):
+        a.port.submit(port.VectorLaplace(999, Identity(8), EPS))
+    with pytest.raises(TypeError, match="named by an int"):
+        a.port.submit(port.VectorLaplace(b, Identity(8), EPS))
+    with pytest.raises(TypeError, match="named by an int"):
+        a.port.submit(port.Transform(b, Identity(8)))
     ta, _ = table()
     tb, _ = table()
-    with pytest.raises(ValueError, match="another kernel"):
-        ta.kernel.noisy_count(tb, eps=EPS)
-    with pytest.raises(ValueError, match="another kernel"):
-        ta.kernel.where(tb, col("a") == 1)
+    with pytest.raises(TypeError, match="named by an int"):
+        ta.port.submit(port.NoisyCount(tb, EPS))
+    with pytest.raises(TypeError, match="not a kernel request"):
+        ta.port.submit(("where", 0))
     assert spent(a) == spent(b) == spent(ta) == spent(tb) == 0
 
 
 def test_forged_handles_are_refused():
     t, _ = table()
     kids = t.split_by_partition("a")
-    k = t.kernel
+    k = t.port
     with pytest.raises(TypeError):
-        k.laplace(t, Identity(1), eps=EPS)  # a table is not a vector
-    forged = ektelo.ProtectedVector(k, t._node)
+        k.submit(port.VectorLaplace(t.node, Identity(1), EPS))  # a table is not a vector
+    forged = ektelo.ProtectedVector(k, t.node)
     with pytest.raises(TypeError, match="not a vector"):
         forged.laplace(Identity(1), eps=EPS)
-    partition_node = kids[0].ledger()[kids[0]._node].parent
+    partition_node = kids[0].ledger()[kids[0].node].parent
     with pytest.raises(TypeError):
         ektelo.ProtectedTable(k, partition_node).noisy_count(eps=EPS)
     with pytest.raises(ValueError):
@@ -394,7 +400,7 @@ def test_handles_and_kernels_cannot_be_copied():
         with pytest.raises(TypeError):
             attempt(x)
         with pytest.raises(TypeError):
-            attempt(x.kernel)
+            attempt(x.port)
 
 
 def test_no_public_attribute_exposes_the_data():
@@ -406,6 +412,6 @@ def test_no_public_attribute_exposes_the_data():
             value = getattr(h, name)
             assert not isinstance(value, (np.ndarray, pd.DataFrame)), name
         assert not hasattr(h, "__dict__")
-    public = [n for n in dir(x.kernel) if not n.startswith("_")]
-    assert not any(isinstance(getattr(x.kernel, n), np.ndarray) for n in public)
-    assert "0." not in repr(x) and "0." not in repr(x.kernel).split("Budget")[0]
+    public = [n for n in dir(x.port) if not n.startswith("_")]
+    assert public == ["submit"]
+    assert "0." not in repr(x) and "0." not in repr(x.port).split("Budget")[0]

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ektelo.kernel.measurement import Measurement
+from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,

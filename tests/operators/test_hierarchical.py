@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ektelo
-from ektelo.kernel.measurement import Measurement
+from ektelo.measurement import Measurement
 from ektelo.operators import hierarchical, inference, selection
 
 

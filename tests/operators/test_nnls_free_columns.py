@@ -10,7 +10,7 @@ import pytest
 import scipy.optimize as so
 import scipy.sparse as sp
 
-from ektelo.kernel.measurement import Measurement
+from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     Diagonal,

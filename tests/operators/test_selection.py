@@ -16,7 +16,7 @@ import pytest
 from scipy.sparse.linalg import lsmr
 
 from ektelo import workload as wl
-from ektelo.kernel.measurement import Measurement
+from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -627,7 +627,7 @@ def test_adaptive_grid_from_a_measurement():
         answers=answers,
         query=L1,
         query_on_root=L1,
-        noise_scale=2.0,
+        noise=2.0,
         epsilon=0.5,
         root_id="root",
         root_shape=(20, 20),

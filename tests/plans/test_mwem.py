@@ -17,7 +17,7 @@ from scipy.optimize import nnls as so_nnls
 import ektelo
 from ektelo import plans
 from ektelo import workload as wl
-from ektelo.kernel.measurement import Measurement
+from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,

@@ -2,23 +2,28 @@
 spends privacy budget or samples noise. Audit this package and nothing else.
 
 Modules: `budget` (Algorithm 2 ledger, `BudgetExceeded`), `kernel` (the
-`Kernel`: sources, transformations, Private→Public operators), `handles`
-(opaque `ProtectedTable`/`ProtectedVector` and `protect`), `tables` (table
-transformations on codes), `predicates` (row predicates for `where`),
-`noise` (secure/research `RandomSource`), `measurement` (`Measurement`).
+`Kernel`: sources by id, transformations, Private→Public operators), `port`
+(the typed requests and responses handles submit), `local` (the in-process
+port and `protect`), `handles` (opaque `ProtectedTable`/`ProtectedVector`
+over a port), `sensitivity` (the kernel's own structural rules), `tables`
+(table transformations on rows and masks), `predicates` (row predicates for
+`where`), `noise` (secure/research `RandomSource`), and the private
+operators `ahp`, `dawa`, `mwem`, `privbayes`.
 """
 
 from .budget import Budget, BudgetExceeded
-from .handles import ProtectedTable, ProtectedVector, protect
+from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel, Request
-from .measurement import Measurement
+from .local import LocalPort, protect
+from .port import Port
 from .predicates import Predicate, col
 
 __all__ = [
     "Budget",
     "BudgetExceeded",
     "Kernel",
-    "Measurement",
+    "LocalPort",
+    "Port",
     "Predicate",
     "ProtectedTable",
     "ProtectedVector",

@@ -6,7 +6,7 @@ raises, warnings, refusals, the ledger, the noise grid — is a function of
 public state alone (the request, the public schema, the ledger).  So every
 request runs in three steps:
 
-  1. validate the handle, ε (≥ `EPS_FLOOR`) and every argument from public
+  1. validate the source id, ε (≥ `EPS_FLOOR`) and every argument from public
      information; rebuild client matrices from library classes (or
      materialise a foreign one once) and compute the query's sensitivity and
      integrality here (`sensitivity.facts`, the kernel's own rules);
@@ -26,10 +26,12 @@ never carry private values.
 
 A `Kernel` holds the source environment E (every table and vector derived
 from the protected input), the `Ledger` (graph, stabilities, B(sv), Algorithm
-2) and the `RandomSource`. Clients hold opaque handles (`handles.py`) and
-issue requests naming them; a handle of another kernel is refused.
+2) and the `RandomSource`. It names sources by integer ids and knows nothing
+of handles: clients hold opaque handles (`handles.py`) that submit typed
+requests (`port.py`) through a port; `local.LocalPort` maps them onto the
+methods here.
 
-Operator types (§4.2): the transformations are **Private** (a new handle, no
+Operator types (§4.2): the transformations are **Private** (a new source, no
 budget); `laplace`, `noisy_count` and the private partition/selection
 operators are **Private→Public** (they charge `eps` through Algorithm 2 and
 return a public value). The noise sampler may guarantee an ε slightly below
@@ -54,11 +56,11 @@ import scipy.sparse as sp
 
 from ..domain import Domain, check_names
 from ..matrix import EMatrix, Partition, Product, Sparse, Total, rebuild
+from ..measurement import Laplace, Measurement
 from . import ahp, dawa, mwem, privbayes, tables
 from .budget import Budget, Ledger, NodeState, check_epsilon
-from .handles import ProtectedTable, ProtectedVector
-from .measurement import Measurement
 from .noise import RandomSource, laplace_scale_for
+from .port import SourceInfo
 from .predicates import compile_predicate
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
@@ -94,6 +96,7 @@ class _Vector:
     root_id: str
     root_shape: tuple[int, ...]
     to_root: EMatrix | None  # this vector = to_root · root vector (None: it is the root)
+    attributes: tuple[str, ...] | None = None  # the table attributes the root counts over
 
 
 def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
@@ -234,92 +237,95 @@ class Kernel:
 
     # -- sources -------------------------------------------------------------------
     @_private
-    def _root_table(self, codes: np.ndarray, domain: Domain) -> ProtectedTable:
+    def add_table(self, codes: np.ndarray, domain: Domain) -> int:
+        """A root table (the data holder's `protect`)."""
         node = self._ledger.add_root("table", "protect")
         self._sources[node] = _Table(tables.Rows.all(_readonly(codes)), domain)
-        return ProtectedTable(self, node)
+        return node
 
     @_private
-    def _root_vector(self, values: np.ndarray, *, integral: bool) -> ProtectedVector:
+    def add_vector(self, values: np.ndarray, *, integral: bool) -> int:
         """A root vector; `integral` is the data holder's declaration (protect)."""
         node = self._ledger.add_root("vector", "protect")
         shape = tuple(int(s) for s in values.shape)
         flat = _readonly(values.reshape(-1))
         vec = _Vector(flat, shape, bool(integral), f"{self.id}/v{node}", shape, None)
         self._sources[node] = vec
-        return ProtectedVector(self, node)
-
-    def _resolve(self, handle: Any, cls: type) -> int:
-        if type(handle) is not cls:
-            raise TypeError(f"expected a {cls.__name__}, got {type(handle).__name__}")
-        if handle._kernel is not self:
-            raise ValueError("this handle belongs to another kernel")
-        node = handle._node
-        if type(node) is not int or not 0 <= node < len(self._ledger):
-            raise ValueError(f"unknown source variable {node!r}")
-        kind, wanted = self._ledger.kind(node), "table" if cls is ProtectedTable else "vector"
-        if kind != wanted:
-            raise TypeError(f"source variable {node} is a {kind}, not a {wanted}")
         return node
 
-    def _table(self, handle: Any) -> tuple[int, _Table]:
-        node = self._resolve(handle, ProtectedTable)
+    def _resolve(self, source: Any, kind: str) -> int:
+        if isinstance(source, bool) or not isinstance(source, numbers.Integral):
+            raise TypeError(f"a source variable is named by an int, got {type(source).__name__}")
+        node = int(source)
+        if not 0 <= node < len(self._ledger):
+            raise ValueError(f"unknown source variable {source!r}")
+        actual = self._ledger.kind(node)
+        if actual != kind:
+            raise TypeError(f"source variable {node} is a {actual}, not a {kind}")
+        return node
+
+    def _table(self, source: Any) -> tuple[int, _Table]:
+        node = self._resolve(source, "table")
         return node, cast(_Table, self._sources[node])  # _resolve checked the kind
 
-    def _vector(self, handle: Any) -> tuple[int, _Vector]:
-        node = self._resolve(handle, ProtectedVector)
+    def _vector(self, source: Any) -> tuple[int, _Vector]:
+        node = self._resolve(source, "vector")
         return node, cast(_Vector, self._sources[node])  # _resolve checked the kind
 
     def _new_table(
         self, parent: int, rows: tables.Rows, domain: Domain, stability: int, op: str
-    ) -> ProtectedTable:
+    ) -> int:
         node = self._ledger.add_child(parent, "table", stability, op)
         self._sources[node] = _Table(rows, domain)
-        return ProtectedTable(self, node)
+        return node
 
-    def _add_vector(self, parent: int, op: str, stability: Any, vec: _Vector) -> ProtectedVector:
+    def _add_vector(self, parent: int, op: str, stability: Any, vec: _Vector) -> int:
         node = self._ledger.add_child(parent, "vector", stability, op)
         self._sources[node] = vec
-        return ProtectedVector(self, node)
+        return node
 
     def _derived_vector(
         self, parent: int, op: str, stability: Any, values: np.ndarray, base: _Vector,
         mapping: EMatrix, integral: bool,
-    ) -> ProtectedVector:  # fmt: skip
+    ) -> int:  # fmt: skip
         """A vector = mapping · base, recorded with its map back to the root."""
         to_root = mapping if base.to_root is None else Product(mapping, base.to_root)
         flat = _readonly(_finite(values.reshape(-1)))
-        vec = _Vector(flat, (flat.size,), integral, base.root_id, base.root_shape, to_root)
+        vec = _Vector(
+            flat, (flat.size,), integral, base.root_id, base.root_shape, to_root, base.attributes
+        )
         return self._add_vector(parent, op, stability, vec)
 
     @_private
-    def shape_of(self, handle: ProtectedVector) -> tuple[int, ...]:
-        return self._vector(handle)[1].shape
-
-    @_private
-    def root_of(self, handle: ProtectedVector) -> tuple[str, tuple[int, ...]]:
-        _, v = self._vector(handle)
-        return v.root_id, v.root_shape
-
-    @_private
-    def is_integral(self, handle: ProtectedVector) -> bool:
-        """The vector's declared integrality (public: from protect and the ops)."""
-        return self._vector(handle)[1].integral
-
-    @_private
-    def domain_of(self, handle: ProtectedTable) -> Domain:
-        return self._table(handle)[1].domain
+    def describe(self, source: Any) -> SourceInfo:
+        """The public description of a source variable."""
+        if isinstance(source, bool) or not isinstance(source, numbers.Integral):
+            raise TypeError(f"a source variable is named by an int, got {type(source).__name__}")
+        node = int(source)
+        if not 0 <= node < len(self._ledger):
+            raise ValueError(f"unknown source variable {source!r}")
+        if node not in self._sources:
+            raise TypeError(f"source variable {node} is a partition, not a table or vector")
+        item = self._sources[node]
+        if isinstance(item, _Table):
+            root = f"{self.id}/t{node}/" + "|".join(item.domain.names)
+            shape = item.domain.shape
+            return SourceInfo(node, "table", item.domain, shape, True, root, shape, self.seed)
+        return SourceInfo(
+            node, "vector", None, item.shape, item.integral, item.root_id, item.root_shape,
+            self.seed,
+        )  # fmt: skip
 
     # -- Private: table transformations (§5.1) -------------------------------------
     @_private
-    def where(self, handle: ProtectedTable, predicate: Any) -> ProtectedTable:
-        node, t = self._table(handle)
+    def where(self, source: int, predicate: Any) -> int:
+        node, t = self._table(source)
         mask_of = compile_predicate(predicate, t.domain)
         return self._new_table(node, tables.where_rows(t.rows, mask_of), t.domain, 1, "where")
 
     @_private
-    def select(self, handle: ProtectedTable, attrs: Any) -> ProtectedTable:
-        node, t = self._table(handle)
+    def select(self, source: int, attrs: Any) -> int:
+        node, t = self._table(source)
         names = check_names(t.domain, attrs)
         cols = [t.domain.index(n) for n in names]
         rows = tables.select_rows(t.rows, cols)
@@ -327,9 +333,9 @@ class Kernel:
 
     @_private
     def group_by(
-        self, handle: ProtectedTable, attrs: Any, *, count: str | None = None, count_cap: int = 1
-    ) -> ProtectedTable:
-        node, t = self._table(handle)
+        self, source: int, attrs: Any, *, count: str | None = None, count_cap: int = 1
+    ) -> int:
+        node, t = self._table(source)
         names = check_names(t.domain, attrs)
         if count is not None and (type(count) is not str or count in names or not count):
             raise ValueError(f"count must be a new attribute name, got {count!r}")
@@ -341,16 +347,16 @@ class Kernel:
         return self._new_table(node, rows, domain, 2, "group_by")
 
     @_private
-    def split_table(self, handle: ProtectedTable, attr: Any) -> list[ProtectedTable]:
-        node, t = self._table(handle)
+    def split_table(self, source: int, attr: Any) -> list[int]:
+        node, t = self._table(source)
         (name,) = check_names(t.domain, [attr], "attr")
         parts = tables.split_rows(t.rows, t.domain.index(name), t.domain[name].size)
         part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})")
         return [self._new_table(part, c, t.domain, 1, "split_child") for c in parts]
 
     @_private
-    def vectorize(self, handle: ProtectedTable, attrs: Any = None) -> ProtectedVector:
-        node, t = self._table(handle)
+    def vectorize(self, source: int, attrs: Any = None) -> int:
+        node, t = self._table(source)
         names = t.domain.names if attrs is None else check_names(t.domain, attrs)
         shape = t.domain.project(names).shape
         if math.prod(shape) > tables.MAX_CELLS:
@@ -358,13 +364,13 @@ class Kernel:
         cols = [t.domain.index(n) for n in names]
         values = tables.vectorize_rows(t.rows, cols, shape)
         root_id = f"{self.id}/t{node}/" + "|".join(names)
-        vec = _Vector(_readonly(values), shape, True, root_id, shape, None)
+        vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names))
         return self._add_vector(node, "vectorize", 1, vec)
 
     # -- Private: vector transformations (§5.1) ------------------------------------
     @_private
-    def reduce_by_partition(self, handle: ProtectedVector, P: Any) -> ProtectedVector:
-        node, v = self._vector(handle)
+    def reduce_by_partition(self, source: int, P: Any) -> int:
+        node, v = self._vector(source)
         part = trusted_partition(P, v.values.size)
         values = part.reduce(v.values)
         return self._derived_vector(
@@ -372,8 +378,8 @@ class Kernel:
         )
 
     @_private
-    def split_vector(self, handle: ProtectedVector, P: Any) -> list[ProtectedVector]:
-        node, v = self._vector(handle)
+    def split_vector(self, source: int, P: Any) -> list[int]:
+        node, v = self._vector(source)
         part = trusted_partition(P, v.values.size)
         pnode = self._ledger.add_child(node, "partition", 1, "split_by_partition")
         order = np.argsort(part.groups, kind="stable")
@@ -392,8 +398,8 @@ class Kernel:
         return children
 
     @_private
-    def transform(self, handle: ProtectedVector, M: Any) -> ProtectedVector:
-        node, v = self._vector(handle)
+    def transform(self, source: int, M: Any) -> int:
+        node, v = self._vector(source)
         Q = _checked_matrix(M, v)
         f = query_facts(Q)
         values = Q.matvec(v.values)
@@ -416,9 +422,9 @@ class Kernel:
         self._history[record.index] = replace(record, **detail)
 
     @_private
-    def laplace(self, handle: ProtectedVector, M: Any, *, eps: Any) -> Measurement:
+    def laplace(self, source: int, M: Any, *, eps: Any) -> Measurement:
         """Vector Laplace (§5.2): Q·x + Laplace(sens(Q)/ε), sens computed here."""
-        node, v = self._vector(handle)
+        node, v = self._vector(source)
         eps = check_epsilon(eps)
         Q = _checked_matrix(M, v)
         f = query_facts(Q)
@@ -435,16 +441,16 @@ class Kernel:
         self._noted(record, noise_scale=draw.scale)
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
         return Measurement(
-            answers=draw.values, query=Q, query_on_root=on_root, noise_scale=draw.scale,
-            epsilon=eps, root_id=v.root_id, root_shape=v.root_shape, seed=self.seed,
-            noise_grid=draw.grid,
+            answers=draw.values, query=Q, query_on_root=on_root,
+            noise=Laplace(draw.scale, draw.grid), epsilon=eps, root_id=v.root_id,
+            root_shape=v.root_shape, seed=self.seed, attributes=v.attributes,
         )  # fmt: skip
 
     @_private
-    def noisy_count(self, handle: ProtectedTable, *, eps: Any) -> Measurement:
+    def noisy_count(self, source: int, *, eps: Any) -> Measurement:
         """NoisyCount (§5.2): |T| + Laplace(1/ε), as a Total query on the
         table's full vectorization (the root of `vectorize()` with no attrs)."""
-        node, t = self._table(handle)
+        node, t = self._table(source)
         eps = check_epsilon(eps)
         laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
         record = self._spend(node, eps, "noisy_count", query="Total", sensitivity=1.0)
@@ -454,9 +460,9 @@ class Kernel:
         Q = Total(t.domain.size)
         root_id = f"{self.id}/t{node}/" + "|".join(t.domain.names)
         return Measurement(
-            answers=draw.values, query=Q, query_on_root=Q, noise_scale=draw.scale,
+            answers=draw.values, query=Q, query_on_root=Q, noise=Laplace(draw.scale, draw.grid),
             epsilon=eps, root_id=root_id, root_shape=t.domain.shape, seed=self.seed,
-            noise_grid=draw.grid,
+            attributes=tuple(t.domain.names),
         )  # fmt: skip
 
     def _counts(self, v: _Vector, operator: str) -> np.ndarray:
@@ -495,9 +501,9 @@ class Kernel:
         return W, xh, delta
 
     @_private
-    def ahp_partition(self, handle: ProtectedVector, *, eps: Any, **options: Any) -> Partition:
+    def ahp_partition(self, source: int, *, eps: Any, **options: Any) -> Partition:
         """AHP partition selection (Zhang et al. 2014), ε-DP on this vector."""
-        node, v = self._vector(handle)
+        node, v = self._vector(source)
         eps = check_epsilon(eps)
         opts = ahp.check_options(**_plain_options(options))
         x = self._counts(v, "AHP partition selection")
@@ -506,9 +512,9 @@ class Kernel:
         return Partition(np.array(P.groups, copy=True), v.shape)
 
     @_private
-    def dawa_partition(self, handle: ProtectedVector, *, eps: Any, **options: Any) -> Partition:
+    def dawa_partition(self, source: int, *, eps: Any, **options: Any) -> Partition:
         """DAWA partition selection (Li et al. 2014), ε-DP on this vector."""
-        node, v = self._vector(handle)
+        node, v = self._vector(source)
         eps = check_epsilon(eps)
         opts = dawa.check_options(v.shape, eps, **_plain_options(options))
         x = self._counts(v, "DAWA partition selection")
@@ -517,9 +523,9 @@ class Kernel:
         return Partition(np.array(P.groups, copy=True), v.shape)
 
     @_private
-    def worst_approx(self, handle: ProtectedVector, workload: Any, x_hat: Any, *, eps: Any) -> int:
+    def worst_approx(self, source: int, workload: Any, x_hat: Any, *, eps: Any) -> int:
         """MWEM's worst-approximated query (exponential mechanism), ε-DP."""
-        node, v = self._vector(handle)
+        node, v = self._vector(source)
         eps = check_epsilon(eps)
         W, xh, delta = self._selection(v, workload, x_hat)
         self._spend(node, eps, "worst_approx")
@@ -527,10 +533,10 @@ class Kernel:
 
     @_private
     def augmented_worst_approx(
-        self, handle: ProtectedVector, workload: Any, x_hat: Any, *, eps: Any, round_index: int
+        self, source: int, workload: Any, x_hat: Any, *, eps: Any, round_index: int
     ) -> EMatrix:
         """The MWEM variant's augmented query selection (§8.1), ε-DP."""
-        node, v = self._vector(handle)
+        node, v = self._vector(source)
         eps = check_epsilon(eps)
         r = round_index
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
@@ -543,10 +549,10 @@ class Kernel:
 
     @_private
     def privbayes_select(
-        self, handle: ProtectedTable, *, eps: Any, **options: Any
+        self, source: int, *, eps: Any, **options: Any
     ) -> list[tuple[int, ...]]:
         """PrivBayes network selection (Zhang et al. 2014): attribute-index cliques."""
-        node, t = self._table(handle)
+        node, t = self._table(source)
         eps = check_epsilon(eps)
         opts = privbayes.check_options(**_plain_options(options))
         shape = t.domain.shape

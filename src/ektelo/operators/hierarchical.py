@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernel.measurement import Measurement
+from ..measurement import Measurement
 from ..matrix import EMatrix
 
 __all__ = ["least_squares", "levels", "solve_levels"]

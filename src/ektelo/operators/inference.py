@@ -48,7 +48,7 @@ from scipy.linalg import lstsq as dense_lstsq
 from scipy.optimize import Bounds, minimize
 from scipy.sparse.linalg import LinearOperator, lsmr
 
-from ..kernel.measurement import Measurement
+from ..measurement import Measurement
 from ..matrix import (
     Diagonal,
     EMatrix,

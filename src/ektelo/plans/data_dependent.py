@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernel.measurement import Measurement
+from ..measurement import Measurement
 from ..matrix import Dense, EMatrix, Identity, Partition, RangeQueries, Sparse, Total
 from ..operators import partition as partition_ops
 from ..operators import selection

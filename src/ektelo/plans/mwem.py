@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernel.measurement import Measurement
+from ..measurement import Measurement
 from ..matrix import Dense, EMatrix, RangeQueries, Sparse, Total
 from ..operators import inference
 from ._registry import register

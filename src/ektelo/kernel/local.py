@@ -1,0 +1,136 @@
+"""The in-process port, and `protect` (§4.1): a kernel in this process.
+
+`LocalPort` maps each request of `port.py` onto one method of a `Kernel`;
+`protect` is the data holder's call that starts a kernel around the data and
+hands back the root's handle. A server is the other implementation of the
+port: the same handles and plans run unchanged against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..domain import Domain
+from . import port
+from .budget import check_epsilon
+from .handles import ProtectedTable, ProtectedVector
+from .kernel import Kernel
+
+__all__ = ["LocalPort", "protect"]
+
+
+class LocalPort:
+    """A port to a kernel in this process (one kernel per port)."""
+
+    __slots__ = ("_kernel", "_routes")
+
+    def __init__(self, kernel: Kernel):
+        self._kernel = kernel
+        k = kernel
+        self._routes: dict[type, Callable[[Any], Any]] = {
+            port.Describe: lambda r: k.describe(r.source),
+            port.GetBudget: lambda r: k.budget,
+            port.GetHistory: lambda r: k.history,
+            port.GetLedger: lambda r: k.ledger(),
+            port.Where: lambda r: port.NewSource(k.where(r.source, r.predicate)),
+            port.Select: lambda r: port.NewSource(k.select(r.source, r.attrs)),
+            port.GroupBy: lambda r: port.NewSource(
+                k.group_by(r.source, r.attrs, count=r.count, count_cap=r.count_cap)
+            ),
+            port.SplitTable: lambda r: port.NewSources(tuple(k.split_table(r.source, r.attr))),
+            port.Vectorize: lambda r: port.NewSource(k.vectorize(r.source, r.attrs)),
+            port.ReduceByPartition: lambda r: port.NewSource(
+                k.reduce_by_partition(r.source, r.partition)
+            ),
+            port.SplitVector: lambda r: port.NewSources(
+                tuple(k.split_vector(r.source, r.partition))
+            ),
+            port.Transform: lambda r: port.NewSource(k.transform(r.source, r.matrix)),
+            port.VectorLaplace: lambda r: k.laplace(r.source, r.matrix, eps=r.eps),
+            port.NoisyCount: lambda r: k.noisy_count(r.source, eps=r.eps),
+            port.AHPPartition: lambda r: k.ahp_partition(r.source, eps=r.eps, **r.options),
+            port.DAWAPartition: lambda r: k.dawa_partition(r.source, eps=r.eps, **r.options),
+            port.WorstApprox: lambda r: k.worst_approx(r.source, r.workload, r.x_hat, eps=r.eps),
+            port.AugmentedWorstApprox: lambda r: k.augmented_worst_approx(
+                r.source, r.workload, r.x_hat, eps=r.eps, round_index=r.round_index
+            ),
+            port.PrivBayesSelect: lambda r: k.privbayes_select(r.source, eps=r.eps, **r.options),
+        }
+
+    def submit(self, request: Any) -> Any:
+        """Run one request on the kernel and return its public response."""
+        route = self._routes.get(type(request))
+        if route is None:
+            raise TypeError(f"not a kernel request: {type(request).__name__}")
+        return route(request)
+
+    def __repr__(self) -> str:
+        return f"LocalPort({self._kernel!r})"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("a kernel's port cannot be pickled or copied")
+
+
+def protect(
+    data: Any,
+    domain: Domain | None = None,
+    *,
+    epsilon: float,
+    seed: int | None = None,
+    integral: bool | None = None,
+    show_bad_values: bool = False,
+) -> ProtectedTable | ProtectedVector:
+    """Start a kernel around `data` with a total budget `epsilon` (§4.1).
+
+    * a pandas DataFrame with a `Domain` → a `ProtectedTable` (values encoded
+      to codes; any value outside the domain is an error naming the column
+      and the kind of problem, never a value, row or count — unless the
+      data holder passes `show_bad_values=True` to count them and list the
+      first few rows and values, see `Domain.encode`);
+    * a numeric numpy array of any shape → a `ProtectedVector` over that shape.
+
+    `integral` declares whether an array holds counts (integers): by default
+    True for integer and bool dtypes, False for floats. The kernel never looks
+    at the values to decide it (the noise grid and the partition operators
+    depend on it); `integral=True` on a float array checks the values here,
+    at protect time, and refuses fractions. Tables are always counts.
+
+    `seed=None` draws secure noise; an int seed is research mode (reproducible,
+    NOT secure) and is recorded in every Measurement.
+
+    Guarantee: any sequence of requests on the returned handle and the handles
+    derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
+    10⁻⁹ is the ledger's documented float slack, see `kernel.budget`).
+    """
+    check_epsilon(epsilon, "epsilon")
+    if isinstance(data, pd.DataFrame):
+        if not isinstance(domain, Domain):
+            raise TypeError("protecting a DataFrame needs domain=Domain(...)")
+        if integral is False:
+            raise ValueError("a table is always counts: integral=False does not apply")
+        codes = domain.encode(data, show_bad_values=show_bad_values)
+        kernel = Kernel(epsilon=epsilon, seed=seed)
+        return ProtectedTable(LocalPort(kernel), kernel.add_table(codes, domain))
+    if domain is not None:
+        raise ValueError("domain= applies to DataFrames; an array is protected as a vector")
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"protect() takes a DataFrame or a numpy array, got {type(data).__name__}")
+    if data.dtype.kind not in "biuf" or data.size == 0:
+        raise TypeError(f"a protected vector needs a non-empty numeric array, got {data.dtype}")
+    # Integrality is declared, never observed (issue #22): integer and bool
+    # arrays are counts; a float array is not, unless the data holder says so.
+    declared = data.dtype.kind in "biu" if integral is None else integral
+    if not isinstance(declared, bool):
+        raise TypeError(f"integral must be None, True or False, got {integral!r}")
+    values = data.astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("the data vector has non-finite entries")
+    if declared and not np.array_equal(values, np.round(values)):
+        # the data holder's own call, before any kernel or analyst exists
+        raise ValueError("integral=True needs integer values; the array has fractions")
+    kernel = Kernel(epsilon=epsilon, seed=seed)
+    return ProtectedVector(LocalPort(kernel), kernel.add_vector(values, integral=declared))

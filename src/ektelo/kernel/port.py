@@ -1,0 +1,218 @@
+"""The kernel's port: one typed request per operation, and the `Port` protocol.
+
+Handles (`handles.py`) talk to a kernel only by submitting these values to a
+`Port`; the in-process implementation is `local.LocalPort`, and a server
+(the kernel as a service) is another. A request names source variables by
+their integer ids and carries only public values: matrices, partitions'
+group arrays, predicates, ε and plain options. Nothing in a request is
+code the kernel runs: the kernel rebuilds matrices from the library's
+classes and compiles predicates itself.
+
+Responses are public values: `NewSource`/`NewSources` for Private
+transformations (the ids of the derived sources), a `Measurement`, a
+`Partition`, an index, a matrix or cliques for Private→Public requests, and
+`SourceInfo`, `Budget`, the history and the ledger for the public state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..domain import Domain
+
+__all__ = [
+    "AHPPartition",
+    "AugmentedWorstApprox",
+    "DAWAPartition",
+    "Describe",
+    "GetBudget",
+    "GetHistory",
+    "GetLedger",
+    "GroupBy",
+    "NewSource",
+    "NewSources",
+    "NoisyCount",
+    "Port",
+    "PrivBayesSelect",
+    "ReduceByPartition",
+    "Select",
+    "SourceInfo",
+    "SplitTable",
+    "SplitVector",
+    "Transform",
+    "VectorLaplace",
+    "Vectorize",
+    "Where",
+    "WorstApprox",
+]
+
+
+class Port(Protocol):
+    """Where a handle's requests go: a local kernel or a remote one."""
+
+    def submit(self, request: Any) -> Any: ...
+
+
+# -- responses -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewSource:
+    """A derived source variable's id."""
+
+    source: int
+
+
+@dataclass(frozen=True)
+class NewSources:
+    """The ids of a partition's children, in group order."""
+
+    sources: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """The public description of one source variable."""
+
+    source: int
+    kind: Literal["table", "vector"]
+    domain: Domain | None  # tables
+    shape: tuple[int, ...]  # vectors: the cells' shape; tables: the domain's
+    integral: bool  # declared counts (tables are counts)
+    root_id: str
+    root_shape: tuple[int, ...]
+    seed: int | None  # the kernel's research-mode seed, None when secure
+
+
+# -- public state -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Describe:
+    source: int
+
+
+@dataclass(frozen=True)
+class GetBudget:
+    pass
+
+
+@dataclass(frozen=True)
+class GetHistory:
+    pass
+
+
+@dataclass(frozen=True)
+class GetLedger:
+    pass
+
+
+# -- Private: table transformations (§5.1) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Where:
+    source: int
+    predicate: Any  # a predicate tree of `ektelo.col` (compiled by the kernel)
+
+
+@dataclass(frozen=True)
+class Select:
+    source: int
+    attrs: Any
+
+
+@dataclass(frozen=True)
+class GroupBy:
+    source: int
+    attrs: Any
+    count: str | None = None
+    count_cap: int = 1
+
+
+@dataclass(frozen=True)
+class SplitTable:
+    source: int
+    attr: Any
+
+
+@dataclass(frozen=True)
+class Vectorize:
+    source: int
+    attrs: Any = None
+
+
+# -- Private: vector transformations (§5.1) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class ReduceByPartition:
+    source: int
+    partition: Any  # a `Partition` (its group array is copied by the kernel)
+
+
+@dataclass(frozen=True)
+class SplitVector:
+    source: int
+    partition: Any
+
+
+@dataclass(frozen=True)
+class Transform:
+    source: int
+    matrix: Any
+
+
+# -- Private→Public (each carries the ε it asks to spend) --------------------------
+
+
+@dataclass(frozen=True)
+class VectorLaplace:
+    source: int
+    matrix: Any
+    eps: Any
+
+
+@dataclass(frozen=True)
+class NoisyCount:
+    source: int
+    eps: Any
+
+
+@dataclass(frozen=True)
+class AHPPartition:
+    source: int
+    eps: Any
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DAWAPartition:
+    source: int
+    eps: Any
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorstApprox:
+    source: int
+    workload: Any
+    x_hat: Any
+    eps: Any
+
+
+@dataclass(frozen=True)
+class AugmentedWorstApprox:
+    source: int
+    workload: Any
+    x_hat: Any
+    eps: Any
+    round_index: Any
+
+
+@dataclass(frozen=True)
+class PrivBayesSelect:
+    source: int
+    eps: Any
+    options: dict[str, Any] = field(default_factory=dict)
