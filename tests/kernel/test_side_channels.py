@@ -19,7 +19,7 @@ What is compared, step by step (`observe`):
     worst-approx, a matrix from augmented worst-approx, PrivBayes cliques) only
     what public information fixes (type, cells covered, number of cliques);
   * every warning emitted during the step;
-  * after the step: `ledger()`, `history()` (all Request fields) and `budget`.
+  * after the step: `ledger()`, `history()` (all QueryRecord fields) and `budget`.
 
 Requests are small printable recipes (`Step`) built at run time from public
 facts only (the target handle's size), applied to a pool of the handles made so

@@ -13,9 +13,9 @@ operators `ahp`, `dawa`, `mwem`, `privbayes`.
 
 from .budget import Budget, BudgetExceeded
 from .handles import ProtectedTable, ProtectedVector
-from .kernel import Kernel, Request
+from .kernel import Kernel
 from .local import LocalPort, protect
-from .port import Port
+from .port import Port, QueryRecord
 from .predicates import Predicate, col
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "Predicate",
     "ProtectedTable",
     "ProtectedVector",
-    "Request",
+    "QueryRecord",
     "col",
     "protect",
 ]

@@ -174,7 +174,7 @@ def _greedy_clusters(y: np.ndarray, var: float) -> np.ndarray:
     def err(i: int, j: int) -> float:  # cluster y[i..j] inclusive
         length = j - i + 1
         s = p1[j + 1] - p1[i]
-        return (p2[j + 1] - p2[i]) - s * s / length + var / length
+        return float((p2[j + 1] - p2[i]) - s * s / length + var / length)
 
     starts, i = [0], 0
     last = err(0, 0)

@@ -171,7 +171,7 @@ class Ledger:
             else:
                 steps.append((current, sigma))
                 up = n.stability * sigma
-            child, current, sigma = current, n.parent, up  # type: ignore[assignment]
+            child, current, sigma = current, n.parent, up
         return steps
 
     def commit(self, steps: list[tuple[int, Fraction]]) -> Fraction:

@@ -354,7 +354,8 @@ def _noise_units(count: int, sensitivity: int, eps: float, source: Any) -> np.nd
 def _units(T: np.ndarray, L: np.ndarray) -> np.ndarray:
     """round(2^S · T / L) exactly (T ≥ 0 integer, L ≥ 1): the fixed-point dev."""
     q, rem = np.divmod(T, L)
-    return (q << _S) + ((rem << (_S + 1)) + L) // (2 * L)
+    dev: np.ndarray = (q << _S) + ((rem << (_S + 1)) + L) // (2 * L)
+    return dev
 
 
 # ---- approximate: aligned dyadic blocks, DP on the tree (T1) ----------------
@@ -510,8 +511,10 @@ def _intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     its cost in the DP's by-end table). Public (depends on n only) and read-only;
     memoised because a striped plan asks for the same n once per stripe."""
     a, e = np.triu_indices(n + 1, k=1)
-    out = (a.astype(np.int64), e.astype(np.int64))
-    out += (out[1] - out[0], out[1] * (n + 1) + out[0])
+    start, end = a.astype(np.int64), e.astype(np.int64)
+    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (
+        start, end, end - start, end * (n + 1) + start
+    )
     for arr in out:
         arr.setflags(write=False)
     return out

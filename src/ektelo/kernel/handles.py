@@ -1,9 +1,9 @@
-"""Opaque handles to protected sources (§4.1), talking to a kernel through a port.
+"""Opaque handles to protected sources (§4.1), talking to a kernel through a msg.
 
 A handle names one source variable of one kernel by its integer id and holds
 the `Port` its requests go to (`local.LocalPort` in this process, a server's
 port across processes): it has no attribute that exposes data, and every
-method builds one typed request of `port.py` and submits it. Operator types
+method builds one typed request of `msg.py` and submits it. Operator types
 (§4.2) are in each docstring: **Private** methods return new handles and
 spend nothing; **Private→Public** methods take a keyword-only `eps`, charge it
 through Algorithm 2 and return a public value. Handles cannot be copied or
@@ -12,26 +12,27 @@ pickled (a copy of the kernel would be a copy of the budget).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ..domain import Domain
-from . import port
+from . import port as msg
 
 if TYPE_CHECKING:
     from ..matrix import EMatrix, Partition
     from ..measurement import Measurement
     from .budget import Budget, NodeState
-    from .kernel import Request
 
 __all__ = ["ProtectedTable", "ProtectedVector"]
+
+_H = TypeVar("_H", bound="_Handle")
 
 
 class _Handle:
     __slots__ = ("_node", "_port")
 
-    def __init__(self, kernel_port: port.Port, node: int):
+    def __init__(self, kernel_port: msg.Port, node: int):
         self._port = kernel_port
         self._node = node
 
@@ -41,37 +42,38 @@ class _Handle:
         return self._node
 
     @property
-    def port(self) -> port.Port:
+    def port(self) -> msg.Port:
         """Where this handle's requests go (its kernel)."""
         return self._port
 
-    def _info(self) -> port.SourceInfo:
-        info: port.SourceInfo = self._port.submit(port.Describe(self._node))
+    def _info(self) -> msg.SourceInfo:
+        info: msg.SourceInfo = self._port.submit(msg.Describe(self._node))
         return info
 
-    def _new(self, cls: type[Any], response: port.NewSource) -> Any:
+    def _new(self, cls: type[_H], response: msg.NewSource) -> _H:
         return cls(self._port, response.source)
 
     @property
     def budget(self) -> Budget:
         """The kernel's total, spent and remaining budget (floats)."""
-        budget: Budget = self._port.submit(port.GetBudget())
+        budget: Budget = self._port.submit(msg.GetBudget())
         return budget
 
-    def history(self) -> tuple[Request, ...]:
+    def history(self) -> tuple[msg.QueryRecord, ...]:
         """Every granted Private→Public request of the kernel, in order."""
-        history: tuple[Request, ...] = self._port.submit(port.GetHistory())
+        history: tuple[msg.QueryRecord, ...] = self._port.submit(msg.GetHistory())
         return history
 
     def ledger(self) -> tuple[NodeState, ...]:
         """A snapshot of the kernel's ledger (graph, stabilities, B(sv))."""
-        ledger: tuple[NodeState, ...] = self._port.submit(port.GetLedger())
+        ledger: tuple[NodeState, ...] = self._port.submit(msg.GetLedger())
         return ledger
 
     @property
     def seed(self) -> int | None:
         """The kernel's research-mode seed, or None when its noise is secure."""
-        return self._info().seed
+        seed: int | None = self._info().seed
+        return seed
 
     @property
     def research_mode(self) -> bool:
@@ -103,39 +105,39 @@ class ProtectedTable(_Handle):
 
     def where(self, predicate: Any) -> ProtectedTable:
         """Private, 1-stable: the rows satisfying `predicate` (see `ektelo.col`)."""
-        return self._new(ProtectedTable, self._port.submit(port.Where(self._node, predicate)))
+        return self._new(ProtectedTable, self._port.submit(msg.Where(self._node, predicate)))
 
     def select(self, attrs: Any) -> ProtectedTable:
         """Private, 1-stable: projection onto `attrs` (every row kept)."""
-        return self._new(ProtectedTable, self._port.submit(port.Select(self._node, attrs)))
+        return self._new(ProtectedTable, self._port.submit(msg.Select(self._node, attrs)))
 
     def group_by(
         self, attrs: Any, *, count: str | None = None, count_cap: int = 1
     ) -> ProtectedTable:
         """Private, 2-stable (PINQ GroupBy): a table with one row per group key
         of `attrs`; with `count`, an extra attribute min(group size, count_cap)."""
-        request = port.GroupBy(self._node, attrs, count, count_cap)
+        request = msg.GroupBy(self._node, attrs, count, count_cap)
         return self._new(ProtectedTable, self._port.submit(request))
 
     def split_by_partition(self, attr: str) -> list[ProtectedTable]:
         """Private, 1-stable: one table per value of `attr` (parallel composition)."""
-        response: port.NewSources = self._port.submit(port.SplitTable(self._node, attr))
+        response: msg.NewSources = self._port.submit(msg.SplitTable(self._node, attr))
         return [ProtectedTable(self._port, s) for s in response.sources]
 
     def vectorize(self, attrs: Any = None) -> ProtectedVector:
         """Private, 1-stable (T-Vectorize): counts over the product domain of
         `attrs` (default: all, in domain order), C-order. A new root vector."""
-        return self._new(ProtectedVector, self._port.submit(port.Vectorize(self._node, attrs)))
+        return self._new(ProtectedVector, self._port.submit(msg.Vectorize(self._node, attrs)))
 
     def noisy_count(self, *, eps: float) -> Measurement:
         """Private→Public (NoisyCount): the number of rows plus Laplace(1/eps)."""
-        measurement: Measurement = self._port.submit(port.NoisyCount(self._node, eps))
+        measurement: Measurement = self._port.submit(msg.NoisyCount(self._node, eps))
         return measurement
 
     def privbayes_select(self, *, eps: float, **options: Any) -> list[tuple[int, ...]]:
         """Private→Public: PrivBayes's private choice of attribute cliques."""
         cliques: list[tuple[int, ...]] = self._port.submit(
-            port.PrivBayesSelect(self._node, eps, dict(options))
+            msg.PrivBayesSelect(self._node, eps, dict(options))
         )
         return cliques
 
@@ -176,47 +178,47 @@ class ProtectedVector(_Handle):
     def laplace(self, M: EMatrix, *, eps: float) -> Measurement:
         """Private→Public (Vector Laplace): M·x + Laplace(sens(M)/eps) with the
         sensitivity computed by the kernel."""
-        measurement: Measurement = self._port.submit(port.VectorLaplace(self._node, M, eps))
+        measurement: Measurement = self._port.submit(msg.VectorLaplace(self._node, M, eps))
         return measurement
 
     def reduce_by_partition(self, P: Partition) -> ProtectedVector:
         """Private, 1-stable: the total of every group of `P`."""
-        request = port.ReduceByPartition(self._node, P)
+        request = msg.ReduceByPartition(self._node, P)
         return self._new(ProtectedVector, self._port.submit(request))
 
     def split_by_partition(self, P: Partition) -> list[ProtectedVector]:
         """Private, 1-stable: one vector per group of `P` (its cells in order)."""
-        response: port.NewSources = self._port.submit(port.SplitVector(self._node, P))
+        response: msg.NewSources = self._port.submit(msg.SplitVector(self._node, P))
         return [ProtectedVector(self._port, s) for s in response.sources]
 
     def transform(self, M: EMatrix) -> ProtectedVector:
         """Private: M·x, stability = max column L1 norm of M (computed by the kernel)."""
-        return self._new(ProtectedVector, self._port.submit(port.Transform(self._node, M)))
+        return self._new(ProtectedVector, self._port.submit(msg.Transform(self._node, M)))
 
     def ahp_partition(self, *, eps: float, **options: Any) -> Partition:
         """Private→Public: AHP's data-dependent partition."""
         partition: Partition = self._port.submit(
-            port.AHPPartition(self._node, eps, dict(options))
+            msg.AHPPartition(self._node, eps, dict(options))
         )
         return partition
 
     def dawa_partition(self, *, eps: float, **options: Any) -> Partition:
         """Private→Public: DAWA's data-dependent partition."""
         partition: Partition = self._port.submit(
-            port.DAWAPartition(self._node, eps, dict(options))
+            msg.DAWAPartition(self._node, eps, dict(options))
         )
         return partition
 
     def worst_approx(self, workload: EMatrix, x_hat: Any, *, eps: float) -> int:
         """Private→Public: index of the workload query worst approximated by x_hat."""
-        index: int = self._port.submit(port.WorstApprox(self._node, workload, x_hat, eps))
+        index: int = self._port.submit(msg.WorstApprox(self._node, workload, x_hat, eps))
         return index
 
     def augmented_worst_approx(
         self, workload: EMatrix, x_hat: Any, *, eps: float, round_index: int
     ) -> EMatrix:
         """Private→Public: the augmented MWEM query selection of round `round_index`."""
-        request = port.AugmentedWorstApprox(self._node, workload, x_hat, eps, round_index)
+        request = msg.AugmentedWorstApprox(self._node, workload, x_hat, eps, round_index)
         matrix: EMatrix = self._port.submit(request)
         return matrix
 

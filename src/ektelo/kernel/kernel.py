@@ -60,26 +60,11 @@ from ..measurement import Laplace, Measurement
 from . import ahp, dawa, mwem, privbayes, tables
 from .budget import Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
-from .port import SourceInfo
+from .port import QueryRecord, SourceInfo
 from .predicates import compile_predicate
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
-__all__ = ["Kernel", "Request"]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One granted Private→Public request (the query history QH, §4.4)."""
-
-    index: int
-    operation: str
-    node: int
-    eps: float
-    charged_at_root: float
-    increments: tuple[tuple[int, float], ...]  # (source variable, B increase) up to the root
-    query: str | None = None
-    sensitivity: float | None = None
-    noise_scale: float | None = None
+__all__ = ["Kernel"]
 
 
 @dataclass
@@ -117,7 +102,7 @@ def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
                 return Q
             raw = Q.sparse()
     elif isinstance(M, np.ndarray) or sp.issparse(M):
-        raw = M
+        raw = cast(Any, M)
     else:
         raise TypeError(f"{name} must be a matrix (EMatrix, ndarray or scipy.sparse)")
     if not sp.issparse(raw) and np.ndim(raw) != 2:
@@ -187,7 +172,9 @@ def _private(method: _F) -> _F:
 
 def _finite(values: np.ndarray) -> np.ndarray:
     """NaN → 0 and ±∞ → ±2¹⁰⁰⁰: a deterministic repair of private arithmetic."""
-    return np.clip(np.nan_to_num(values, nan=0.0, posinf=_HUGE, neginf=-_HUGE), -_HUGE, _HUGE)
+    repaired: np.ndarray = np.nan_to_num(values, nan=0.0, posinf=_HUGE, neginf=-_HUGE)
+    out: np.ndarray = np.clip(repaired, -_HUGE, _HUGE)
+    return out
 
 
 class Kernel:
@@ -197,7 +184,7 @@ class Kernel:
         self._ledger = Ledger(check_epsilon(epsilon, "epsilon"))
         self._random = RandomSource(seed)
         self._sources: dict[int, _Table | _Vector] = {}
-        self._history: list[Request] = []
+        self._history: list[QueryRecord] = []
         self._lock = threading.RLock()
         self.id = uuid.uuid4().hex
 
@@ -215,7 +202,7 @@ class Kernel:
         return self._ledger.budget()
 
     @property
-    def history(self) -> tuple[Request, ...]:
+    def history(self) -> tuple[QueryRecord, ...]:
         return tuple(self._history)
 
     def ledger(self) -> tuple[NodeState, ...]:
@@ -407,10 +394,10 @@ class Kernel:
         return self._derived_vector(node, "transform", Fraction(f.l1), values, v, Q, integral)
 
     # -- Private→Public ----------------------------------------------------------------
-    def _spend(self, node: int, eps: float, operation: str, **detail: Any) -> Request:
+    def _spend(self, node: int, eps: float, operation: str, **detail: Any) -> QueryRecord:
         steps = self._ledger.plan(node, eps)
         charged = self._ledger.commit(steps)
-        record = Request(
+        record = QueryRecord(
             index=len(self._history), operation=operation, node=node, eps=eps,
             charged_at_root=float(charged),
             increments=tuple((n, float(inc)) for n, inc in steps), **detail,
@@ -418,7 +405,7 @@ class Kernel:
         self._history.append(record)
         return record
 
-    def _noted(self, record: Request, **detail: Any) -> None:
+    def _noted(self, record: QueryRecord, **detail: Any) -> None:
         self._history[record.index] = replace(record, **detail)
 
     @_private
@@ -477,7 +464,8 @@ class Kernel:
                 "(protect a float array with integral=True, or derive it by integer transforms)"
             )
         limit = math.ldexp(1.0, 52)
-        return np.clip(np.rint(v.values), -limit, limit).reshape(v.shape)
+        counts: np.ndarray = np.clip(np.rint(v.values), -limit, limit)
+        return counts.reshape(v.shape)
 
     def _selection(
         self, v: _Vector, workload: Any, x_hat: Any

@@ -35,6 +35,7 @@ __all__ = [
     "NoisyCount",
     "Port",
     "PrivBayesSelect",
+    "QueryRecord",
     "ReduceByPartition",
     "Select",
     "SourceInfo",
@@ -69,6 +70,21 @@ class NewSources:
     """The ids of a partition's children, in group order."""
 
     sources: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One granted Private→Public request (the query history QH, §4.4)."""
+
+    index: int
+    operation: str
+    node: int
+    eps: float
+    charged_at_root: float
+    increments: tuple[tuple[int, float], ...]  # (source variable, B increase) up to the root
+    query: str | None = None
+    sensitivity: float | None = None
+    noise_scale: float | None = None
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ maxima is used (a safe upper bound).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -90,19 +91,26 @@ class _Norms:
 def has_rules(Q: EMatrix) -> bool:
     """True when every node of the expression is covered by a rule here."""
     t = type(Q)
-    if t in (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries, Dense, Sparse, Diagonal):
+    if t in _LEAVES:
         return True
     if t is Hierarchy:
-        return not Q.transposed
+        return not cast(Hierarchy, Q).transposed
+    children = _children(Q)
+    return children is not None and all(has_rules(c) for c in children)
+
+
+def _children(Q: EMatrix) -> list[EMatrix] | None:
+    """The operands of a ruled combinator (exact types), or None."""
+    t = type(Q)
     if t is Weighted:
-        return has_rules(Q.base)
-    if t in (VStack, HStack):
-        return all(has_rules(b) for b in Q.blocks)
+        return [cast(Weighted, Q).base]
+    if t is VStack or t is HStack:
+        return list(cast(VStack | HStack, Q).blocks)
     if t is Kronecker:
-        return all(has_rules(f) for f in Q.factors)
+        return list(cast(Kronecker, Q).factors)
     if t is Sum:
-        return all(has_rules(term) for term in Q.terms)
-    return False
+        return list(cast(Sum, Q).terms)
+    return None
 
 
 def facts(Q: EMatrix) -> Facts:
@@ -132,64 +140,80 @@ def _from_arrays(col1: np.ndarray, col2: np.ndarray, integral: bool, nnz: int) -
     return _Norms(top1, top2, col1 if keep else None, col2 if keep else None, integral, nnz)
 
 
+def _identity(Q: Identity) -> _Norms:
+    return _uniform(1.0, True, 1)
+
+
+def _ones(Q: Ones) -> _Norms:
+    return _uniform(float(Q.m), True, int(Q.m))
+
+
+def _triangle(Q: Prefix | Suffix) -> _Norms:
+    n = int(Q.n)
+    if n > _VECTOR_LIMIT:
+        return _Norms(float(n), float(n), None, None, True, n)
+    col = np.arange(n, 0, -1, dtype=np.float64) if type(Q) is Prefix else np.arange(1.0, n + 1)
+    return _from_arrays(col, col, True, n)
+
+
+def _wavelet(Q: Wavelet) -> _Norms:
+    if Q.transposed:  # column j of Wᵀ is row j of W; row 0 covers the whole domain
+        return _Norms(float(Q.n), float(Q.n), None, None, True, int(Q.n))
+    return _uniform(float(1 + Q.levels), True, 1 + int(Q.levels))
+
+
+def _dense(Q: Dense) -> _Norms:
+    a = np.asarray(Q.array, dtype=np.float64)
+    nnz = int((a != 0).sum(axis=0).max(initial=0))
+    integral = bool(np.all(a == np.round(a)))
+    return _from_arrays(np.abs(a).sum(axis=0), (a * a).sum(axis=0), integral, nnz)
+
+
+def _diagonal(Q: Diagonal) -> _Norms:
+    d = np.asarray(Q.d, dtype=np.float64)
+    return _from_arrays(np.abs(d), d * d, bool(np.all(d == np.round(d))), 1)
+
+
+def _weighted(Q: Weighted) -> _Norms:
+    base, w = _norms(Q.base), float(Q.weight)
+    if w == 0:
+        return _uniform(0.0, True, 0)
+    return _Norms(
+        abs(w) * base.top1, w * w * base.top2, _scaled(base.col1, abs(w)),
+        _scaled(base.col2, w * w), base.integral and w == round(w), base.nnz,
+    )  # fmt: skip
+
+
+def _stacked(Q: VStack | Sum) -> _Norms:
+    blocks = Q.blocks if isinstance(Q, VStack) else Q.terms
+    parts = [_norms(b) for b in blocks]
+    nnz = sum(p.nnz for p in parts)
+    if isinstance(Q, Sum):
+        nnz = min(nnz, int(Q.shape[0]))
+    return _added(parts, all(p.integral for p in parts), nnz)
+
+
+def _side_by_side(Q: HStack) -> _Norms:
+    parts = [_norms(b) for b in Q.blocks]
+    return _Norms(
+        max(p.top1 for p in parts), max(p.top2 for p in parts), None, None,
+        all(p.integral for p in parts), max(p.nnz for p in parts),
+    )  # fmt: skip
+
+
+def _kronecker(Q: Kronecker) -> _Norms:
+    parts = [_norms(f) for f in Q.factors]
+    return _Norms(
+        math.prod(p.top1 for p in parts), math.prod(p.top2 for p in parts), None, None,
+        all(p.integral for p in parts), math.prod(p.nnz for p in parts),
+    )  # fmt: skip
+
+
 def _norms(Q: EMatrix) -> _Norms:
-    t = type(Q)
-    if t is Identity:
-        return _uniform(1.0, True, 1)
-    if t in (Ones, Total):
-        return _uniform(float(Q.m), True, int(Q.m))
-    if t in (Prefix, Suffix):
-        n = int(Q.n)
-        if n > _VECTOR_LIMIT:
-            return _Norms(float(n), float(n), None, None, True, n)
-        col = np.arange(n, 0, -1, dtype=np.float64) if t is Prefix else np.arange(1.0, n + 1)
-        return _from_arrays(col, col, True, n)
-    if t is Wavelet:
-        if Q.transposed:  # column j of Wᵀ is row j of W; row 0 covers the whole domain
-            return _Norms(float(Q.n), float(Q.n), None, None, True, int(Q.n))
-        return _uniform(float(1 + Q.levels), True, 1 + int(Q.levels))
-    if t is RangeQueries:
-        return _ranges(Q)
-    if t is Dense:
-        a = np.asarray(Q.array, dtype=np.float64)
-        col1 = np.abs(a).sum(axis=0)
-        col2 = (a * a).sum(axis=0)
-        nnz = int((a != 0).sum(axis=0).max(initial=0))
-        return _from_arrays(col1, col2, bool(np.all(a == np.round(a))), nnz)
-    if t is Sparse:
-        return _sparse(Q.matrix)
-    if t is Diagonal:
-        d = np.asarray(Q.d, dtype=np.float64)
-        return _from_arrays(np.abs(d), d * d, bool(np.all(d == np.round(d))), 1)
-    if t is Hierarchy and not Q.transposed:
-        return _hierarchy(Q)
-    if t is Weighted:
-        base, w = _norms(Q.base), float(Q.weight)
-        if w == 0:
-            return _uniform(0.0, True, 0)
-        return _Norms(
-            abs(w) * base.top1, w * w * base.top2, _scaled(base.col1, abs(w)),
-            _scaled(base.col2, w * w), base.integral and w == round(w), base.nnz,
-        )  # fmt: skip
-    if t in (VStack, Sum):
-        parts = [_norms(b) for b in (Q.blocks if t is VStack else Q.terms)]
-        nnz = sum(p.nnz for p in parts)
-        if t is Sum:
-            nnz = min(nnz, int(Q.shape[0]))
-        return _added(parts, all(p.integral for p in parts), nnz)
-    if t is HStack:
-        parts = [_norms(b) for b in Q.blocks]
-        return _Norms(
-            max(p.top1 for p in parts), max(p.top2 for p in parts), None, None,
-            all(p.integral for p in parts), max(p.nnz for p in parts),
-        )  # fmt: skip
-    if t is Kronecker:
-        parts = [_norms(f) for f in Q.factors]
-        return _Norms(
-            math.prod(p.top1 for p in parts), math.prod(p.top2 for p in parts), None, None,
-            all(p.integral for p in parts), math.prod(p.nnz for p in parts),
-        )  # fmt: skip
-    raise TypeError(f"no sensitivity rule for {type(Q).__name__}")  # has_rules() said no
+    rule = _RULES.get(type(Q))  # exact types only: a subclass gets no rule
+    if rule is None or (isinstance(Q, Hierarchy) and Q.transposed):
+        raise TypeError(f"no sensitivity rule for {type(Q).__name__}")  # has_rules() said no
+    return rule(Q)
 
 
 def _scaled(col: np.ndarray | float | None, factor: float) -> np.ndarray | float | None:
@@ -198,21 +222,25 @@ def _scaled(col: np.ndarray | float | None, factor: float) -> np.ndarray | float
 
 def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
     """Column norms of stacked (or summed) blocks: per column they add up."""
-    if all(isinstance(p.col1, float) for p in parts):
-        c1 = math.fsum(p.col1 for p in parts)  # type: ignore[misc]
-        c2 = math.fsum(p.col2 for p in parts)  # type: ignore[misc]
+    col1s, col2s = [p.col1 for p in parts], [p.col2 for p in parts]
+    if all(isinstance(c, float) for c in col1s + col2s):
+        c1 = math.fsum(cast(list[float], col1s))
+        c2 = math.fsum(cast(list[float], col2s))
         return _uniform(c1, integral, nnz, c2)
-    if all(p.col1 is not None for p in parts):
-        col1 = sum((p.col1 for p in parts), start=np.float64(0.0))
-        col2 = sum((p.col2 for p in parts), start=np.float64(0.0))
-        return _from_arrays(np.asarray(col1), np.asarray(col2), integral, nnz)
+    known1 = [np.asarray(c, dtype=np.float64) for c in col1s if c is not None]
+    known2 = [np.asarray(c, dtype=np.float64) for c in col2s if c is not None]
+    if len(known1) == len(known2) == len(parts):  # uniform (scalar) norms broadcast
+        col1, col2 = np.zeros(1), np.zeros(1)
+        for a, b in zip(known1, known2, strict=True):
+            col1, col2 = col1 + a, col2 + b
+        return _from_arrays(col1, col2, integral, nnz)
     top1 = math.fsum(p.top1 for p in parts)  # a safe upper bound: the max of a sum
     top2 = math.fsum(p.top2 for p in parts)
     return _Norms(top1, top2, None, None, integral, nnz)
 
 
-def _sparse(S: Any) -> _Norms:
-    csc = sp.csc_matrix(S, dtype=np.float64)
+def _sparse(Q: Sparse) -> _Norms:
+    csc = sp.csc_matrix(Q.matrix, dtype=np.float64)
     data = csc.data
     col1 = np.asarray(abs(csc).sum(axis=0), dtype=np.float64).reshape(-1)
     col2 = np.asarray(csc.multiply(csc).sum(axis=0), dtype=np.float64).reshape(-1)
@@ -252,14 +280,15 @@ def _hierarchy(H: Hierarchy) -> _Norms:
     (its ancestors) and its leaf row: its column norm is Σ |w_t|^p along that
     path. The max over the leaf depths is the sensitivity."""
     weights = H.level_weights
-    first = 0 if H.root else 1
+    first = 0 if bool(H.root) else 1
 
     def w(t: int) -> float:
         return 1.0 if weights is None else float(weights[t])
 
     top1 = top2 = 0.0
     nnz = 0
-    for L in H._leaf_depths:  # the tree's public shape (rebuilt by the kernel)
+    leaf_depths: list[int] = H._leaf_depths  # the tree's shape (rebuilt by the kernel)
+    for L in leaf_depths:
         path = [w(t) for t in range(first, L)] + [w(L)]
         top1 = max(top1, math.fsum(abs(v) for v in path))
         top2 = max(top2, math.fsum(v * v for v in path))
@@ -274,20 +303,43 @@ def max_abs_entry(Q: EMatrix) -> float:
     if t in (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries):
         return 1.0
     if t is Dense:
-        return float(np.abs(np.asarray(Q.array)).max(initial=0.0))
+        return float(np.abs(np.asarray(cast(Dense, Q).array)).max(initial=0.0))
     if t is Sparse:
-        return float(np.abs(sp.csr_matrix(Q.matrix).data).max(initial=0.0))
+        return float(np.abs(sp.csr_matrix(cast(Sparse, Q).matrix).data).max(initial=0.0))
     if t is Diagonal:
-        return float(np.abs(np.asarray(Q.d)).max(initial=0.0))
-    if t is Hierarchy and not Q.transposed:
-        ws = Q.level_weights
+        return float(np.abs(np.asarray(cast(Diagonal, Q).d)).max(initial=0.0))
+    if t is Hierarchy and not cast(Hierarchy, Q).transposed:
+        ws = cast(Hierarchy, Q).level_weights
         return 1.0 if ws is None else max(abs(float(v)) for v in ws)
     if t is Weighted:
-        return abs(float(Q.weight)) * max_abs_entry(Q.base)
-    if t in (VStack, HStack):
-        return max(max_abs_entry(b) for b in Q.blocks)
+        return abs(float(cast(Weighted, Q).weight)) * max_abs_entry(cast(Weighted, Q).base)
+    children = _children(Q)
+    if children is None:
+        raise TypeError(f"no rule for {type(Q).__name__}")
     if t is Kronecker:
-        return math.prod(max_abs_entry(f) for f in Q.factors)
+        return math.prod(max_abs_entry(f) for f in children)
     if t is Sum:
-        return math.fsum(max_abs_entry(term) for term in Q.terms)
-    raise TypeError(f"no rule for {type(Q).__name__}")
+        return math.fsum(max_abs_entry(term) for term in children)
+    return max(max_abs_entry(b) for b in children)  # VStack, HStack
+
+
+_LEAVES = (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries, Dense, Sparse, Diagonal)
+
+_RULES: dict[type, Callable[[Any], _Norms]] = {
+    Identity: _identity,
+    Ones: _ones,
+    Total: _ones,
+    Prefix: _triangle,
+    Suffix: _triangle,
+    Wavelet: _wavelet,
+    RangeQueries: _ranges,
+    Dense: _dense,
+    Sparse: _sparse,
+    Diagonal: _diagonal,
+    Hierarchy: _hierarchy,
+    Weighted: _weighted,
+    VStack: _stacked,
+    Sum: _stacked,
+    HStack: _side_by_side,
+    Kronecker: _kronecker,
+}

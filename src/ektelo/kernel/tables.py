@@ -62,7 +62,8 @@ class Rows:
 
     def selected(self) -> np.ndarray:
         """The member rows themselves (work grows with their number)."""
-        return self.codes[self.mask]
+        rows: np.ndarray = self.codes[self.mask]
+        return rows
 
 
 def where_rows(rows: Rows, mask_of: Callable[[np.ndarray], np.ndarray]) -> Rows:

@@ -198,8 +198,8 @@ class Hierarchy(EMatrix):
         if branching < 2:
             raise ValueError(f"branching must be ≥ 2, got {branching}")
         self.branching = b = int(branching)
-        self.root = _check_flag(root, "root")
-        self.transposed = _check_flag(transposed, "transposed")
+        self.root: bool = _check_flag(root, "root")
+        self.transposed: bool = _check_flag(transposed, "transposed")
         height = 0
         while b**height < max(self.domain_shape):
             height += 1
@@ -237,7 +237,7 @@ class Hierarchy(EMatrix):
         self.shape = (n, m) if self.transposed else (m, n)
         # Depths at which cells become leaves (the max over axes of theirs).
         floor = max(min(a.leaf_depths) for a in self._axes)
-        self._leaf_depths = sorted({t for a in self._axes for t in a.leaf_depths if t >= floor})
+        self._leaf_depths: list[int] = sorted({t for a in self._axes for t in a.leaf_depths if t >= floor})
 
     # -- parameters -------------------------------------------------------------
     def weight(self, depth: int) -> float:
