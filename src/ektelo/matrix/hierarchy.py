@@ -237,7 +237,9 @@ class Hierarchy(EMatrix):
         self.shape = (n, m) if self.transposed else (m, n)
         # Depths at which cells become leaves (the max over axes of theirs).
         floor = max(min(a.leaf_depths) for a in self._axes)
-        self._leaf_depths: list[int] = sorted({t for a in self._axes for t in a.leaf_depths if t >= floor})
+        self._leaf_depths: list[int] = sorted(
+            {t for a in self._axes for t in a.leaf_depths if t >= floor}
+        )
 
     # -- parameters -------------------------------------------------------------
     def weight(self, depth: int) -> float:
