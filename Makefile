@@ -23,11 +23,13 @@ run: $(STAMP_RUN)
 	$(BIN)/python -m ektelo.demo
 
 test: $(STAMP_DEV)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP_DEV)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/mypy
 
 bench: $(STAMP_RUN)
 	for f in benchmarks/bench_*.py; do PYTHONPATH=. $(BIN)/python $$f || exit 1; done

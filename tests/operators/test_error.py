@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -20,6 +19,7 @@ from ektelo.matrix import (
     VStack,
     Weighted,
 )
+from ektelo.measurement import Measurement
 from ektelo.operators import error
 from ektelo.operators import inference as inf
 from ektelo.workload import builders

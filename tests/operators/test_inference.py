@@ -11,7 +11,6 @@ import pytest
 import scipy.optimize as so
 import scipy.sparse as sp
 
-from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -27,6 +26,7 @@ from ektelo.matrix import (
     VStack,
     Weighted,
 )
+from ektelo.measurement import Measurement
 from ektelo.operators import inference as inf
 from ektelo.workload import builders
 

@@ -10,7 +10,6 @@ import pytest
 import scipy.optimize as so
 import scipy.sparse as sp
 
-from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     Diagonal,
@@ -24,6 +23,7 @@ from ektelo.matrix import (
     VStack,
     Weighted,
 )
+from ektelo.measurement import Measurement
 from ektelo.operators import inference as inf
 
 

@@ -16,7 +16,6 @@ import pytest
 from scipy.sparse.linalg import lsmr
 
 from ektelo import workload as wl
-from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -28,6 +27,7 @@ from ektelo.matrix import (
     Total,
     Wavelet,
 )
+from ektelo.measurement import Measurement
 from ektelo.operators import selection as sel
 
 # -- references ------------------------------------------------------------------

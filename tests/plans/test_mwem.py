@@ -17,7 +17,6 @@ from scipy.optimize import nnls as so_nnls
 import ektelo
 from ektelo import plans
 from ektelo import workload as wl
-from ektelo.measurement import Measurement
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -30,6 +29,7 @@ from ektelo.matrix import (
     VStack,
     Weighted,
 )
+from ektelo.measurement import Measurement
 from ektelo.operators import inference
 
 MWEM_PLANS = ["mwem", "mwem_b", "mwem_c", "mwem_d"]

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ..measurement import Measurement
 from ..matrix import EMatrix
+from ..measurement import Measurement
 
 __all__ = ["least_squares", "levels", "solve_levels"]
 

@@ -48,7 +48,6 @@ from scipy.linalg import lstsq as dense_lstsq
 from scipy.optimize import Bounds, minimize
 from scipy.sparse.linalg import LinearOperator, lsmr
 
-from ..measurement import Measurement
 from ..matrix import (
     Diagonal,
     EMatrix,
@@ -63,6 +62,7 @@ from ..matrix import (
     Weighted,
     as_vector,
 )
+from ..measurement import Measurement
 
 __all__ = [
     "ConvergenceError",

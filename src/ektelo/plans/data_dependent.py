@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..measurement import Measurement
 from ..matrix import Dense, EMatrix, Identity, Partition, RangeQueries, Sparse, Total
+from ..measurement import Measurement
 from ..operators import partition as partition_ops
 from ..operators import selection
 from ..operators.selection import greedy_h as greedy_h_strategy

@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..measurement import Measurement
 from ..matrix import Dense, EMatrix, RangeQueries, Sparse, Total
+from ..measurement import Measurement
 from ..operators import inference
 from ._registry import register
 from .budget import check_eps, split
