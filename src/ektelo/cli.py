@@ -89,7 +89,7 @@ def parse_where(text: str) -> Any:
     literals, `and`, `or`, `not` and parentheses; attribute names are bare
     identifiers, values are literals. Nothing is evaluated.
     """
-    from .kernel.predicates import col
+    from .kernel import col
 
     try:
         tree = ast.parse(text, mode="eval").body
