@@ -248,9 +248,9 @@ class _FactorFamily:
         """OPT_0's target for Σ_j c_j G_j, the Gram of the stack [√c_j·W_j]_j
         (a single weighted set of ranges when every factor is ranges)."""
         c = np.bincount(self.index, coefs, len(self.factors))
-        if len(self.factors) == 1 and c[0] == 1.0:
-            return self.targets[0]
         live = [k for k in range(len(self.factors)) if c[k] != 0] or [0]
+        if len(live) == 1:  # c·G_k: the same minimiser as G_k (OPT_0 normalises the scale)
+            return self.targets[live[0]]
         forms = [self.targets[k].form for k in live]
         if all(form is not None for form in forms):
             parts = [(f[0], f[1], f[2] * c[k]) for f, k in zip(forms, live, strict=True)]  # type: ignore[index]
