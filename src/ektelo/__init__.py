@@ -10,6 +10,7 @@ handle to the protected data; `ektelo.Domain` describes a table's schema;
 `ektelo.col` builds `where` predicates.
 """
 
+from .budget import ZCDP, PureDP
 from .domain import Attribute, Domain
 from .kernel import (
     Budget,
@@ -24,6 +25,7 @@ from .measurement import Gaussian, Laplace, Measurement
 __version__ = "0.1.0"
 
 __all__ = [
+    "ZCDP",
     "Attribute",
     "Budget",
     "BudgetExceeded",
@@ -33,6 +35,7 @@ __all__ = [
     "Measurement",
     "ProtectedTable",
     "ProtectedVector",
+    "PureDP",
     "__version__",
     "col",
     "protect",

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ektelo.kernel.budget import SLACK, BudgetExceeded, Ledger, check_epsilon
+from ektelo.kernel.ledger import SLACK, BudgetExceeded, Ledger, check_epsilon
 
 F = Fraction
 

@@ -9,6 +9,8 @@ hold throughout:
   * a partition variable's B is the max of its children's;
   * any other variable's B is its direct spend plus Σ_c St(c)·B(c)
     (stability multiplies).
+The zCDP variant runs the same machines on a ρ ledger: pure-ε requests count
+ε²/2, ρ requests count ρ, and stability enters squared (Σ_c St(c)²·B(c)).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from hypothesis.stateful import (
 
 import ektelo
 from ektelo import BudgetExceeded
-from ektelo.kernel.budget import SLACK, Ledger
+from ektelo.budget import ZCDP
+from ektelo.kernel.ledger import SLACK, Ledger
 from ektelo.matrix import Dense, Identity, Partition
 
 F = Fraction
@@ -39,9 +42,11 @@ EPS = st.sampled_from([0.05, 0.1, 0.25, 1 / 3, 0.5, 0.7])
 
 
 class Model:
-    """Algorithm 2 exactly as printed: recursive, committing on the way back."""
+    """Algorithm 2 exactly as printed: recursive, committing on the way back;
+    `power` 1 for ε, 2 for ρ (a c-stable transformation costs c²·ρ)."""
 
-    def __init__(self, total: float):
+    def __init__(self, total: float, power: int = 1):
+        self.power = power
         self.limit = F(total) * (1 + SLACK)
         self.parent: dict[int, int | None] = {0: None}
         self.kind = {0: "v"}
@@ -67,15 +72,16 @@ class Model:
                 return False
             self.B[sv] += r
             return True
-        if not self._request(up, self.st[sv] * sigma, sv):
+        if not self._request(up, self.st[sv] ** self.power * sigma, sv):
             return False
         self.B[sv] += sigma
         return True
 
-    def request(self, sv: int, eps: float) -> bool:
-        ok = self._request(sv, F(eps), None)
+    def request(self, sv: int, eps: float | None = None, rho: float | None = None) -> bool:
+        amount = F(rho) if rho is not None else (F(eps) if self.power == 1 else F(eps) ** 2 / 2)
+        ok = self._request(sv, amount, None)
         if ok:
-            self.direct[sv] += F(eps)
+            self.direct[sv] += amount
         return ok
 
     def check_invariants(self) -> None:
@@ -85,7 +91,9 @@ class Model:
             if self.kind[sv] == "p":
                 assert self.B[sv] == max((self.B[c] for c in children), default=F(0))
             else:
-                assert self.B[sv] == self.direct[sv] + sum(self.st[c] * self.B[c] for c in children)
+                assert self.B[sv] == self.direct[sv] + sum(
+                    self.st[c] ** self.power * self.B[c] for c in children
+                )
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -121,12 +129,16 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @rule(node=nodes, eps=EPS)
     def request(self, node, eps):
+        self._request(node, eps=eps)
+
+    def _request(self, node, **amount):
         before = self.ledger.snapshot()
-        if self.model.request(node, eps):
-            self.ledger.request(node, eps)
+        charge = self.ledger.amount(**amount)
+        if self.model.request(node, **amount):
+            self.ledger.request(node, charge)
         else:
             try:
-                self.ledger.request(node, eps)
+                self.ledger.request(node, charge)
             except BudgetExceeded:
                 pass
             else:  # pragma: no cover - a failure
@@ -138,6 +150,19 @@ class LedgerMachine(RuleBasedStateMachine):
         assert {s.node: s.spent for s in self.ledger.snapshot()} == self.model.B
         self.model.check_invariants()
         assert self.ledger.spent <= self.ledger.total * (1 + SLACK)
+
+
+class ZcdpLedgerMachine(LedgerMachine):
+    """The ledger of a ρ budget: ε requests count ε²/2, stability squared."""
+
+    def __init__(self):
+        RuleBasedStateMachine.__init__(self)
+        self.ledger = Ledger(ZCDP(TOTAL / 8))
+        self.model = Model(TOTAL / 8, power=2)
+
+    @rule(node=LedgerMachine.nodes, rho=st.sampled_from([0.001, 0.005, 0.01, 1 / 30]))
+    def request_rho(self, node, rho):
+        self._request(node, rho=rho)
 
 
 class KernelMachine(RuleBasedStateMachine):
@@ -217,5 +242,7 @@ _settings = settings(
 )
 TestLedgerMachine = LedgerMachine.TestCase
 TestLedgerMachine.settings = _settings
+TestZcdpLedgerMachine = ZcdpLedgerMachine.TestCase
+TestZcdpLedgerMachine.settings = _settings
 TestKernelMachine = KernelMachine.TestCase
 TestKernelMachine.settings = _settings

@@ -1,7 +1,7 @@
 """The protected kernel (paper §4): the only code that touches private data,
 spends privacy budget or samples noise. Audit this package and nothing else.
 
-Modules: `budget` (Algorithm 2 ledger, `BudgetExceeded`), `kernel` (the
+Modules: `ledger` (Algorithm 2 for ε and ρ, `BudgetExceeded`), `kernel` (the
 `Kernel`: sources by id, transformations, Private→Public operators), `port`
 (the typed requests and responses handles submit), `local` (the in-process
 port and `protect`), `handles` (opaque `ProtectedTable`/`ProtectedVector`
@@ -11,9 +11,9 @@ over a port), `sensitivity` (the kernel's own structural rules), `tables`
 operators `ahp`, `dawa`, `mwem`, `privbayes`.
 """
 
-from .budget import Budget, BudgetExceeded
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
+from .ledger import Budget, BudgetExceeded
 from .local import LocalPort, protect
 from .port import Port, QueryRecord
 from .predicates import Predicate, col

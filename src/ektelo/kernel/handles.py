@@ -22,7 +22,7 @@ from . import port as msg
 if TYPE_CHECKING:
     from ..matrix import EMatrix, Partition
     from ..measurement import Measurement
-    from .budget import Budget, NodeState
+    from .ledger import Budget, NodeState
 
 __all__ = ["ProtectedTable", "ProtectedVector"]
 

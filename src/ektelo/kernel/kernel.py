@@ -54,11 +54,12 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import scipy.sparse as sp
 
+from ..budget import ZCDP, PureDP
 from ..domain import Domain, check_names
 from ..matrix import EMatrix, Partition, Product, Sparse, Total, rebuild
 from ..measurement import Laplace, Measurement
 from . import ahp, dawa, mwem, privbayes, tables
-from .budget import Budget, Ledger, NodeState, check_epsilon
+from .ledger import Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
 from .port import QueryRecord, SourceInfo
 from .predicates import compile_predicate
@@ -180,8 +181,10 @@ def _finite(values: np.ndarray) -> np.ndarray:
 class Kernel:
     """Holds one protected input, its derived sources, the budget and the noise."""
 
-    def __init__(self, *, epsilon: float, seed: int | None = None):
-        self._ledger = Ledger(check_epsilon(epsilon, "epsilon"))
+    def __init__(self, budget: PureDP | ZCDP, *, seed: int | None = None):
+        if not isinstance(budget, (PureDP, ZCDP)):
+            raise TypeError(f"budget must be PureDP(...) or ZCDP(...), got {budget!r}")
+        self._ledger = Ledger(budget)
         self._random = RandomSource(seed)
         self._sources: dict[int, _Table | _Vector] = {}
         self._history: list[QueryRecord] = []
@@ -394,13 +397,17 @@ class Kernel:
         return self._derived_vector(node, "transform", Fraction(f.l1), values, v, Q, integral)
 
     # -- Private→Public ----------------------------------------------------------------
-    def _spend(self, node: int, eps: float, operation: str, **detail: Any) -> QueryRecord:
-        steps = self._ledger.plan(node, eps)
+    def _spend(
+        self, node: int, operation: str, *, eps: float | None = None, rho: float | None = None,
+        **detail: Any,
+    ) -> QueryRecord:  # fmt: skip
+        """Charge one request (ε, or ρ on a zCDP ledger) by Algorithm 2."""
+        steps = self._ledger.plan(node, self._ledger.amount(eps=eps, rho=rho))
         charged = self._ledger.commit(steps)
         record = QueryRecord(
             index=len(self._history), operation=operation, node=node, eps=eps,
             charged_at_root=float(charged),
-            increments=tuple((n, float(inc)) for n, inc in steps), **detail,
+            increments=tuple((n, float(inc)) for n, inc in steps), rho=rho, **detail,
         )  # fmt: skip
         self._history.append(record)
         return record
@@ -419,7 +426,7 @@ class Kernel:
             raise ValueError("M is all zero: nothing to measure")
         integral, nnz = v.integral and f.integral, f.max_column_nnz
         laplace_scale_for(f.l1, eps, integral=integral, max_column_nnz=nnz)  # validates
-        record = self._spend(node, eps, "laplace", query=repr(Q), sensitivity=f.l1)
+        record = self._spend(node, "laplace", eps=eps, query=repr(Q), sensitivity=f.l1)
         # charged: from here on nothing raises on the data (noise.py clamps, L6)
         draw = self._random.laplace(
             Q.matvec(v.values), sensitivity=f.l1, epsilon=eps, integral=integral,
@@ -440,7 +447,7 @@ class Kernel:
         node, t = self._table(source)
         eps = check_epsilon(eps)
         laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
-        record = self._spend(node, eps, "noisy_count", query="Total", sensitivity=1.0)
+        record = self._spend(node, "noisy_count", eps=eps, query="Total", sensitivity=1.0)
         answer = np.array([float(t.rows.count())])
         draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
         self._noted(record, noise_scale=draw.scale)
@@ -495,7 +502,7 @@ class Kernel:
         eps = check_epsilon(eps)
         opts = ahp.check_options(**_plain_options(options))
         x = self._counts(v, "AHP partition selection")
-        self._spend(node, eps, "ahp_partition")
+        self._spend(node, "ahp_partition", eps=eps)
         P = ahp.ahp_partition(x, eps, self._random, **opts)
         return Partition(np.array(P.groups, copy=True), v.shape)
 
@@ -506,7 +513,7 @@ class Kernel:
         eps = check_epsilon(eps)
         opts = dawa.check_options(v.shape, eps, **_plain_options(options))
         x = self._counts(v, "DAWA partition selection")
-        self._spend(node, eps, "dawa_partition")
+        self._spend(node, "dawa_partition", eps=eps)
         P = dawa.dawa_partition(x, eps, self._random, **opts)
         return Partition(np.array(P.groups, copy=True), v.shape)
 
@@ -516,7 +523,7 @@ class Kernel:
         node, v = self._vector(source)
         eps = check_epsilon(eps)
         W, xh, delta = self._selection(v, workload, x_hat)
-        self._spend(node, eps, "worst_approx")
+        self._spend(node, "worst_approx", eps=eps)
         return mwem.worst_approx(v.values, W, xh, eps, self._random, delta=delta)
 
     @_private
@@ -530,7 +537,7 @@ class Kernel:
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
             raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
         W, xh, delta = self._selection(v, workload, x_hat)
-        self._spend(node, eps, "augmented_worst_approx")
+        self._spend(node, "augmented_worst_approx", eps=eps)
         return mwem.augmented_worst_approx(
             v.values, W, xh, eps, self._random, int(r), delta=delta
         )
@@ -544,7 +551,7 @@ class Kernel:
         eps = check_epsilon(eps)
         opts = privbayes.check_options(**_plain_options(options))
         shape = t.domain.shape
-        self._spend(node, eps, "privbayes_select")
+        self._spend(node, "privbayes_select", eps=eps)
         codes = np.array(t.rows.selected(), copy=True)
         cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
         return [tuple(int(i) for i in c) for c in cliques]

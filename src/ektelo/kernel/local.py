@@ -14,13 +14,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..budget import ZCDP, PureDP
 from ..domain import Domain
 from . import port
-from .budget import check_epsilon
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
+from .ledger import check_epsilon, check_rho
 
-__all__ = ["LocalPort", "protect"]
+__all__ = ["LocalPort", "budget_of", "protect"]
+
+
+def budget_of(
+    *, epsilon: float | None = None, delta: float | None = None, rho: float | None = None
+) -> PureDP | ZCDP:
+    """The typed budget a data holder states with protect's keywords."""
+    if rho is not None:
+        if epsilon is not None:
+            raise TypeError("give the budget as epsilon= (with delta=) or as rho=, not both")
+        return ZCDP(check_rho(rho, "rho"), delta=delta)
+    if epsilon is None:
+        raise TypeError("protect() needs a budget: epsilon= (pure DP; with delta=: zCDP) or rho=")
+    eps = check_epsilon(epsilon, "epsilon")
+    return PureDP(eps) if delta is None else ZCDP.from_approx(eps, delta)
 
 
 class LocalPort:
@@ -79,12 +94,20 @@ def protect(
     data: Any,
     domain: Domain | None = None,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    rho: float | None = None,
     seed: int | None = None,
     integral: bool | None = None,
     show_bad_values: bool = False,
 ) -> ProtectedTable | ProtectedVector:
-    """Start a kernel around `data` with a total budget `epsilon` (§4.1).
+    """Start a kernel around `data` with a total privacy budget (§4.1).
+
+    The budget: `epsilon=` alone is pure ε-DP (Laplace and the paper's
+    operators); `epsilon=` with `delta=` is the (ε, δ)-DP guarantee kept as a
+    zCDP budget ρ (`ZCDP.from_approx`, rounded down), which also admits
+    Gaussian requests; `rho=` is a ρ-zCDP budget directly (`delta=` then only
+    says how reports convert it).
 
     * a pandas DataFrame with a `Domain` → a `ProtectedTable` (values encoded
       to codes; any value outside the domain is an error naming the column
@@ -104,16 +127,16 @@ def protect(
 
     Guarantee: any sequence of requests on the returned handle and the handles
     derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
-    10⁻⁹ is the ledger's documented float slack, see `kernel.budget`).
+    10⁻⁹ is the ledger's documented float slack, see `kernel.ledger`).
     """
-    check_epsilon(epsilon, "epsilon")
+    budget = budget_of(epsilon=epsilon, delta=delta, rho=rho)
     if isinstance(data, pd.DataFrame):
         if not isinstance(domain, Domain):
             raise TypeError("protecting a DataFrame needs domain=Domain(...)")
         if integral is False:
             raise ValueError("a table is always counts: integral=False does not apply")
         codes = domain.encode(data, show_bad_values=show_bad_values)
-        kernel = Kernel(epsilon=epsilon, seed=seed)
+        kernel = Kernel(budget, seed=seed)
         return ProtectedTable(LocalPort(kernel), kernel.add_table(codes, domain))
     if domain is not None:
         raise ValueError("domain= applies to DataFrames; an array is protected as a vector")
@@ -132,5 +155,5 @@ def protect(
     if declared and not np.array_equal(values, np.round(values)):
         # the data holder's own call, before any kernel or analyst exists
         raise ValueError("integral=True needs integer values; the array has fractions")
-    kernel = Kernel(epsilon=epsilon, seed=seed)
+    kernel = Kernel(budget, seed=seed)
     return ProtectedVector(LocalPort(kernel), kernel.add_vector(values, integral=declared))

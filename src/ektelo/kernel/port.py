@@ -79,12 +79,13 @@ class QueryRecord:
     index: int
     operation: str
     node: int
-    eps: float
-    charged_at_root: float
+    eps: float | None  # a pure-DP request's ε (None for a zCDP request)
+    charged_at_root: float  # in the kernel's unit: ε, or ρ on a zCDP kernel
     increments: tuple[tuple[int, float], ...]  # (source variable, B increase) up to the root
     query: str | None = None
     sensitivity: float | None = None
     noise_scale: float | None = None
+    rho: float | None = None  # a zCDP request's ρ
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The privacy budget ledger: Algorithm 2 of the paper (§4.4), exactly.
+"""The privacy budget ledger: Algorithm 2 of the paper (§4.4), exactly, once
+for both kinds of budget.
 
 The ledger knows the transformation graph of source variables (tables,
 vectors and the dummy *partition* variables of §4.4), the stability of each
@@ -6,21 +7,26 @@ variable relative to its parent, and B(sv), the budget consumed by queries to
 sv or to anything derived from it. It holds no data: every decision here is a
 function of public state only, so a refusal leaks nothing (§4.3).
 
-Request(sv, σ) (Algorithm 2):
-  * root:       admit iff B(root) + σ ≤ ε_total; then B(root) += σ.
+Its unit is the kernel's budget (`ektelo.budget`): ε for `PureDP`, ρ for
+`ZCDP`. Request(sv, σ) (Algorithm 2), with g(s) = s for ε and s² for ρ (a
+c-stable transformation costs c·ε, or c²·ρ by zCDP's group privacy):
+  * root:       admit iff B(root) + σ ≤ total; then B(root) += σ.
   * partition:  r = max(B(child) + σ − B(sv), 0); Request(parent, r);
-                then B(sv) += r   (parallel composition: B(sv) = max_c B(c)).
-  * otherwise:  Request(parent, s·σ) with s = St(sv) relative to its parent;
-                then B(sv) += σ.
-The whole chain is computed first and committed only if the root admits it,
-so a refused request changes nothing (check, then commit).
+                then B(sv) += r   (parallel composition, for both kinds:
+                neighbours differ in one part, so B(sv) = max_c B(c)).
+  * otherwise:  Request(parent, g(s)·σ) with s = St(sv) relative to its
+                parent; then B(sv) += σ.
+A zCDP ledger also charges pure-ε requests: ε-DP implies (ε²/2)-zCDP
+(Bun & Steinke 2016, Prop. 1.4), so σ = ε²/2 at the requested node; a pure-ε
+ledger refuses zCDP requests. The whole chain is computed first and
+committed only if the root admits it, so a refused request changes nothing
+(check, then commit).
 
-Arithmetic is exact: every ε and stability enters as the `Fraction` of its
+Arithmetic is exact: every ε, ρ and stability enters as the `Fraction` of its
 float value. The one documented slack: the root admits a request when the
-exact new total is ≤ ε_total·(1 + 10⁻⁹), so that float splits such as ε/3
+exact new total is ≤ total·(1 + 10⁻⁹), so that float splits such as ε/3
 three times, ε·0.3 + ε·0.7 or ε/10 ten times fit. The guarantee of the kernel
-is therefore ε_total·(1 + 10⁻⁹)-differential privacy (Theorem 1 with that
-budget), and `spent` never exceeds it.
+is therefore total·(1 + 10⁻⁹) (ε-DP or ρ-zCDP), and `spent` never exceeds it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from ..budget import ZCDP, PureDP
+
 __all__ = [
     "EPS_FLOOR",
     "SLACK",
@@ -39,6 +47,7 @@ __all__ = [
     "Ledger",
     "NodeState",
     "check_epsilon",
+    "check_rho",
 ]
 
 SLACK = Fraction(1, 10**9)
@@ -56,6 +65,7 @@ class BudgetExceeded(Exception):  # noqa: N818 - the name the API promises
 # The smallest ε any request may carry: below it (subnormals, 1e-300) the
 # mechanisms' exact arithmetic has no room, and no analysis needs it.
 EPS_FLOOR = 1e-9
+RHO_FLOOR = EPS_FLOOR**2 / 2  # the ρ of an ε-DP request at the floor
 
 
 def check_epsilon(value: object, name: str = "eps") -> float:
@@ -70,13 +80,38 @@ def check_epsilon(value: object, name: str = "eps") -> float:
     return eps
 
 
+def check_rho(value: object, name: str = "rho") -> float:
+    """`value` as a finite float ≥ EPS_FLOOR²/2, or TypeError/ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    rho = float(value)
+    if math.isnan(rho) or math.isinf(rho) or rho <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    if rho < RHO_FLOOR:
+        raise ValueError(f"{name}={value!r} is below the smallest ρ accepted ({RHO_FLOOR:g})")
+    return rho
+
+
 @dataclass(frozen=True)
 class Budget:
-    """The budget of a kernel, in floats: total, spent so far, remaining."""
+    """The budget of a kernel, in floats of its unit ("epsilon" or "rho"):
+    total, spent so far, remaining; `delta` is the δ a zCDP budget was stated
+    with (then `epsilon()` reports the (ε, δ)-DP that the spent ρ implies)."""
 
     total: float
     spent: float
     remaining: float
+    unit: Literal["epsilon", "rho"] = "epsilon"
+    delta: float | None = None
+
+    def epsilon(self, delta: float | None = None) -> float:
+        """ε of the guarantee so far: the spent ε, or for ρ the (ε, δ)-DP it implies."""
+        if self.unit == "epsilon":
+            return self.spent
+        d = self.delta if delta is None else delta
+        if d is None:
+            raise ValueError("a zCDP budget needs delta= to be reported as (ε, δ)")
+        return ZCDP(max(self.spent, RHO_FLOOR)).epsilon(d)
 
 
 @dataclass(frozen=True)
@@ -103,10 +138,30 @@ class _Node:
 class Ledger:
     """Transformation graph, stabilities and B(sv) for one kernel (Algorithm 2)."""
 
-    def __init__(self, total: float):
-        self.total = Fraction(check_epsilon(total, "epsilon"))
+    def __init__(self, budget: PureDP | ZCDP | float):
+        if not isinstance(budget, (PureDP, ZCDP)):
+            budget = PureDP(check_epsilon(budget, "epsilon"))
+        self.kind_of_budget = budget
+        self.unit: Literal["epsilon", "rho"] = budget.unit
+        self.total = Fraction(budget.total)
         self.limit = self.total * (1 + SLACK)
         self._nodes: list[_Node] = []
+
+    def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
+        """A request's cost in the ledger's unit (exact): ε, or ε²/2 or ρ in ρ.
+        Refuses a zCDP request on a pure-ε ledger (before anything changes)."""
+        if (eps is None) == (rho is None):
+            raise TypeError("a request carries exactly one of eps= and rho=")
+        if eps is not None:
+            e = Fraction(check_epsilon(eps))
+            return e if self.unit == "epsilon" else e * e / 2
+        r = Fraction(check_rho(rho))
+        if self.unit == "epsilon":
+            raise ValueError(
+                "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
+                "a kernel protected with rho= or with epsilon= and delta="
+            )
+        return r
 
     # -- graph ---------------------------------------------------------------
     def add_root(self, kind: Kind, operation: str) -> int:
@@ -142,10 +197,13 @@ class Ledger:
         return self._nodes[node]
 
     # -- Algorithm 2 -----------------------------------------------------------
-    def plan(self, node: int, eps: float) -> list[tuple[int, Fraction]]:
+    def plan(self, node: int, amount: float | Fraction) -> list[tuple[int, Fraction]]:
         """The increments of B along the chain from `node` to the root for a
-        request of `eps` at `node`, or BudgetExceeded. Changes nothing."""
-        sigma = Fraction(check_epsilon(eps))
+        request of `amount` (in the ledger's unit) at `node`, or
+        BudgetExceeded. Changes nothing."""
+        sigma = amount if isinstance(amount, Fraction) else Fraction(check_epsilon(amount))
+        if sigma <= 0:
+            raise ValueError(f"a request must be positive, got {float(sigma)!r}")
         if self._node(node).kind == "partition":
             raise ValueError("requests are made at tables or vectors, not partition variables")
         steps: list[tuple[int, Fraction]] = []
@@ -170,7 +228,8 @@ class Ledger:
                 up = r
             else:
                 steps.append((current, sigma))
-                up = n.stability * sigma
+                factor = n.stability if self.unit == "epsilon" else n.stability**2
+                up = factor * sigma
             child, current, sigma = current, n.parent, up
         return steps
 
@@ -180,9 +239,9 @@ class Ledger:
             self._nodes[node].spent += inc
         return steps[-1][1]
 
-    def request(self, node: int, eps: float) -> Fraction:
+    def request(self, node: int, amount: float | Fraction) -> Fraction:
         """Algorithm 2: check the whole chain, then commit. Returns the root charge."""
-        return self.commit(self.plan(node, eps))
+        return self.commit(self.plan(node, amount))
 
     # -- public views ----------------------------------------------------------
     @property
@@ -191,10 +250,13 @@ class Ledger:
 
     def budget(self) -> Budget:
         spent = self.spent
+        delta = self.kind_of_budget.delta if isinstance(self.kind_of_budget, ZCDP) else None
         return Budget(
             total=float(self.total),
             spent=float(spent),
             remaining=float(max(self.total - spent, Fraction(0))),
+            unit=self.unit,
+            delta=delta,
         )
 
     def snapshot(self) -> tuple[NodeState, ...]:

@@ -1,0 +1,153 @@
+"""The import contracts of DESIGN.md, checked on the source tree.
+
+* `matrix` imports nothing of ektelo but itself (algebra only);
+* `kernel` imports only matrix, domain, measurement, budget and itself — the
+  code a privacy auditor reads is closed under its imports;
+* inside the kernel, `handles` and `kernel` do not know each other: handles
+  talk to a port;
+* the public layers reach the kernel only through its package's public names
+  (`ektelo.kernel.<name>` for a name in `ektelo.kernel.__all__`), never its
+  modules;
+* no import cycle among ektelo's modules, counting imports inside functions
+  (only `if TYPE_CHECKING:` blocks are left out: they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ektelo.kernel
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = SRC / "ektelo"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(module imported, names taken from it) for every import that can run."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, tuple[str, ...]]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, ()) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (child.level - 1)]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                names = tuple(alias.name for alias in child.names)
+                found.append((target, names))
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return found
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _ektelo_targets(module: str) -> set[str]:
+    """The ektelo modules `module` imports (a `from pkg import sub` counts as sub)."""
+    out: set[str] = set()
+    for target, names in _imports(MODULES[module]):
+        if not (target == "ektelo" or target.startswith("ektelo.")):
+            continue
+        subs = {f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES}
+        out |= subs or {target}
+    out.discard(module)
+    return out
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, "ektelo.matrix")])
+def test_matrix_imports_nothing_of_ektelo(module: str) -> None:
+    outside = {t for t in _ektelo_targets(module) if not _within(t, "ektelo.matrix")}
+    assert not outside, f"{module} imports {sorted(outside)}"
+
+
+KERNEL_MAY_IMPORT = (
+    "ektelo.kernel",
+    "ektelo.matrix",
+    "ektelo.domain",
+    "ektelo.measurement",
+    "ektelo.budget",
+)
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, "ektelo.kernel")])
+def test_kernel_imports_only_matrix_domain_measurement(module: str) -> None:
+    outside = {
+        t for t in _ektelo_targets(module) if not any(_within(t, p) for p in KERNEL_MAY_IMPORT)
+    }
+    assert not outside, f"{module} imports {sorted(outside)}"
+
+
+def test_handles_and_kernel_do_not_know_each_other() -> None:
+    assert "ektelo.kernel.kernel" not in _ektelo_targets("ektelo.kernel.handles")
+    assert "ektelo.kernel.handles" not in _ektelo_targets("ektelo.kernel.kernel")
+
+
+PUBLIC_KERNEL_NAMES = set(ektelo.kernel.__all__)
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if not _within(m, "ektelo.kernel")])
+def test_public_layers_use_only_the_kernels_public_names(module: str) -> None:
+    for target, names in _imports(MODULES[module]):
+        if target == "ektelo.kernel":
+            private = [n for n in names if n not in PUBLIC_KERNEL_NAMES]
+            assert not private, f"{module} imports {private} from ektelo.kernel"
+        else:
+            assert not target.startswith("ektelo.kernel."), f"{module} imports {target}"
+
+
+def test_no_import_cycle() -> None:
+    graph = {m: _ektelo_targets(m) & set(MODULES) for m in MODULES}
+    # a package's __init__ re-exporting its modules is not a cycle with them
+    for m in graph:
+        graph[m] = {t for t in graph[m] if not _within(m, t)}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycle = [*stack[stack.index(t) :], t]
+                raise AssertionError("import cycle: " + " → ".join(cycle))
+            if t not in state:
+                walk(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            walk(m)
