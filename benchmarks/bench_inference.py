@@ -10,8 +10,8 @@ allocations during one more, untimed inference call, and the process's max
 RSS).
 Targets: LS at 2^24 under 6 s; 10^8 within 60 s and 8 GB; NNLS within 3× of
 LS. "LS" is the default `least_squares`, which solves this one-tree
-measurement exactly in two passes (`Hierarchy.lstsq`); "NNLS" the default
-`nnls`, here `Hierarchy.nnls` (a few tree solves on the cells' parents after
+measurement exactly in two passes (`inference.tree.lstsq`); "NNLS" the default
+`nnls`, here `inference.tree_nnls` (a few tree solves on the cells' parents after
 sorting each parent's cells); "LSMR" forces the iterative solver
 (method="lsmr"), the yardstick of NNLS on other matrices, whose steps are
 LSMR solves: columns xLS and xLSMR give each time over both. A method
@@ -22,9 +22,9 @@ Two data regimes: "dense" (Poisson(50) counts: few bounds active for NNLS)
 and "sparse" (70% empty cells, the rest uniform on 1..9, noise scale ≈ 7:
 most bounds active, the hard case for NNLS).
 
-Times are of the solve alone (`return_info=False`); one more, untimed call
-with `return_info=True` gives the iterations, products and status printed
-(the info's residual and gradient cost extra products for every method).
+Times are of the solve alone; the `Estimate`'s info gives the iterations,
+products and status printed (its residual and gradient, computed on first
+access where the solve did not need them, are not read).
 
 Each method runs `--repeat` times (default 2; at least 20 below n = 2^20,
 where a solve takes milliseconds), memory tracing off, the methods in
@@ -50,8 +50,9 @@ import tracemalloc
 
 import numpy as np
 
+from ektelo import inference
 from ektelo.measurement import Measurement
-from ektelo.operators import inference, selection
+from ektelo.operators import selection
 
 TIME_LIMIT = 60.0
 MEMORY_LIMIT = 8e9
@@ -86,19 +87,18 @@ def make_measurement(n: int, regime: str, seed: int = 0) -> Measurement:
 
 
 CALLS = {
-    "LS": lambda m, info: inference.least_squares([m], return_info=info),
-    "LSMR": lambda m, info: inference.least_squares([m], method="lsmr", return_info=info),
-    "NNLS": lambda m, info: inference.nnls([m], return_info=info),
-    "L-BFGS-B": lambda m, info: inference.nnls([m], method="lbfgsb", return_info=info),
+    "LS": lambda m: inference.least_squares([m]),
+    "LSMR": lambda m: inference.least_squares([m], method="lsmr"),
+    "NNLS": lambda m: inference.nnls([m]),
+    "L-BFGS-B": lambda m: inference.nnls([m], method="lbfgsb"),
 }
 
 
 def run(method: str, m: Measurement) -> float:
-    """Seconds of one solve, without the SolveInfo (whose residual and
-    gradient cost extra products the solve itself does not need)."""
+    """Seconds of one solve."""
     gc.collect()
     t0 = time.perf_counter()
-    CALLS[method](m, False)
+    CALLS[method](m)
     return time.perf_counter() - t0
 
 
@@ -107,7 +107,7 @@ def peak_memory(method: str, m: Measurement) -> int:
     allocation slows the solve down, and more so the one with more of them)."""
     gc.collect()
     tracemalloc.start()
-    CALLS[method](m, False)
+    CALLS[method](m)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return peak
@@ -172,7 +172,7 @@ def main() -> None:
                     continue
                 seconds = min(times[method])
                 peak = peak_memory(method, m)
-                _, info = CALLS[method](m, True)  # untimed: iterations, products, status
+                info = CALLS[method](m).info  # untimed: iterations, products, status
                 per_cell[method] = peak / n
                 if method == "LS":
                     ls_time = seconds

@@ -24,7 +24,7 @@ its max RSS is its own): n = 2^20, 2^24 (target < 6 s) and 10^8 (target
 < 60 s and 8 GB; skipped when the machine has too little free memory).
 `measure` is the kernel call (rebuild, sensitivity, answers, noise); `LS` the
 solve alone: method "tree" (the default's exact two-pass solve of one tree
-measurement, `Hierarchy.lstsq`) at every size, and LSMR (method="lsmr") up
+measurement, `inference.tree.lstsq`) at every size, and LSMR (method="lsmr") up
 to --lsmr-up-to (default 2^24). On a shared, loaded machine compare CPU seconds first.
 
     .venv/bin/python benchmarks/bench_selection.py [--small] [--only NAME] [--old]
@@ -184,7 +184,7 @@ def strategies(args: argparse.Namespace) -> None:
 def ls_worker(n: int, method: str) -> None:
     """One LS run in this (fresh) process; prints one JSON line."""
     import ektelo
-    from ektelo.operators import inference
+    from ektelo import inference
 
     truth = np.random.default_rng(0).poisson(50, n).astype(np.float64)
     M, build_wall, build_cpu = timed(lambda: sel.hb(n))
@@ -194,9 +194,8 @@ def ls_worker(n: int, method: str) -> None:
 
     m, meas_wall, meas_cpu = timed(measure_hb)
     gc.collect()
-    (x_hat, info), ls_wall, ls_cpu = timed(
-        lambda: inference.least_squares([m], method=method, return_info=True)
-    )
+    estimate, ls_wall, ls_cpu = timed(lambda: inference.least_squares([m], method=method))
+    x_hat, info = estimate.x, estimate.info
     rmse = float(np.sqrt(np.mean((x_hat - truth) ** 2)))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     print(

@@ -18,10 +18,10 @@ inference only, so no kernel is involved. Implementations:
   `least_squares` would otherwise solve one Hierarchy measurement exactly by
   its tree solver, and this series is the paper's iterative-implicit method;
 * ``tree-based`` — the two-pass algorithm of Hay et al. for complete trees
-  (`operators.hierarchical`; LS only), the paper's "Tree-based";
+  (`inference.tree.solve_levels`; LS only), the paper's "Tree-based";
 * ``implicit, method=auto`` — what `least_squares` does by default on the
-  implicit H2 matrix: the library's O(n) tree solve (`Hierarchy.lstsq`), the
-  Hay et al. algorithm in the matrix layer (LS only; not in the paper).
+  implicit H2 matrix: the library's O(n) tree solve (`inference.tree.lstsq`),
+  the Hay et al. algorithm on any `Hierarchy` (LS only; not in the paper).
 
 A further series, ``iterative-implicit (HB)``, runs implicit LS (LSMR) on HB's
 hierarchy (branching 16, no root; far fewer LSMR iterations than H2) up to
@@ -88,9 +88,10 @@ def inference_job(
 ) -> Callable[[], Any]:
     """Worker job: draw the measurement, prepare the representation; return
     the timed solve (which returns a function of post-timing checks)."""
-    from ektelo import Measurement
+    from ektelo import Measurement, inference
+    from ektelo.inference import tree
     from ektelo.matrix import Sparse
-    from ektelo.operators import hierarchical, inference, selection
+    from ektelo.operators import selection
 
     x = synthetic_data((n,), seed=trial)
     rng = np.random.default_rng(10_000 + trial)
@@ -121,7 +122,7 @@ def inference_job(
             raise ValueError("tree-based inference is least squares on a complete tree")
 
         def run_tree() -> Callable[[], dict[str, Any]]:
-            x_hat = hierarchical.solve_levels(hierarchical.levels(y, n, 2), 2)
+            x_hat = tree.solve_levels(tree.levels(y, n, 2), 2)
             return checks(x_hat, selection.h2((n,)), {})
 
         return run_tree
@@ -156,7 +157,8 @@ def inference_job(
     solve = inference.least_squares if method == "LS" else inference.nnls
 
     def run_iterative() -> Callable[[], dict[str, Any]]:
-        x_hat, info = solve([measurement], return_info=True, **options)
+        estimate = solve([measurement], **options)
+        x_hat, info = estimate.x, estimate.info
         return checks(
             x_hat,
             Q,

@@ -146,9 +146,8 @@ def reduced_domain_estimate(log: list[tuple[Any, tuple[Any, ...]]]) -> np.ndarra
     in the original εktelo), while the plan's own inference on the root is
     the minimum-norm solution, uniform over *original* cells.
     """
-    from ektelo import Measurement
+    from ektelo import Measurement, inference
     from ektelo.matrix import Product
-    from ektelo.operators import inference
 
     base = log[0][1][0]
     items = []
@@ -161,7 +160,7 @@ def reduced_domain_estimate(log: list[tuple[Any, tuple[Any, ...]]]) -> np.ndarra
         items.append(
             Measurement(m.answers, Q, Q, m.noise_scale, m.epsilon, "reduced", (base.num_groups,))
         )
-    return base.expand(inference.least_squares(items))
+    return base.expand(inference.least_squares(items).x)
 
 
 def trial_job(

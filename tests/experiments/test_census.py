@@ -70,13 +70,14 @@ def test_workloads_match_their_definitions():
     ],
 )
 def test_stripewise_least_squares_equals_the_joint_solve(plan, workload, monkeypatch):
-    """The striped plans solve LS stripe by stripe; with the same noise, the
-    joint LS over all measurements gives the same estimate."""
+    """The striped plans solve LS stripe by stripe (hb_striped: inference's
+    block-diagonal solve of the stripes' measurements); with the same noise,
+    the joint LS (LSMR) over all measurements gives the same estimate."""
     x = np.random.default_rng(2).poisson(2, size=(3, 2, 30))
     x[..., 12:25] = 0  # a flat run for DAWA to merge
     fn = getattr(striped, plan)
     fast = fn(ektelo.protect(x, epsilon=1.0, seed=9), workload, 1.0)
-    monkeypatch.setattr(striped, "_estimate_by_stripe", lambda R, ms: estimate(ms))
+    monkeypatch.setattr(striped, "estimate", lambda ms: estimate(ms, method="lsmr"))
     monkeypatch.setattr(striped, "_estimate_stripe_union", lambda union, m: estimate([m]))
     joint = fn(ektelo.protect(x, epsilon=1.0, seed=9), workload, 1.0)
     np.testing.assert_allclose(fast, joint, atol=1e-6 * max(1.0, np.abs(joint).max()))

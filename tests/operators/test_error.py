@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from ektelo import inference as inf
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -21,7 +22,6 @@ from ektelo.matrix import (
 )
 from ektelo.measurement import Measurement
 from ektelo.operators import error
-from ektelo.operators import inference as inf
 from ektelo.workload import builders
 
 
@@ -176,7 +176,7 @@ def test_expected_error_matches_repeated_least_squares(W: EMatrix, A: EMatrix) -
     for k in range(runs):
         y = A.matvec(x) + rng.laplace(0.0, b, A.shape[0])
         m = Measurement(y, A, A, b, eps, "root", (n,))
-        diff = W.matvec(inf.least_squares([m])) - truth
+        diff = W.matvec(inf.least_squares([m]).x) - truth
         errors[k] = diff @ diff
         per_query += diff**2
     expected = error.expected_error(W, A, eps)
@@ -199,7 +199,7 @@ def test_ls_error_matches_weighted_least_squares_with_unequal_noise() -> None:
             Measurement(Q.matvec(x) + rng.laplace(0.0, s, Q.shape[0]), Q, Q, s, 1.0, "r", (n,))
             for Q, s in measured
         ]
-        diff = W.matvec(inf.least_squares(ms)) - W.matvec(x)
+        diff = W.matvec(inf.least_squares(ms).x) - W.matvec(x)
         errors[k] = diff @ diff
     expected = error.ls_error(W, measured)
     assert abs(errors.mean() - expected) <= 4 * errors.std(ddof=1) / math.sqrt(runs)

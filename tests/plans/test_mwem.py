@@ -15,8 +15,9 @@ import scipy.sparse as sp
 from scipy.optimize import nnls as so_nnls
 
 import ektelo
-from ektelo import plans
+from ektelo import inference, plans
 from ektelo import workload as wl
+from ektelo.inference import _mw_passes
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -30,7 +31,6 @@ from ektelo.matrix import (
     Weighted,
 )
 from ektelo.measurement import Measurement
-from ektelo.operators import inference
 
 MWEM_PLANS = ["mwem", "mwem_b", "mwem_c", "mwem_d"]
 
@@ -293,8 +293,8 @@ def test_mw_passes_per_round_default_to_the_published_ones(
     original = module.inference.multiplicative_weights
     seen: list[int] = []
 
-    def spy(measurements: list, **kwargs: object) -> np.ndarray:
-        seen.append(int(kwargs["iterations"]))  # type: ignore[call-overload]
+    def spy(measurements: list, **kwargs: object) -> inference.Estimate:
+        seen.append(int(kwargs["maxiter"]))  # type: ignore[call-overload]
         return original(measurements, **kwargs)
 
     monkeypatch.setattr(module.inference, "multiplicative_weights", spy)
@@ -349,7 +349,7 @@ def test_mw_matches_literal_loop_on_augmented_measurements() -> None:
         ms.append(_measure(VStack([chosen, _dyadic(n, 2 ** (k - 1), (a, b))]), x, 4.0, rng))
     x0 = rng.random(n) + 0.05
     T = float(x.sum())
-    est = inference.multiplicative_weights(ms, total=T, x0=x0, iterations=9)
+    est = inference.multiplicative_weights(ms, total=T, start=x0, maxiter=9).x.reshape(-1)
     ref = _literal_mw(ms, T, x0, 9)
     np.testing.assert_allclose(est, ref, rtol=1e-9, atol=1e-9 * T)
 
@@ -359,7 +359,7 @@ def test_mw_matches_literal_loop_over_many_passes(scratch_rows: int, monkeypatch
     """Enough passes for the blocks' first guesses to extrapolate the last
     passes' masses (polynomials up to order 5), and for the huge-block path
     (no kept scratch, the last masses only): the literal loop's result."""
-    monkeypatch.setattr(inference, "_SCRATCH_ROWS", scratch_rows)
+    monkeypatch.setattr(_mw_passes, "_SCRATCH_ROWS", scratch_rows)
     rng = np.random.default_rng(4)
     n = 256
     x = rng.poisson(2, n)
@@ -370,7 +370,7 @@ def test_mw_matches_literal_loop_over_many_passes(scratch_rows: int, monkeypatch
         ms.append(_measure(VStack([chosen, _dyadic(n, 2 ** (k - 1), (a, b))]), x, 3.0, rng))
     x0 = rng.random(n) + 0.05
     T = float(x.sum())
-    est = inference.multiplicative_weights(ms, total=T, x0=x0, iterations=40)
+    est = inference.multiplicative_weights(ms, total=T, start=x0, maxiter=40).x.reshape(-1)
     np.testing.assert_allclose(est, _literal_mw(ms, T, x0, 40), rtol=1e-9, atol=1e-9 * T)
 
 
@@ -392,7 +392,7 @@ def test_mw_matches_literal_loop_on_mixed_queries() -> None:
     ms = [_measure(Q, x, b, rng) for Q, b in queries]
     x0 = rng.random(n) + 0.1
     T = float(x.sum())
-    est = inference.multiplicative_weights(ms, total=T, x0=x0, iterations=6)
+    est = inference.multiplicative_weights(ms, total=T, start=x0, maxiter=6).x.reshape(-1)
     np.testing.assert_allclose(est, _literal_mw(ms, T, x0, 6), rtol=1e-9, atol=1e-9 * T)
 
 
@@ -407,7 +407,7 @@ def test_mw_matches_literal_loop_on_boxes() -> None:
         _measure(Identity(99), x, 2.0, rng),
     ]
     T = float(x.sum())
-    est = inference.multiplicative_weights(ms, total=T, iterations=5)
+    est = inference.multiplicative_weights(ms, total=T, maxiter=5).x.reshape(-1)
     ref = _literal_mw(ms, T, np.ones(99), 5)
     np.testing.assert_allclose(est, ref, rtol=1e-9, atol=1e-9 * T)
 
@@ -421,7 +421,7 @@ def test_mw_survives_absurd_noise_like_the_literal_loop() -> None:
     answers = np.where(np.arange(n) % 2 == 0, 1e6, -1e6)
     m = Measurement(answers, Q, Q, 1.0, 1.0, "root", (n,))
     T = float(x.sum())
-    est = inference.multiplicative_weights([m], total=T, iterations=3)
+    est = inference.multiplicative_weights([m], total=T, maxiter=3).x.reshape(-1)
     np.testing.assert_allclose(est, _literal_mw([m], T, np.ones(n), 3), rtol=1e-9, atol=1e-9 * T)
     assert est.sum() == pytest.approx(T)
 

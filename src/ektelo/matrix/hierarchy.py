@@ -38,6 +38,13 @@ Column norms, sensitivity, `max_column_nnz`, `is_integral`,
 `is_nonnegative` and `is_binary` are exact and computed from the parameters
 (a cell's column holds one entry per ancestor, of the ancestor depth's
 weight). `sparse()`/`dense()` materialise the rows for small sizes.
+
+The level methods that apply the matrix — part sums of a depth
+(`_reduce`), spreading a depth's values to its children (`_expand_into`), a
+depth's rows as a grid of its parts (`_absorb`), the rows' offsets — are
+also what the exact tree solvers of `ektelo.inference.tree` and
+`ektelo.inference.tree_nnls` run on; the solvers live there, this module is
+algebra only.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .base import EMatrix, check_dense_size, check_p, check_sparse_size
+from .ranges import RangeQueries
 
 __all__ = ["Hierarchy"]
 
@@ -182,6 +190,8 @@ class Hierarchy(EMatrix):
     weights: the number of measured depths, h + 1 with the root and h without.
     """
 
+    _fields = ("domain_shape", "branching", "root", "level_weights", "transposed")
+
     def __init__(
         self,
         domain_shape: int | Sequence[int],
@@ -253,7 +263,7 @@ class Hierarchy(EMatrix):
     @property
     def leaves_measured(self) -> bool:
         """True when every cell's leaf row has a non-zero weight (then the
-        matrix has full column rank and `lstsq` applies)."""
+        matrix has full column rank and inference's exact tree solve applies)."""
         return all(self.weight(t) != 0 for t in self._leaf_depths)
 
     def _leaf_weight(self) -> float | None:
@@ -511,188 +521,6 @@ class Hierarchy(EMatrix):
         _scaled(y.reshape(target.shape), w, target)
         return G
 
-    # -- exact least squares ----------------------------------------------------------
-    def lstsq(self, y: Any, zero: Any = None) -> np.ndarray:
-        """The least-squares solution x̂ = argmin_x ‖A x − y‖₂ of this tree, in O(N).
-
-        Every row measures one node's count (times its depth's weight), so
-        with equal noise on the rows the problem is Gaussian estimation on a
-        tree, solved exactly by two passes (Hay, Rastogi, Miklau & Suciu,
-        PVLDB 2010, §4.2, generalised to uneven trees and weighted depths as
-        in Qardaji, Yang & Li, PVLDB 2013, §4):
-
-        * up, from the cells to the root: a node's estimate from its subtree,
-          z = (w·y + s/V_s) / (w² + 1/V_s), with s the sum of its children's
-          z, V_s the sum of their variances, y its answer, w its weight
-          (nodes without a row — single cells above their leaf depth, the
-          unmeasured root, zero-weight depths — keep z = s, V = V_s);
-        * down, from the root: a child's estimate z_c plus its share of the
-          parent's correction, (x̄ − s)·V_c / V_s.
-
-        The cells of x̄ are the unique minimiser (the leaves' rows give A full
-        column rank); it equals what an iterative solver converges to, at the
-        cost of a few passes over the data instead of tens of products.
-
-        Args:
-            y: the answers, one per row.
-            zero: optional boolean mask over the cells (C order) held at 0:
-                the minimiser over x with x[zero] = 0 (a known cell has
-                variance 0; NNLS's active-set steps use this).
-
-        Raises:
-            ValueError: for the transpose, a y or mask of the wrong size or
-                non-finite values, or a zero leaf weight (then A is rank
-                deficient).
-        """
-        y = self._answers(y, "lstsq")
-        n = self.num_cells
-        grid = (1, *self.domain_shape, 1)
-        w_leaf = self._leaf_weight()
-        if w_leaf is None:
-            w_cells = np.asarray(self.level_weights)[self._cell_leaf_depths()]
-            if not np.all(w_cells != 0):
-                raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
-            z = (y[:n] / w_cells).reshape(grid)
-            V = (1.0 / (w_cells * w_cells)).reshape(grid)
-        else:
-            if w_leaf == 0:
-                raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
-            z = (y[:n] / w_leaf).reshape(grid)
-            # one variance for every cell: a read-only broadcast, no N-vector
-            V = np.broadcast_to(1.0 / (w_leaf * w_leaf), grid)
-        known = False
-        free: np.ndarray | None = None  # 1.0 per free cell, when V stays one broadcast value
-        if zero is not None:
-            mask = np.asarray(zero)
-            if mask.dtype != np.bool_ or mask.shape != (n,):
-                raise ValueError(f"zero must be a boolean mask of {n} cells, got {mask.shape}")
-            known = bool(mask.any())
-            if known:
-                # 1.0/0.0 rather than bools: products with a float mask are
-                # several times faster than masked assignment
-                keep = np.logical_not(mask, out=np.empty(n)).reshape(grid)
-                z *= keep
-                if V.strides == (0,) * V.ndim:
-                    # equal variances: keep V a broadcast and count the free
-                    # cells per parent instead (NNLS calls this every step, so
-                    # the N-sized variance array and its passes are worth saving)
-                    free = keep
-                else:
-                    V = V * keep
-        return self._solve_from(y, self.height, z, V, known, free).reshape(-1)
-
-    def nnls(self, y: Any, max_rounds: int = 50) -> Any:
-        """The non-negative least-squares solution argmin_{x ≥ 0} ‖A x − y‖₂ of
-        this tree by semismooth Newton on the cells' parents, each parent's
-        cells eliminated exactly (see `ektelo.matrix.tree_nnls`).
-
-        Returns a `tree_nnls.TreeNNLS` (the estimate, the parent solves used,
-        a computed bound on the projected gradient and ‖Aᵀy‖∞), or None where
-        the method does not apply — parents of cells that differ in shape
-        beyond 1-D or hold over 64 cells, leaves of different weights — or
-        did not settle within `max_rounds` parent solves.
-
-        Raises:
-            ValueError: for the transpose, or a y of the wrong size or with
-                non-finite values.
-        """
-        from .tree_nnls import solve
-
-        return solve(self, self._answers(y, "nnls"), max_rounds)
-
-    def _answers(self, y: Any, solver: str) -> np.ndarray:
-        """y as a finite float vector of one answer per row, for `solver`."""
-        if self.transposed:
-            raise ValueError(f"{solver} needs the tree itself, not its transpose")
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim != 1 or y.size != self.num_rows:
-            raise ValueError(f"y must be a vector of {self.num_rows} answers, got shape {y.shape}")
-        if not np.all(np.isfinite(y)):
-            raise ValueError("y must be finite")
-        return y
-
-    def _node_terms(self, y: np.ndarray, t: int) -> tuple[np.ndarray, Any] | None:
-        """The depth-t parts' own rows as grids: (w·y, w²) — w² a scalar, or a
-        grid that is 0 at single cells — or None where depth t has no rows."""
-        w = self.weight(t)
-        if t < self._first or t >= self.height or not self._inner[t] or w == 0:
-            return None
-        wy = self._absorb(y[None, self._offset[t] : self._offset[t + 1], None], t)
-        mask = self._singles(t)
-        own = w * w if mask is None else np.where(mask.reshape(wy.shape), w * w, 0.0)
-        return wy, own
-
-    def _solve_from(
-        self,
-        y: np.ndarray,
-        depth: int,
-        z: np.ndarray,
-        V: np.ndarray,
-        known: bool,
-        free: np.ndarray | None = None,
-        terms: dict[int, Any] | None = None,
-        out: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """The two passes of `lstsq` from the parts of `depth` up: given their
-        estimates z and variances V (grids; V = 0 where a part is known
-        exactly, which `known` must then flag), the final estimates of those
-        parts. `free` (cells only): V is one broadcast value, 0 where free is 0.
-        `terms`: the `_node_terms` of the depths above, when the caller
-        solves repeatedly with the same y (`nnls`). `out`: a grid like z to
-        write the estimates into where V is not one broadcast value (`nnls`
-        reuses it every round: at 10^8 cells a fresh array of the parents'
-        size costs more than the arithmetic on it).
-        """
-        # Up pass: keep every depth's (z, V) and the children's sums (s, V_s).
-        zs: list[np.ndarray] = [z]
-        Vs: list[np.ndarray] = [V]
-        sums: list[tuple[np.ndarray, np.ndarray]] = []
-        for t in range(depth - 1, self._first - 1, -1):
-            s = self._reduce(zs[-1], t)
-            if free is not None and len(zs) == 1:  # V = v·[cell free]: v · free count
-                v_s = self._reduce(free, t) * float(V.flat[0])
-            else:
-                v_s = self._reduce(Vs[-1], t)
-            sums.append((s, v_s))
-            term = self._node_terms(y, t) if terms is None else terms[t]
-            if term is None:
-                zs.append(s)
-                Vs.append(v_s)
-                continue
-            wy, own = term
-            exact = v_s == 0 if known else None  # subtrees of cells held at 0
-            precision = 1.0 / (v_s if exact is None else np.where(exact, 1.0, v_s))
-            V_t = 1.0 / (precision + own)
-            z_t = (wy + s * precision) * V_t
-            if exact is not None:
-                z_t = np.where(exact, s, z_t)
-                V_t = np.where(exact, 0.0, V_t)
-            zs.append(z_t)
-            Vs.append(V_t)
-        # Down pass: the estimates of the top depth are final.
-        x = zs.pop()
-        Vs.pop()
-        for t in range(self._first, depth):
-            s, v_s = sums.pop()
-            z_c, V_c = zs.pop(), Vs.pop()
-            if known:
-                correction = np.divide(x - s, v_s, out=np.zeros(s.shape), where=v_s > 0)
-            else:
-                correction = (x - s) / v_s
-            if V_c.strides == (0,) * V_c.ndim:  # equal variances: z_c += V·correction, in place
-                self._expand_into(z_c, correction * V_c.flat[0], t)
-                if free is not None and not zs:  # the cells: held ones have variance 0
-                    z_c *= free
-                x = z_c
-                continue
-            share = np.empty(z_c.shape) if out is None or zs else out
-            # (a zero base: the spread written in one pass, share's values unread)
-            self._expand_into(share, correction, t, base=np.broadcast_to(0.0, share.shape))
-            share *= V_c
-            share += z_c
-            x = share
-        return x
-
     # -- the rows as ranges -----------------------------------------------------------
     def nodes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The inner nodes in row order (they follow the N cell rows): inclusive
@@ -716,8 +544,6 @@ class Hierarchy(EMatrix):
         return np.concatenate(lowers), np.concatenate(uppers), np.concatenate(depths)
 
     def sparse(self) -> sp.csr_matrix:
-        from .ranges import RangeQueries
-
         n = self.num_cells
         lower, upper, depth = self.nodes()
         nnz = n + int(np.prod(upper - lower + 1, axis=1).sum())

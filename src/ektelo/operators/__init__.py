@@ -6,7 +6,7 @@ Each kind of operator lives in its own module, imported by name:
   matrix (an implicit `EMatrix`) a plan measures with the Vector Laplace
   operator (Identity, Prefix, H2, HB, Privelet, QuadTree, UniformGrid,
   AdaptiveGrid, stripes, marginals, ...).
-* further modules (partition selection, inference, error metrics) sit beside
-  it; this package file deliberately imports none of them, so adding a module
-  never means editing it.
+* further modules (partition selection, error metrics) sit beside it; this
+  package file deliberately imports none of them, so adding a module never
+  means editing it. Inference has its own package, `ektelo.inference`.
 """

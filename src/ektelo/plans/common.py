@@ -6,19 +6,20 @@ from typing import Any
 
 import numpy as np
 
+from .. import inference
 from ..matrix import EMatrix, Partition
-from ..operators import inference
 from ..operators import partition as partition_ops
 
 __all__ = ["estimate", "measure_and_infer", "reduce_for_workload"]
 
 
 def estimate(measurements: list[Any], how: str = "ls", **options: Any) -> np.ndarray:
-    """Run the named inference operator on all measurements (§5.5)."""
+    """Run the named inference operator on all measurements (§5.5); the
+    estimate of the root, flattened."""
     if how == "ls":
-        return inference.least_squares(measurements, **options)
+        return inference.least_squares(measurements, **options).x.reshape(-1)
     if how == "nnls":
-        return inference.nnls(measurements, **options)
+        return inference.nnls(measurements, **options).x.reshape(-1)
     raise ValueError(f"inference must be 'ls' or 'nnls', got {how!r}")
 
 

@@ -4,7 +4,6 @@ inside the kernel; everything here is public post-processing."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -149,10 +148,7 @@ def dawa(
     chain = [P] if P_w is None else [P_w, P]  # root cells → groups
     if not _measures_root_groups(m, chain):  # x itself derives from another vector
         return estimate([m])
-    z = estimate([_on_groups(m, P)])  # Public: LS on the k group totals
-    for Q in reversed(chain):
-        z = Q.expand(z)
-    return z
+    return estimate([m], groups=chain)  # Public: LS on the k group totals
 
 
 def _measures_root_groups(m: Measurement, chain: list[Partition]) -> bool:
@@ -165,20 +161,6 @@ def _measures_root_groups(m: Measurement, chain: list[Partition]) -> bool:
     for Q in chain:
         reduced = Q.reduce(reduced)
     return bool(np.allclose(m.query_on_root @ probe, m.query @ reduced, rtol=1e-9, atol=0.0))
-
-
-def _on_groups(m: Measurement, P: Partition) -> Measurement:
-    """The measurement as one of the group totals P·x (which it is: the kernel
-    measured them), so that least squares runs on k unknowns, not n.
-
-    Its query M answers the workload (GreedyH: W·P⁺ lies in M's row space), so
-    every least-squares solution ẑ gives the same W·P⁺ẑ, and P⁺ẑ (each total
-    spread evenly) is the minimum-norm solution on x's cells whenever M
-    determines every group.
-    """
-    return dataclasses.replace(
-        m, query_on_root=m.query, root_id=f"{m.root_id}/dawa-groups", root_shape=(P.num_groups,)
-    )
 
 
 def _greedy_h_along_order(P: Partition, W: EMatrix) -> EMatrix:

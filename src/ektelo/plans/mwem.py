@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..matrix import Dense, EMatrix, RangeQueries, Sparse, Total
+from .. import inference
+from ..matrix import Dense, EMatrix, Partition, RangeQueries, Sparse, Total
 from ..measurement import Measurement
-from ..operators import inference
 from ._registry import register
 from .budget import check_eps, split
 from .common import reduce_for_workload
@@ -90,47 +90,38 @@ def _mwem(
         raise TypeError(f"workload_reduction must be True or False, got {workload_reduction!r}")
     # With workload_reduction (§8), selection and measurement run on the
     # workload's groups: W = W'·P, so the scores W'·(P x̂) equal W·x̂. MW keeps
-    # x̂ uniform within groups, so its inference runs on the k groups (from
-    # their share of the uniform prior) and x̂ = P⁺x̂' at the end; NNLS stays
-    # on x's cells, where its own grouping finds the same structure.
+    # x̂ uniform within groups, so its inference runs on the k groups
+    # (groups=P); NNLS stays on x's cells, where its own grouping finds the
+    # same structure.
     x_run, W_run, P = reduce_for_workload(x, workload, workload_reduction)
     if P is not None:  # materialised once: every round's selection evaluates it
         W_run = Sparse(W_run.sparse())
-    on_groups = P is not None and how == "mw"
-    record = _on_groups if on_groups else (lambda m: m)
-    n = x_run.size if on_groups else x.size
+    n = x.size
     measurements: list[Measurement] = []
     if total is None:  # MWEM assumes the total; otherwise buy a noisy one
         eps_total, eps = split(eps, total_ratio, 1 - total_ratio)
-        measurements.append(record(x_run.laplace(Total(x_run.size), eps=eps_total)))
+        measurements.append(x_run.laplace(Total(x_run.size), eps=eps_total))
         total = max(float(measurements[0].answers[0]), 1.0)
     total = _check_total(total)
-    x_hat = np.full(n, total / n) if not on_groups else P.reduce(np.full(x.size, total / x.size))
+    x_hat = np.full(n, total / n)
+    last: inference.Estimate | None = None  # MW's last round: its passes continue
     fit = _NNLS(n)  # NNLS inference over all measurements so far
     for k, eps_round in enumerate(split(eps, *[1 / rounds] * rounds), start=1):
         eps_select, eps_measure = split(eps_round, ratio, 1 - ratio)
-        seen = x_hat if P is None or on_groups else P.reduce(x_hat)
+        seen = x_hat if P is None else P.reduce(x_hat)
         if augmented:
             M = x_run.augmented_worst_approx(W_run, seen, round_index=k, eps=eps_select)
         else:
             M = _row(W_run, x_run.worst_approx(W_run, seen, eps=eps_select))
-        measurements.append(record(x_run.laplace(M, eps=eps_measure)))
+        measurements.append(x_run.laplace(M, eps=eps_measure))
         if how == "mw":
-            x_hat = inference.multiplicative_weights(
-                measurements, total=total, x0=x_hat, iterations=passes
+            last = inference.multiplicative_weights(
+                measurements, total=total, start=last, maxiter=passes, groups=P
             )
+            x_hat = last.x.reshape(-1)
         else:
             x_hat = fit(measurements, total, x_hat)
-    return P.expand(x_hat) if on_groups else x_hat
-
-
-def _on_groups(m: Measurement) -> Measurement:
-    """m with the measured vector (the workload's groups) as its root, so
-    that inference runs on the k groups rather than on x's cells."""
-    return dataclasses.replace(
-        m, query_on_root=m.query, root_id=f"{m.root_id}/workload-groups",
-        root_shape=(m.query.shape[1],),
-    )  # fmt: skip
+    return x_hat
 
 
 def _positive_int(value: Any, name: str, limit: int) -> int:
@@ -206,54 +197,44 @@ class _NNLS:
             self.queries.append(Q)
             self.groups = _refine(self.groups, Q)
         groups = self.groups
+        stacked = _stacked(measurements, self.queries)
         if groups is None or 2 * (int(groups.max()) + 1) > self.n:
-            return inference.nnls(_stacked(measurements, self.queries), known_total=total)
+            return inference.nnls(stacked, total=total).x.reshape(-1)
         k = int(groups.max()) + 1
-        first = np.full(k, self.n, dtype=np.int64)
-        np.minimum.at(first, groups, np.arange(self.n))
-        # u_g = (group total)/√size: x ↦ u is an isometry on group-uniform x,
-        # so the reduced problem is the full one restricted to them (same
-        # least-squares start, same geometry), and x ≥ 0 ⟺ u ≥ 0.
-        scale = np.sqrt(np.bincount(groups, minlength=k).astype(float))
-        queries = [Q[:, first] @ sp.diags(scale) for Q in self.queries]
-        reduced = _stacked(measurements, queries, root=(f"{measurements[0].root_id}/g", (k,)))
-        total_row = (Dense(scale.reshape(1, -1)), np.array([total]))
+        # NNLS on the groups (groups=): the full problem restricted to
+        # group-uniform x, in the isometric unknowns u_g = (group total)/√size
+        # (same least-squares start, same geometry; x ≥ 0 ⟺ u ≥ 0).
+        on = Partition(groups)
         if k > _SMALL and last is not None:
             # Warm start (mwem_d): the last estimate is uniform on these groups
-            # (they refine the last round's), so last[first]·scale is its image.
-            # Its optimum has few positive groups, so NNLS's active-set steps
-            # are exact solves on them and reach the optimum (KKT) in a few
-            # steps. Accepted only then; otherwise — the default tolerance is
-            # loose with a known total and can stop near the start — the cold
-            # fit below, as before. Either way the optimal fit.
+            # (they refine the last round's). Its optimum has few positive
+            # groups, so NNLS's active-set steps are exact solves on them and
+            # reach the optimum (KKT) in a few steps. Accepted only then;
+            # otherwise — the default tolerance is loose with a known total and
+            # can stop near the start — the cold fit below, as before. Either
+            # way the optimal fit.
             try:
-                u, info = inference.nnls(
-                    reduced, prior=total_row, start=last[first] * scale, return_info=True
-                )
+                warm = inference.nnls(stacked, total=total, start=last, groups=on)
             except inference.ConvergenceError:
                 pass
             else:
-                if info.optimality <= _WARM_ACCEPT:
-                    return (u / scale)[groups]
+                if warm.info.optimality <= _WARM_ACCEPT:
+                    return warm.x.reshape(-1)
         options = {"tol": 1e-10, "exact_scale": 1e-2, "maxiter": 2000} if k <= _SMALL else {}
         try:
-            u = inference.nnls(reduced, prior=total_row, **options)
+            fitted = inference.nnls(stacked, total=total, groups=on, **options)
         except inference.ConvergenceError as stalled:  # stalled at the last digits
             if not stalled.info.optimality <= _REDUCED_ACCEPT:
                 raise
-            u = stalled.estimate
-        return (u / scale)[groups]
+            fitted = stalled.estimate
+        return fitted.x.reshape(-1)
 
 
-def _stacked(
-    measurements: list[Measurement],
-    queries: list[Any],
-    root: tuple[str, tuple[int, ...]] | None = None,
-) -> list[Measurement]:
-    """The measurements with their queries replaced by `queries` (same
-    entries, materialised; on the root, or on the reduced root `root`), and
-    consecutive ones of equal noise scale stacked into one record: the same
-    rows and weights for inference, one matrix product instead of many."""
+def _stacked(measurements: list[Measurement], queries: list[Any]) -> list[Measurement]:
+    """The measurements with their queries on the root replaced by `queries`
+    (the same entries, materialised), and consecutive ones of equal noise
+    scale stacked into one record: the same rows and weights for inference,
+    one matrix product instead of many."""
     out: list[Measurement] = []
     start = 0
     for end in range(1, len(measurements) + 1):
@@ -266,16 +247,7 @@ def _stacked(
         small = Q.shape[0] * Q.shape[1] <= _SMALL * _SMALL
         M = Dense(Q.toarray()) if small else Sparse(Q)  # dense: no sparse dispatch per product
         answers = np.concatenate([m.answers for m in group])
-        first = group[0]
-        if root is None:
-            out.append(dataclasses.replace(first, answers=answers, query=M, query_on_root=M))
-        else:
-            out.append(
-                dataclasses.replace(
-                    first, answers=answers, query=M, query_on_root=M, root_id=root[0],
-                    root_shape=root[1],
-                )
-            )  # fmt: skip
+        out.append(dataclasses.replace(group[0], answers=answers, query=M, query_on_root=M))
         start = end
     return out
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import lstsq
-from scipy.sparse.linalg import lsmr
 
 from ..matrix import (
     Diagonal,
@@ -36,10 +35,6 @@ from .common import estimate
 
 __all__ = ["dawa_striped", "hb_striped", "hb_striped_kron"]
 
-# Stripes up to this many cells are solved by a dense least-squares solve.
-_DENSE_STRIPE_MAX = 2048
-
-
 def _axis(x: Any, axis: int) -> int:
     if not -len(x.shape) <= axis < len(x.shape):
         raise ValueError(f"stripe axis {axis} out of range for a {len(x.shape)}-D vector")
@@ -59,7 +54,7 @@ def hb_striped(x: Any, workload: EMatrix, eps: float, *, axis: int = -1) -> np.n
     R = partition_ops.stripe(x.shape, axis)
     strategy = selection.hb((x.shape[axis],))
     measurements = [s.laplace(strategy, eps=eps) for s in x.split_by_partition(R)]
-    return _estimate_by_stripe(R, measurements)
+    return estimate(measurements)  # block diagonal: solved stripe by stripe
 
 
 @register(
@@ -308,33 +303,6 @@ def _selection(cells: np.ndarray, n: int) -> Sparse:
     """The n × |cells| matrix whose column j is the unit vector of cells[j]."""
     k = cells.size
     return Sparse(sp.csr_matrix((np.ones(k), (cells, np.arange(k))), shape=(n, k)))
-
-
-def _estimate_by_stripe(R: Partition, measurements: list[Any]) -> np.ndarray:
-    """LS(M, y) over all stripes' measurements, on x's domain, when every
-    stripe was measured by the same matrix M (hb_striped).
-
-    The stripes share no cell and every measurement reads one stripe, so the
-    joint least-squares problem is block diagonal (its row weights are
-    constant within a measurement and do not couple blocks): its
-    minimum-norm solution is, stripe by stripe, the minimum-norm solution of
-    M — the estimate `estimate(measurements)` computes, here with one
-    factorisation and one right-hand side per stripe instead of iterating
-    over a stack of thousands of small implicit products.
-    """
-    x_hat = np.zeros(R.size)
-    cells_of = _cells_by_stripe(R)
-    A = measurements[0].query
-    if cells_of[0].size <= _DENSE_STRIPE_MAX:
-        Y = np.column_stack([m.answers for m in measurements])
-        x_hat[np.column_stack(cells_of)] = np.linalg.lstsq(A.dense(), Y, rcond=None)[0]
-        return x_hat
-    A_sparse = A.sparse()
-    for m, cells in zip(measurements, cells_of, strict=True):
-        x_hat[cells] = lsmr(
-            A_sparse, m.answers, atol=1e-12, btol=1e-12, maxiter=10 * cells.size
-        )[0]
-    return x_hat
 
 
 def _cells_by_stripe(R: Partition) -> list[np.ndarray]:

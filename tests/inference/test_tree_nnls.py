@@ -1,4 +1,4 @@
-"""`Hierarchy.nnls` (module `ektelo.matrix.tree_nnls`) against scipy's NNLS on
+"""The tree NNLS (`ektelo.inference.tree_nnls`) against scipy's NNLS on
 the dense tree: the estimate, the objective, the computed bound on the
 projected gradient (it must bound the measured one and be tight), ‖Aᵀy‖∞,
 where the method declines, and bad input; and the parts (sorting networks,
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.optimize as so
 
-from ektelo.matrix import Hierarchy, tree_nnls
+from ektelo.inference import tree, tree_nnls
+from ektelo.matrix import Hierarchy
 
 # (domain shape, branching, root measured, level weights): trees whose parents
 # of cells are all alike — 1-D and 2-D, uneven axis heights, weighted depths
@@ -66,7 +67,7 @@ def test_matches_scipy_nnls(dims, b, root, weights, sparse, rng) -> None:
     A = H.dense()
     y = noisy_answers(H, sparse, rng)
     kept = y.copy()
-    result = H.nnls(y)
+    result = tree_nnls.solve(H, y)
     assert result is not None
     np.testing.assert_array_equal(y, kept)  # input not modified
     ref = so.nnls(A, y, maxiter=50 * A.shape[1])[0]
@@ -87,10 +88,10 @@ def test_matches_scipy_nnls(dims, b, root, weights, sparse, rng) -> None:
 def test_sparse_data_needs_several_rounds_and_max_rounds_is_honoured(rng) -> None:
     H = Hierarchy(4096, 16)
     y = noisy_answers(H, True, rng)
-    result = H.nnls(y)
+    result = tree_nnls.solve(H, y)
     assert result is not None and result.rounds >= 2
-    assert H.nnls(y, max_rounds=result.rounds - 1) is None
-    again = H.nnls(y, max_rounds=result.rounds)
+    assert tree_nnls.solve(H, y, max_rounds=result.rounds - 1) is None
+    again = tree_nnls.solve(H, y, max_rounds=result.rounds)
     np.testing.assert_array_equal(again.x, result.x)
 
 
@@ -101,7 +102,7 @@ def test_sparse_data_needs_several_rounds_and_max_rounds_is_honoured(rng) -> Non
 )
 def test_declines_where_it_does_not_apply(dims, b, rng) -> None:
     H = Hierarchy(dims, b)
-    assert H.nnls(rng.normal(size=H.shape[0])) is None
+    assert tree_nnls.solve(H, rng.normal(size=H.shape[0])) is None
 
 
 def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> None:
@@ -118,7 +119,7 @@ def test_the_bound_catches_an_estimate_that_is_not_optimal(rng, monkeypatch) -> 
         return alpha, beta
 
     monkeypatch.setattr(tree_nnls._Parents, "lines", skewed)
-    result = H.nnls(y)
+    result = tree_nnls.solve(H, y)
     measured = projected_gradient(A, y, result.x)
     assert measured > 1.0  # far from optimal
     assert measured <= result.gradient_bound * (1 + 1e-12)
@@ -128,29 +129,30 @@ def test_mixed_leaf_weights_decline(rng) -> None:
     # 20 cells, b = 16: cells are leaves at depths 1 and 2, weighted apart
     H = Hierarchy(20, 16, level_weights=[1.0, 2.0, 3.0])
     assert H._leaf_weight() is None
-    assert H.nnls(rng.normal(size=H.shape[0])) is None
+    assert tree_nnls.solve(H, rng.normal(size=H.shape[0])) is None
 
 
 def test_bad_input_is_refused() -> None:
     H = Hierarchy(16, 4)
     with pytest.raises(ValueError, match="transpose"):
-        H.T.nnls(np.zeros(16))
+        tree_nnls.solve(H.T, np.zeros(16))
     with pytest.raises(ValueError, match="answers"):
-        H.nnls(np.zeros(H.shape[0] + 1))
+        tree_nnls.solve(H, np.zeros(H.shape[0] + 1))
     with pytest.raises(ValueError, match="finite"):
-        H.nnls(np.full(H.shape[0], np.inf))
+        tree_nnls.solve(H, np.full(H.shape[0], np.inf))
 
 
 def test_zero_answers_give_zero() -> None:
     H = Hierarchy(64, 4)
-    result = H.nnls(np.zeros(H.shape[0]))
+    result = tree_nnls.solve(H, np.zeros(H.shape[0]))
     np.testing.assert_array_equal(result.x, np.zeros(64))
     assert result.gradient_scale == 0.0 and result.gradient_bound == 0.0
 
 
 def test_large_parents_limit_is_the_documented_one() -> None:
     assert tree_nnls._MAX_CELLS_PER_PARENT == 64
-    assert Hierarchy((8, 8), 8).nnls(np.zeros(Hierarchy((8, 8), 8).shape[0])) is not None
+    H = Hierarchy((8, 8), 8)
+    assert tree_nnls.solve(H, np.zeros(H.shape[0])) is not None
 
 
 def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
@@ -160,9 +162,9 @@ def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
     differently by block) and certificate."""
     H = Hierarchy(300, 16)
     y = noisy_answers(H, True, rng)
-    whole = H.nnls(y)
+    whole = tree_nnls.solve(H, y)
     monkeypatch.setattr(tree_nnls, "_BLOCK_CELLS", 3)
-    blocks = H.nnls(y)
+    blocks = tree_nnls.solve(H, y)
     np.testing.assert_allclose(blocks.x, whole.x, rtol=1e-12, atol=1e-12 * whole.x.max())
     assert blocks.gradient_bound == pytest.approx(whole.gradient_bound, rel=1e-6, abs=1e-12)
 
@@ -175,9 +177,9 @@ def test_segments_located_block_by_block(dims, b, rng, monkeypatch) -> None:
     product rounds differently by block size) and rounds."""
     H = Hierarchy(dims, b)
     y = noisy_answers(H, True, rng)
-    default = H.nnls(y)
+    default = tree_nnls.solve(H, y)
     monkeypatch.setattr(tree_nnls, "_BLOCK_CELLS", 3)
-    blocks = H.nnls(y)
+    blocks = tree_nnls.solve(H, y)
     np.testing.assert_allclose(blocks.x, default.x, rtol=1e-12, atol=1e-12 * default.x.max())
     assert blocks.rounds == default.rounds
     assert blocks.gradient_bound <= 1e-11 * blocks.gradient_scale
@@ -190,7 +192,7 @@ def test_tied_cells_settle(b, rng) -> None:
     H = Hierarchy(256, b)
     x = rng.integers(0, 3, 256).astype(float)
     y = H.matvec(x) - 1.0  # every node a little low: many cells at 0
-    result = H.nnls(y)
+    result = tree_nnls.solve(H, y)
     assert result is not None
     A = H.dense()
     ref = so.nnls(A, y, maxiter=50 * A.shape[1])[0]
@@ -250,7 +252,7 @@ def test_sorting_networks_sort(K) -> None:
 
 
 def test_parent_solve_writes_into_the_given_buffer(rng) -> None:
-    """`Hierarchy._solve_from(out=)` (NNLS reuses one buffer every round)
+    """`tree.solve_from(out=)` (NNLS reuses one buffer every round)
     gives the same estimates as a fresh array, in that buffer."""
     H = Hierarchy(300, 16)
     y = noisy_answers(H, True, rng)
@@ -258,9 +260,9 @@ def test_parent_solve_writes_into_the_given_buffer(rng) -> None:
     parts = H._axes[0].count[t0]
     z = rng.normal(size=(1, parts, 1))
     V = rng.random((1, parts, 1))
-    fresh = H._solve_from(y, t0, z, V, known=True)
+    fresh = tree.solve_from(H, y, t0, z, V, known=True)
     out = np.empty_like(fresh)
-    again = H._solve_from(y, t0, z, V, known=True, out=out)
+    again = tree.solve_from(H, y, t0, z, V, known=True, out=out)
     assert again is out
     np.testing.assert_array_equal(out, fresh)
 
@@ -269,7 +271,7 @@ def test_parent_solve_writes_into_the_given_buffer(rng) -> None:
 def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) -> None:
     """Where the grandparents are the root, the local price a block gives its
     parents is exactly the price of a parent solve from their lines: the
-    two-level closed form agrees with `Hierarchy._solve_from`."""
+    two-level closed form agrees with `tree.solve_from`."""
     H = Hierarchy(dims, b)
     assert H.height == 2
     y = noisy_answers(H, True, rng)
@@ -283,13 +285,13 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
         return out
 
     monkeypatch.setattr(tree_nnls._Parents, "_local_price", recorded)
-    H.nnls(y)
+    tree_nnls.solve(H, y)
     assert len(seen) == 1 and seen[0][:2] == (0, H._axes[0].count[1] ** len(dims))
     _, _, (alpha, beta), G, local = seen[0]
     t0 = H.height - 1
-    terms = {t: H._node_terms(y, t) for t in range(t0 + 1)}
+    terms = {t: tree.node_terms(H, y, t) for t in range(t0 + 1)}
     grid = (1, *(ax.count[t0] for ax in H._axes), 1)
-    totals = H._solve_from(y, t0, alpha.reshape(grid), beta.reshape(grid), True, terms=terms)
+    totals = tree.solve_from(H, y, t0, alpha.reshape(grid), beta.reshape(grid), True, terms=terms)
     base = G - tree_nnls._spread_down(H, t0, {0: terms[0][0]})  # G less the root's w·y
     expected = tree_nnls._fitted_above(H, t0, terms, totals, out=np.empty(G.size), base=base)
     np.testing.assert_allclose(local, expected, rtol=1e-12, atol=1e-12 * np.abs(G).max())
@@ -303,9 +305,9 @@ def test_local_price_saves_rounds(dims, b, fewer, rng, monkeypatch) -> None:
     estimate, in no more parent solves (fewer on the 1-D sparse cases)."""
     H = Hierarchy(dims, b)
     y = noisy_answers(H, True, rng)
-    local = H.nnls(y)
+    local = tree_nnls.solve(H, y)
     monkeypatch.setattr(tree_nnls, "_local", lambda tree, terms: None)
-    plain = H.nnls(y)
+    plain = tree_nnls.solve(H, y)
     np.testing.assert_allclose(local.x, plain.x, rtol=1e-12, atol=1e-12 * plain.x.max())
     assert local.rounds < plain.rounds if fewer else local.rounds <= plain.rounds
     assert local.gradient_bound <= 1e-11 * local.gradient_scale
@@ -325,7 +327,7 @@ def test_first_pass_finds_the_problem_scale(dims, b, rng, monkeypatch) -> None:
         return found[-1]
 
     monkeypatch.setattr(tree_nnls._Parents, "locate_all", recorded)
-    H.nnls(y)
+    tree_nnls.solve(H, y)
     cells = y[: H.num_cells] / 0.5
     largest = 0.25 * max(cells.max(), -cells.min())
     assert found[0][0] == pytest.approx(largest, rel=1e-15)
@@ -337,5 +339,5 @@ def test_strided_answers_give_the_contiguous_estimate(rng) -> None:
     copy (the cells are gathered through views and takes)."""
     H = Hierarchy(4096, 16)
     spaced = np.repeat(noisy_answers(H, True, rng), 2)
-    strided = H.nnls(spaced[::2])
-    np.testing.assert_array_equal(strided.x, H.nnls(spaced[::2].copy()).x)
+    strided = tree_nnls.solve(H, spaced[::2])
+    np.testing.assert_array_equal(strided.x, tree_nnls.solve(H, spaced[::2].copy()).x)

@@ -1,4 +1,4 @@
-"""NNLS's restricted solves on A's free columns (`inference._FreeBlock`):
+"""NNLS's restricted solves on A's free columns (`inference.nonneg._FreeBlock`):
 the columns read from the matrix's structure, the exact steps reaching the
 optimum whatever the start (warm or cold) and whatever the tolerance, and the
 same optimum as the masked-product path and scipy's NNLS."""
@@ -10,6 +10,8 @@ import pytest
 import scipy.optimize as so
 import scipy.sparse as sp
 
+from ektelo import inference as inf
+from ektelo.inference._system import build_system, public_rows
 from ektelo.matrix import (
     Dense,
     Diagonal,
@@ -24,7 +26,6 @@ from ektelo.matrix import (
     Weighted,
 )
 from ektelo.measurement import Measurement
-from ektelo.operators import inference as inf
 
 
 def _measure(Q: EMatrix, x: np.ndarray, scale: float, rng: np.random.Generator) -> Measurement:
@@ -37,15 +38,22 @@ def _ranges(n: int, m: int, rng: np.random.Generator) -> RangeQueries:
     return RangeQueries(n, np.minimum(lo, hi), np.maximum(lo, hi))
 
 
+def _system(ms: list[Measurement], total: float):
+    """The weighted system the estimators fit (measurements, then the total)."""
+    n = ms[0].query_on_root.shape[1]
+    queries = [(m.query_on_root, m.answers, m.noise_scale) for m in ms]
+    return build_system(queries, public_rows(None, total, n), n, 1e-3)
+
+
 def _objective(ms: list[Measurement], x: np.ndarray, total: float) -> float:
-    system, _ = inf._system(ms, total, None, 1e-3)
+    system = _system(ms, total)
     r = system.A.matvec(x) - system.b
     return 0.5 * float(r @ r)
 
 
 def _reference(ms: list[Measurement], total: float) -> tuple[np.ndarray, float]:
     """scipy's NNLS (Lawson–Hanson, exact) on the same weighted system."""
-    system, _ = inf._system(ms, total, None, 1e-3)
+    system = _system(ms, total)
     x, _ = so.nnls(system.A.dense(), system.b, maxiter=100 * system.size)
     return x, _objective(ms, x, total)
 
@@ -86,10 +94,11 @@ def test_warm_and_cold_starts_reach_the_same_optimum(seed: int) -> None:
     first = [_measure(Sparse(_ranges(n, 60, rng).sparse()), x, 20.0, rng)]
     ms = [*first, _measure(Sparse(_ranges(n, 60, rng).sparse()), x, 20.0, rng)]
     ref, f_ref = _reference(ms, total)
-    system, _ = inf._system(ms, total, None, 1e-3)
-    last_round = inf.nnls(first, known_total=total)  # a warm start near the optimum
-    for start in ("ls", "zeros", last_round):
-        est, info = inf.nnls(ms, known_total=total, start=start, return_info=True)
+    system = _system(ms, total)
+    last_round = inf.nnls(first, total=total)  # a warm start near the optimum
+    for start in ("ls", "zeros", last_round, last_round.x):
+        e = inf.nnls(ms, total=total, start=start)
+        est, info = e.x, e.info
         assert info.converged and np.all(est >= 0)
         assert _objective(ms, est, total) <= f_ref * (1 + 1e-9)
         fitted, fitted_ref = system.A.matvec(est), system.A.matvec(ref)
@@ -108,8 +117,8 @@ def test_free_columns_and_masked_products_reach_the_same_optimum(
     implicit = [Measurement(y, R, R, 5.0, 1.0, "root", (n,))]
     S = Sparse(R.sparse())
     explicit = [Measurement(y, S, S, 5.0, 1.0, "root", (n,))]
-    a = inf.nnls(implicit, tol=1e-10)
-    b = inf.nnls(explicit, tol=1e-10)
+    a = inf.nnls(implicit, tol=1e-10).x
+    b = inf.nnls(explicit, tol=1e-10).x
     ref = so.nnls(R.dense() / 5.0, y / 5.0, maxiter=100 * n)[0]
     for est in (a, b):
         f = 0.5 * float(np.sum((R.dense() @ est - y) ** 2))

@@ -1,4 +1,5 @@
-"""Non-negative least squares on a tree of range queries (`Hierarchy.nnls`).
+"""Non-negative least squares on a tree of range queries (`nnls` chooses it
+for one measurement of H2, HB or QuadTree).
 
     x̂ = argmin_{x ≥ 0} ½‖A x − y‖₂²,   A a `Hierarchy` (H2, HB, QuadTree).
 
@@ -15,7 +16,7 @@ breakpoints B_i (the Γ at which the i-th smallest cell reaches 0) and the
 total S_i there, and between two breakpoints the total is s = α − β·Γ with
 β = j/(p + j·p_v) for j free cells. That line is what a leaf with answer α
 and variance β returns, so with every parent's segment fixed the problem
-above the parents is the exact tree solve of `Hierarchy.lstsq` (Hay et al.,
+above the parents is the exact tree solve of `tree.lstsq` (Hay et al.,
 PVLDB 2010, §4.2) on the parents — K times smaller than the cells' problem.
 
 The solver is semismooth Newton on the parents (the primal–dual active-set
@@ -56,12 +57,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .hierarchy import Hierarchy
+from ..matrix import Hierarchy
+from .tree import answers as checked_answers
+from .tree import node_terms, solve_from
 
 __all__ = ["TreeNNLS", "solve"]
 
@@ -394,7 +396,7 @@ class _Parents:
     def _local_price(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
         """G of the parents [a, b) plus the price their grandparent would
         set were it the root: its own row and its children's lines make a
-        two-level tree whose estimate is closed-form (`Hierarchy.lstsq`'s
+        two-level tree whose estimate is closed-form (`tree.lstsq`'s
         passes on one node). Whole grandparents lie in [a, b)."""
         ks, wy_up, own_up = self.local
         grid = ((b - a) // self.layout.step, *self.layout.parts[1:])
@@ -604,7 +606,8 @@ def _settle(
     past `max_rounds`."""
     t0 = tree.height - 1
     for rounds in range(1, max_rounds + 1):
-        fit = tree._solve_from(
+        fit = solve_from(
+            tree,
             y,
             t0,
             parents.alpha.reshape(totals.shape),
@@ -621,10 +624,16 @@ def _settle(
     return None
 
 
-def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | None:
+def solve(tree: Hierarchy, y: Any, max_rounds: int = 50) -> TreeNNLS | None:
     """min_{x ≥ 0} ½‖A x − y‖² for the tree A (see the module), or None where
     the method does not apply (irregular parents, mixed leaf weights) or
-    `max_rounds` parent solves did not settle every segment."""
+    `max_rounds` parent solves did not settle every segment.
+
+    Raises:
+        ValueError: for the transpose, or a y of the wrong size or with
+            non-finite values.
+    """
+    y = checked_answers(tree, y, "nnls")
     layout = _layout(tree)
     w_leaf = tree._leaf_weight()
     if layout is None or not w_leaf:
@@ -632,7 +641,7 @@ def solve(tree: Hierarchy, y: np.ndarray, max_rounds: int = 50) -> TreeNNLS | No
     n, P, t0 = tree.num_cells, layout.P, tree.height - 1
     grid = (1, *layout.parts, 1)
     p = w_leaf * w_leaf
-    terms = {t: tree._node_terms(y, t) for t in range(max(tree._first, 0), t0 + 1)}
+    terms = {t: node_terms(tree, y, t) for t in range(max(tree._first, 0), t0 + 1)}
     term = terms.get(t0)
     wy, own, rowless = np.zeros(P), 0.0, None
     if term is not None:

@@ -1,0 +1,44 @@
+"""Inference (paper §5.5, §7.6): estimate the data vector from noisy
+measurements. **Public** operators: they read only `Measurement` records
+(noisy answers plus their public description) and spend no budget.
+
+One calling convention for every estimator (`Estimator`):
+
+    estimator(measurements, *, total=None, start=None, tol=…, maxiter=…,
+              groups=None) -> Estimate
+
+* ``measurements`` — ONE list of measurements of one root vector, possibly
+  taken on different reduced, split or transformed vectors of it; each is
+  mapped to the root through its ``query_on_root`` (§5.5 "inference under
+  vector transformations");
+* ``total`` — a known public total; ``start`` — an initial estimate (an
+  array on the root, or a previous `Estimate`); ``tol``, ``maxiter`` — the
+  stopping rule; ``groups`` — a public `Partition` of the root: estimate on
+  its groups (uniform within each), for measurements of
+  ``x.reduce_by_partition(groups)`` the fit on the groups' totals;
+* the result, always an `Estimate`: ``x`` on the root's domain (read-only)
+  and ``info`` (`SolveInfo`: method, iterations, residual, …).
+
+The estimators, each in its own module:
+
+* `least_squares` (`lsq`) — weighted least squares by LSMR, or exactly where
+  the measurements' structure allows (`structured`: one tree, one Kronecker
+  product, disjoint pieces, groups; `tree`);
+* `nnls` (`nonneg`) — the same with x ≥ 0 (`tree_nnls` for one tree);
+* `multiplicative_weights` (`mw`) — MWEM's update, stateless.
+"""
+
+from ._system import ConvergenceError, Estimate, Estimator, SolveInfo
+from .lsq import least_squares
+from .mw import multiplicative_weights
+from .nonneg import nnls
+
+__all__ = [
+    "ConvergenceError",
+    "Estimate",
+    "Estimator",
+    "SolveInfo",
+    "least_squares",
+    "multiplicative_weights",
+    "nnls",
+]
