@@ -277,6 +277,10 @@ def test_foreign_classes_still_compare_by_identity():
     assert a == a
     assert a != b
     assert MyPrefix(3) != Prefix(3)
+    assert MyPrefix(3) != MyPrefix(3)  # a client subclass: identity, like its spec
+    c = Custom()
+    assert VStack([Identity(2), c]) == VStack([Identity(2), c])
+    assert VStack([Identity(2), c]) != VStack([Identity(2), Custom()])
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,12 @@ expressions safely."""
 
 from .base import EMatrix, as_vector
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
-from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
+from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
 from .hierarchy import Hierarchy
 from .partition import Partition, hilbert_order
 from .ranges import RangeQueries
 from .spec import from_json, from_spec, rebuild, to_json, to_spec
+from .wavelet import Wavelet
 
 Union = VStack  # the paper's name for stacking query sets (§7.4)
 

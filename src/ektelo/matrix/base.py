@@ -1,11 +1,25 @@
-"""The abstract implicit matrix `EMatrix` (paper §7.3–§7.4).
+"""The abstract implicit matrix `EMatrix` (paper §7.3–§7.4), and the three
+matrices its generic methods build: `Product` (``A @ B``, the Gram matrix
+AᵀA), `Weighted` (scalar ``c * A``) and `Sparse` (the materialised |A| and
+A∘A). They live here so that the package's modules import one another in
+one direction only, every import at module level: `core` and `combinators`
+import `base` (and export these three with their kin); `ranges` imports
+those; `hierarchy` and `wavelet` import `ranges`; `partition` the first
+three; `spec` all of them.
 
 An `EMatrix` is a linear map given by its structure rather than its entries.
 Subclasses implement two primitives, `_matmat` (apply to a block of column
 vectors) and `_transpose`; everything else — `matvec`, `rmatvec`, `@`, scalar
 `*`, `abs`, `sqr`, sensitivity, Gram matrix, row access, `sum`,
 materialisation — has a correct generic implementation here that subclasses
-override when their structure allows something faster (Tables 2–3).
+override when their structure allows something faster (Tables 2–3). A
+product diag(d)·B asks B for its structure through two hooks
+(`_weighted_coverage`, `_weighted_gram`; range queries answer them) and
+its left factor for d (`_row_weights`; `Diagonal` answers).
+
+Value semantics: two matrices are equal when they are of the same library
+class with equal constructor arguments (each class names them in `_fields`);
+instances of other classes equal only themselves.
 
 This is deliberately *not* a `scipy.sparse.linalg.LinearOperator` subclass
 (see STYLE.md): `as_linear_operator()` adapts any matrix for SciPy solvers.
@@ -13,14 +27,16 @@ This is deliberately *not* a `scipy.sparse.linalg.LinearOperator` subclass
 
 from __future__ import annotations
 
+import math
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-__all__ = ["EMatrix", "as_vector"]
+__all__ = ["EMatrix", "Product", "Sparse", "Weighted", "as_blocks", "as_vector"]
 
 # Materialising beyond this many entries (dense) or non-zeros (sparse) is
 # refused: it would exhaust memory silently instead of telling the caller to
@@ -79,6 +95,8 @@ class EMatrix:
 
     shape: tuple[int, int]
     dtype = np.dtype(np.float64)
+    # The constructor arguments that define the matrix's value (see the module).
+    _fields: ClassVar[tuple[str, ...]] = ()
     # NumPy defers to our operators (`ndarray @ M`, `np.float64(2) * M`) and
     # refuses ufuncs such as `np.abs(M)`: element-wise structure only through
     # the explicit, exact `abs()`/`sqr()` methods.
@@ -131,12 +149,8 @@ class EMatrix:
 
     def __matmul__(self, other: Any) -> Any:
         if isinstance(other, EMatrix):
-            from .combinators import Product
-
             return Product(self, other)
         if sp.issparse(other):
-            from .core import Sparse
-
             return self @ Sparse(other)
         arr = np.asarray(other)
         if arr.ndim == 1:
@@ -156,8 +170,6 @@ class EMatrix:
     def __mul__(self, c: Any) -> EMatrix:
         if not isinstance(c, numbers.Real) or isinstance(c, bool):
             return NotImplemented
-        from .combinators import Weighted
-
         return Weighted(self, float(c))
 
     __rmul__ = __mul__
@@ -168,14 +180,10 @@ class EMatrix:
     # -- element-wise structure ------------------------------------------
     def abs(self) -> EMatrix:
         """The element-wise absolute value |A| (exact)."""
-        from .core import Sparse
-
         return Sparse(abs(self.sparse()))
 
     def sqr(self) -> EMatrix:
         """The element-wise square A∘A (exact)."""
-        from .core import Sparse
-
         S = self.sparse()
         return Sparse(S.multiply(S))
 
@@ -214,8 +222,6 @@ class EMatrix:
     # -- derived computations ---------------------------------------------
     def gram(self) -> EMatrix:
         """The Gram matrix AᵀA as an implicit matrix."""
-        from .combinators import Product
-
         return Product(self.T, self)
 
     def row(self, i: int) -> np.ndarray:
@@ -276,24 +282,31 @@ class EMatrix:
             dtype=np.float64,
         )
 
+    # -- structure of a product diag(d)·B (see the module) ---------------------
+    def _row_weights(self) -> np.ndarray | None:
+        """d when this matrix is diag(d); None otherwise."""
+        return None
+
+    def _weighted_coverage(self, w: np.ndarray) -> np.ndarray | None:
+        """Per column, Σ w_i over the rows i holding a 1 there, when the
+        structure gives it cheaply (0/1 entries); None otherwise."""
+        return None
+
+    def _weighted_gram(self, w: np.ndarray) -> EMatrix | None:
+        """Aᵀ·diag(w)·A in closed form, or None."""
+        return None
+
     # -- value semantics ---------------------------------------------------
-    def spec(self) -> dict[str, Any]:
-        """A plain description (type name and constructor arguments)."""
-        from .spec import to_spec
-
-        return to_spec(self)
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, EMatrix):
             return NotImplemented
         if type(self) is not type(other) or self.shape != other.shape:
             return False
-        from .spec import specs_equal
-
-        try:
-            return specs_equal(self.spec(), other.spec())
-        except TypeError:  # classes outside the library have no spec
-            return self is other
+        if self is other:
+            return True
+        if "_fields" not in type(self).__dict__:  # not a library class: identity
+            return False
+        return all(_same(getattr(self, f), getattr(other, f)) for f in self._fields)
 
     def __getstate__(self) -> dict[str, Any]:
         # Caches (the transpose, range corners) are rebuilt on demand.
@@ -304,3 +317,256 @@ class EMatrix:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.shape[0]}x{self.shape[1]})"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality of constructor arguments: matrices by value, arrays (dense or
+    sparse) entry by entry, sequences item by item."""
+    if isinstance(a, EMatrix) or isinstance(b, EMatrix):
+        return bool(a == b)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if sp.issparse(a) or sp.issparse(b):
+        return (
+            sp.issparse(a) and sp.issparse(b) and a.shape == b.shape and (a != b).nnz == 0
+        )
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a_arr, b_arr = np.asarray(a), np.asarray(b)
+        return a_arr.shape == b_arr.shape and bool(np.array_equal(a_arr, b_arr))
+    return bool(a == b)
+
+
+def as_blocks(blocks: Sequence[EMatrix], kind: str) -> tuple[EMatrix, ...]:
+    if isinstance(blocks, EMatrix):
+        blocks = [blocks]
+    blocks = tuple(blocks)
+    if not blocks:
+        raise ValueError(f"{kind} needs at least one matrix")
+    for b in blocks:
+        if not isinstance(b, EMatrix):
+            raise TypeError(f"{kind} parts must be matrices, got {type(b).__name__}")
+    return blocks
+
+
+class Product(EMatrix):
+    """The matrix product A·B, applied right to left without materialising."""
+
+    _fields = ("A", "B")
+
+    def __init__(self, A: EMatrix, B: EMatrix):
+        as_blocks([A, B], "Product")
+        if A.shape[1] != B.shape[0]:
+            raise ValueError(f"Product shapes do not align: {A.shape} @ {B.shape}")
+        self.A, self.B = A, B
+        self.shape = (A.shape[0], B.shape[1])
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return self.A._matmat(self.B._matmat(X))
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return self.A._apply_axis(self.B._apply_axis(T))
+
+    def _transpose(self) -> EMatrix:
+        return Product(self.B.T, self.A.T)
+
+    def abs(self) -> EMatrix:
+        # |AB| = AB exactly when both factors are non-negative; otherwise the
+        # exact answer needs the entries (materialised below).
+        if self.is_nonnegative:
+            return self
+        return super().abs()
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return self.A.is_nonnegative and self.B.is_nonnegative
+
+    def max_column_nnz(self) -> int:
+        return min(self.shape[0], self.A.max_column_nnz() * self.B.max_column_nnz())
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        d = self.A._row_weights()
+        if d is not None:
+            # Weighted ranges (GreedyH's strategies, striped unions of them, §5.2):
+            # entry (i, j) is d_i on range i's cells, so column j's norm is the sum
+            # of |d_i| (p = 1) or d_i² (p = 2) over the ranges containing j, added
+            # term by term (`RangeQueries.weighted_coverage`).
+            norms = self.B._weighted_coverage(np.abs(d) if check_p(p) == 1 else d**2)
+            if norms is not None:
+                return norms
+        return super().column_norms(p)
+
+    def is_integral(self) -> bool:
+        if self.A.is_integral() and self.B.is_integral():
+            return True
+        d = self.A._row_weights()
+        if d is not None and self.B.is_binary:
+            # Exact without materialising (the kernel asks this of every weighted
+            # range strategy, e.g. GreedyH's, §5.2): entry (i, j) of diag(d)·B is
+            # d_i where B_ij = 1, else 0, so the product is integral iff d_i is
+            # for every row i of B that holds a 1 — the rows with a positive sum
+            # (binary entries: exact small-integer sums).
+            fractional = d != np.round(d)
+            if not fractional.any():
+                return True
+            return not bool(np.any(self.B.matvec(np.ones(self.B.shape[1]))[fractional] > 0))
+        return super().is_integral()
+
+    def gram(self) -> EMatrix:
+        d = self.A._row_weights()
+        if d is not None:
+            # Weighted 1-D ranges (GreedyH's strategies, HDMM's weighted
+            # workloads): Bᵀ·diag(d²)·B in closed form.
+            G = self.B._weighted_gram(d**2)
+            if G is not None:
+                return G
+        return super().gram()
+
+    def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
+        if self.B.shape[0] * self.B.shape[1] <= self.A.shape[0] * self.A.shape[1]:
+            return self.A.matmat(self.B.dense())
+        return np.ascontiguousarray(self.B.T.matmat(self.A.dense().T).T)
+
+    def sparse(self) -> sp.csr_matrix:
+        return (self.A.sparse() @ self.B.sparse()).tocsr()
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        d = self.A._row_weights()
+        if d is None:  # only row weights on a block (inference's stacking)
+            return None
+        sub = self.B.column_block(cols)
+        return None if sub is None else sp.csc_matrix(sp.diags(d) @ sub)
+
+
+class Weighted(EMatrix):
+    """c·A for a finite real scalar c."""
+
+    _fields = ("base", "weight")
+
+    def __init__(self, base: EMatrix, weight: float):
+        as_blocks([base], "Weighted")
+        w = float(weight)
+        if not math.isfinite(w):
+            raise ValueError(f"weight must be finite, got {weight!r}")
+        self.base, self.weight = base, w
+        self.shape = base.shape
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return self.weight * self.base._matmat(X)
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        return self.weight * self.base._apply_axis(T)
+
+    def _transpose(self) -> EMatrix:
+        return Weighted(self.base.T, self.weight)
+
+    def abs(self) -> EMatrix:
+        return Weighted(self.base.abs(), abs(self.weight))
+
+    def sqr(self) -> EMatrix:
+        return Weighted(self.base.sqr(), self.weight**2)
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return self.weight >= 0 and self.base.is_nonnegative
+
+    @property
+    def is_binary(self) -> bool:
+        return self.weight == 1.0 and self.base.is_binary
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        scale = abs(self.weight) if check_p(p) == 1 else self.weight**2
+        return scale * self.base.column_norms(p)
+
+    def sensitivity(self, p: int = 1) -> float:
+        return abs(self.weight) * self.base.sensitivity(p)
+
+    def max_column_nnz(self) -> int:
+        return 0 if self.weight == 0 else self.base.max_column_nnz()
+
+    def is_integral(self) -> bool:
+        return self.weight == round(self.weight) and self.base.is_integral()
+
+    def gram(self) -> EMatrix:
+        return Weighted(self.base.gram(), self.weight**2)
+
+    def dense(self) -> np.ndarray:
+        check_dense_size(*self.shape)
+        return self.weight * self.base.dense()
+
+    def sparse(self) -> sp.csr_matrix:
+        return (self.weight * self.base.sparse()).tocsr()
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
+        sub = self.base.column_block(cols)
+        return None if sub is None else sub * self.weight
+
+
+class Sparse(EMatrix):
+    """An explicit sparse matrix (CSR copy, finite entries)."""
+
+    _fields = ("matrix",)
+
+    def __init__(self, matrix: Any):
+        mat = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
+        if 0 in mat.shape:
+            raise ValueError(f"Sparse needs a non-empty matrix, got shape {mat.shape}")
+        mat.sum_duplicates()
+        mat.eliminate_zeros()
+        if not np.all(np.isfinite(mat.data)):
+            raise ValueError("Sparse matrix entries must be finite (found NaN or inf)")
+        self.matrix = mat
+        self.shape = (int(mat.shape[0]), int(mat.shape[1]))
+
+    @classmethod
+    def _wrap(cls, mat: sp.csr_matrix) -> Sparse:
+        """An instance around an already validated canonical CSR matrix (no copy)."""
+        obj = cls.__new__(cls)
+        obj.matrix = mat
+        obj.shape = (int(mat.shape[0]), int(mat.shape[1]))
+        return obj
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.matrix @ X)
+
+    def _transpose(self) -> EMatrix:
+        # One O(nnz) conversion, no re-validation; `T` caches the result, so
+        # repeated rmatvec calls (iterative solvers) do not pay it again.
+        return Sparse._wrap(sp.csr_matrix(self.matrix.T))
+
+    def abs(self) -> EMatrix:
+        return Sparse(abs(self.matrix))
+
+    def sqr(self) -> EMatrix:
+        return Sparse(self.matrix.multiply(self.matrix))
+
+    @property
+    def is_nonnegative(self) -> bool:
+        return bool(np.all(self.matrix.data >= 0))
+
+    @property
+    def is_binary(self) -> bool:
+        return bool(np.all(self.matrix.data == 1))
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        data = np.abs(self.matrix.data) if check_p(p) == 1 else self.matrix.data**2
+        return np.bincount(self.matrix.indices, weights=data, minlength=self.shape[1])
+
+    def max_column_nnz(self) -> int:
+        counts = np.bincount(self.matrix.indices, minlength=self.shape[1])
+        return int(counts.max()) if counts.size else 0
+
+    def is_integral(self) -> bool:
+        return bool(np.all(self.matrix.data == np.round(self.matrix.data)))
+
+    def gram(self) -> EMatrix:
+        return Sparse(self.matrix.T @ self.matrix)
+
+    def dense(self) -> np.ndarray:
+        return self.matrix.toarray()
+
+    def sparse(self) -> sp.csr_matrix:
+        return self.matrix.copy()
+
+    def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
+        return self.T.matrix[cols].T  # the rows of its cached CSR transpose

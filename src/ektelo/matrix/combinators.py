@@ -1,6 +1,7 @@
 """Combinators that build implicit matrices from others (paper §7.4, Table 3):
 `VStack` (the paper's Union), `HStack`, `Product`, `Kronecker`, `Sum` and
-`Weighted` (scalar multiple).
+`Weighted` (scalar multiple). `Product` and `Weighted` are defined with
+`EMatrix` in `base` (its `@` and scalar `*` build them) and exported here.
 
 Each delegates the primitive methods to its parts, so a composed matrix keeps
 its parts' complexity. Sensitivities compose exactly: column norms of a stack
@@ -18,21 +19,17 @@ from functools import reduce
 import numpy as np
 import scipy.sparse as sp
 
-from .base import EMatrix, check_dense_size, check_p, check_sparse_size
+from .base import (
+    EMatrix,
+    Product,
+    Weighted,
+    as_blocks,
+    check_dense_size,
+    check_p,
+    check_sparse_size,
+)
 
 __all__ = ["HStack", "Kronecker", "Product", "Sum", "VStack", "Weighted"]
-
-
-def _as_blocks(blocks: Sequence[EMatrix], kind: str) -> tuple[EMatrix, ...]:
-    if isinstance(blocks, EMatrix):
-        blocks = [blocks]
-    blocks = tuple(blocks)
-    if not blocks:
-        raise ValueError(f"{kind} needs at least one matrix")
-    for b in blocks:
-        if not isinstance(b, EMatrix):
-            raise TypeError(f"{kind} parts must be matrices, got {type(b).__name__}")
-    return blocks
 
 
 def _fresh_sum(parts: Iterable[np.ndarray]) -> np.ndarray:
@@ -54,8 +51,10 @@ def _fresh_sum(parts: Iterable[np.ndarray]) -> np.ndarray:
 class VStack(EMatrix):
     """Rows of every block stacked: the union of their queries."""
 
+    _fields = ("blocks",)
+
     def __init__(self, blocks: Sequence[EMatrix]):
-        self.blocks = _as_blocks(blocks, "VStack")
+        self.blocks = as_blocks(blocks, "VStack")
         n = self.blocks[0].shape[1]
         for b in self.blocks:
             if b.shape[1] != n:
@@ -121,8 +120,10 @@ class VStack(EMatrix):
 class HStack(EMatrix):
     """Columns of every block side by side (the transpose of a VStack)."""
 
+    _fields = ("blocks",)
+
     def __init__(self, blocks: Sequence[EMatrix]):
-        self.blocks = _as_blocks(blocks, "HStack")
+        self.blocks = as_blocks(blocks, "HStack")
         m = self.blocks[0].shape[0]
         for b in self.blocks:
             if b.shape[0] != m:
@@ -177,8 +178,10 @@ class HStack(EMatrix):
 class Sum(EMatrix):
     """The entry-wise sum of matrices of equal shape (e.g. a stack's Gram)."""
 
+    _fields = ("terms",)
+
     def __init__(self, terms: Sequence[EMatrix]):
-        self.terms = _as_blocks(terms, "Sum")
+        self.terms = as_blocks(terms, "Sum")
         shape = self.terms[0].shape
         for t in self.terms:
             if t.shape != shape:
@@ -220,104 +223,6 @@ class Sum(EMatrix):
         return reduce(lambda a, b: a + b, (t.sparse() for t in self.terms)).tocsr()
 
 
-class Product(EMatrix):
-    """The matrix product A·B, applied right to left without materialising."""
-
-    def __init__(self, A: EMatrix, B: EMatrix):
-        _as_blocks([A, B], "Product")
-        if A.shape[1] != B.shape[0]:
-            raise ValueError(f"Product shapes do not align: {A.shape} @ {B.shape}")
-        self.A, self.B = A, B
-        self.shape = (A.shape[0], B.shape[1])
-
-    def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self.A._matmat(self.B._matmat(X))
-
-    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
-        return self.A._apply_axis(self.B._apply_axis(T))
-
-    def _transpose(self) -> EMatrix:
-        return Product(self.B.T, self.A.T)
-
-    def abs(self) -> EMatrix:
-        # |AB| = AB exactly when both factors are non-negative; otherwise the
-        # exact answer needs the entries (materialised below).
-        if self.is_nonnegative:
-            return self
-        return super().abs()
-
-    @property
-    def is_nonnegative(self) -> bool:
-        return self.A.is_nonnegative and self.B.is_nonnegative
-
-    def max_column_nnz(self) -> int:
-        return min(self.shape[0], self.A.max_column_nnz() * self.B.max_column_nnz())
-
-    def column_norms(self, p: int = 1) -> np.ndarray:
-        from .core import Diagonal  # neither module imports this one at load time
-        from .ranges import RangeQueries
-
-        A, B = self.A, self.B
-        if isinstance(A, Diagonal) and isinstance(B, RangeQueries) and not B.transposed:
-            # Weighted ranges (GreedyH's strategies, striped unions of them, §5.2):
-            # entry (i, j) is d_i on range i's cells, so column j's norm is the sum
-            # of |d_i| (p = 1) or d_i² (p = 2) over the ranges containing j, added
-            # term by term (`RangeQueries.weighted_coverage`).
-            return B.weighted_coverage(np.abs(A.d) if check_p(p) == 1 else A.d**2)
-        return super().column_norms(p)
-
-    def is_integral(self) -> bool:
-        if self.A.is_integral() and self.B.is_integral():
-            return True
-        from .core import Diagonal  # core does not import this module at load time
-
-        if isinstance(self.A, Diagonal) and self.B.is_binary:
-            # Exact without materialising (the kernel asks this of every weighted
-            # range strategy, e.g. GreedyH's, §5.2): entry (i, j) of diag(d)·B is
-            # d_i where B_ij = 1, else 0, so the product is integral iff d_i is
-            # for every row i of B that holds a 1 — the rows with a positive sum
-            # (binary entries: exact small-integer sums).
-            d = self.A.d
-            fractional = d != np.round(d)
-            if not fractional.any():
-                return True
-            return not bool(np.any(self.B.matvec(np.ones(self.B.shape[1]))[fractional] > 0))
-        return super().is_integral()
-
-    def gram(self) -> EMatrix:
-        from .core import Diagonal  # neither module imports this one at load time
-        from .ranges import RangeQueries
-
-        A, B = self.A, self.B
-        if (
-            isinstance(A, Diagonal)
-            and isinstance(B, RangeQueries)
-            and not B.transposed
-            and len(B.domain_shape) == 1
-        ):
-            # Weighted 1-D ranges (GreedyH's strategies, HDMM's weighted
-            # workloads): Bᵀ·diag(d²)·B in closed form.
-            return B.weighted_gram(A.d**2)
-        return super().gram()
-
-    def dense(self) -> np.ndarray:
-        check_dense_size(*self.shape)
-        if self.B.shape[0] * self.B.shape[1] <= self.A.shape[0] * self.A.shape[1]:
-            return self.A.matmat(self.B.dense())
-        return np.ascontiguousarray(self.B.T.matmat(self.A.dense().T).T)
-
-    def sparse(self) -> sp.csr_matrix:
-        return (self.A.sparse() @ self.B.sparse()).tocsr()
-
-    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
-        from .core import Diagonal  # core does not import this module at load time
-
-        if type(self.A) is not Diagonal:  # only row weights on a block (`_stack`)
-            return None
-        sub = self.B.column_block(cols)
-        return None if sub is None else sp.csc_matrix(sp.diags(self.A.d) @ sub)
-
-
 class Kronecker(EMatrix):
     """A₁ ⊗ A₂ ⊗ … ⊗ A_d, applied mode by mode without materialising.
 
@@ -327,8 +232,10 @@ class Kronecker(EMatrix):
     the layout: no transposition copies, identities cost nothing.
     """
 
+    _fields = ("factors",)
+
     def __init__(self, factors: Sequence[EMatrix]):
-        self.factors = _as_blocks(factors, "Kronecker")
+        self.factors = as_blocks(factors, "Kronecker")
         self.shape = (
             math.prod(f.shape[0] for f in self.factors),
             math.prod(f.shape[1] for f in self.factors),
@@ -390,65 +297,3 @@ class Kronecker(EMatrix):
         parts = [f.sparse() for f in self.factors]
         check_sparse_size(math.prod(p.nnz for p in parts), self.shape)
         return reduce(lambda a, b: sp.kron(a, b, format="csr"), parts)
-
-
-class Weighted(EMatrix):
-    """c·A for a finite real scalar c."""
-
-    def __init__(self, base: EMatrix, weight: float):
-        _as_blocks([base], "Weighted")
-        w = float(weight)
-        if not math.isfinite(w):
-            raise ValueError(f"weight must be finite, got {weight!r}")
-        self.base, self.weight = base, w
-        self.shape = base.shape
-
-    def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self.weight * self.base._matmat(X)
-
-    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
-        return self.weight * self.base._apply_axis(T)
-
-    def _transpose(self) -> EMatrix:
-        return Weighted(self.base.T, self.weight)
-
-    def abs(self) -> EMatrix:
-        return Weighted(self.base.abs(), abs(self.weight))
-
-    def sqr(self) -> EMatrix:
-        return Weighted(self.base.sqr(), self.weight**2)
-
-    @property
-    def is_nonnegative(self) -> bool:
-        return self.weight >= 0 and self.base.is_nonnegative
-
-    @property
-    def is_binary(self) -> bool:
-        return self.weight == 1.0 and self.base.is_binary
-
-    def column_norms(self, p: int = 1) -> np.ndarray:
-        scale = abs(self.weight) if check_p(p) == 1 else self.weight**2
-        return scale * self.base.column_norms(p)
-
-    def sensitivity(self, p: int = 1) -> float:
-        return abs(self.weight) * self.base.sensitivity(p)
-
-    def max_column_nnz(self) -> int:
-        return 0 if self.weight == 0 else self.base.max_column_nnz()
-
-    def is_integral(self) -> bool:
-        return self.weight == round(self.weight) and self.base.is_integral()
-
-    def gram(self) -> EMatrix:
-        return Weighted(self.base.gram(), self.weight**2)
-
-    def dense(self) -> np.ndarray:
-        check_dense_size(*self.shape)
-        return self.weight * self.base.dense()
-
-    def sparse(self) -> sp.csr_matrix:
-        return (self.weight * self.base.sparse()).tocsr()
-
-    def column_block(self, cols: np.ndarray) -> sp.csc_matrix | None:
-        sub = self.base.column_block(cols)
-        return None if sub is None else sub * self.weight

@@ -1,5 +1,7 @@
 """Core matrices (paper §7.4, Table 2): Identity, Ones/Total, Prefix, Suffix,
-Wavelet, Diagonal, and the explicit Dense and Sparse wrappers.
+Diagonal, and the explicit Dense and Sparse wrappers (`Sparse` is defined in
+`base`, which materialises into it; `Wavelet`, whose |W| is a set of ranges,
+in `wavelet`).
 
 Each class stores only its defining parameters and implements the primitive
 methods in its own best complexity; e.g. `Prefix` applies in O(n) time with a
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .base import EMatrix, check_dense_size, check_p, check_sparse_size
+from .base import EMatrix, Sparse, check_dense_size, check_p, check_sparse_size
 
 __all__ = [
     "Dense",
@@ -25,7 +27,6 @@ __all__ = [
     "Sparse",
     "Suffix",
     "Total",
-    "Wavelet",
 ]
 
 
@@ -99,6 +100,8 @@ _ONES_BLOCK_ENTRIES = 1 << 22
 class Identity(EMatrix):
     """The n×n identity: matvec is a copy, transpose/abs/sqr are itself."""
 
+    _fields = ("n",)
+
     def __init__(self, n: int):
         self.n = _check_size(n, "n")
         self.shape = (self.n, self.n)
@@ -152,6 +155,8 @@ class Identity(EMatrix):
 
 class Ones(EMatrix):
     """The m×n matrix of all ones."""
+
+    _fields = ("m", "n")
 
     def __init__(self, m: int, n: int):
         self.m = _check_size(m, "m")
@@ -216,12 +221,16 @@ class Ones(EMatrix):
 class Total(Ones):
     """The 1×n row of ones: the query for the total count."""
 
+    _fields = ("n",)
+
     def __init__(self, n: int):
         super().__init__(1, n)
 
 
 class Prefix(EMatrix):
     """Lower-triangular ones: row i sums x[0..i] (Example 1; O(n) matvec)."""
+
+    _fields = ("n",)
 
     def __init__(self, n: int):
         self.n = _check_size(n, "n")
@@ -269,6 +278,8 @@ class Prefix(EMatrix):
 class Suffix(EMatrix):
     """Upper-triangular ones: row i sums x[i..n-1]; the transpose of Prefix."""
 
+    _fields = ("n",)
+
     def __init__(self, n: int):
         self.n = _check_size(n, "n")
         self.shape = (self.n, self.n)
@@ -312,110 +323,10 @@ class Suffix(EMatrix):
         return _triangle_csr(self.n, lower=False)
 
 
-class Wavelet(EMatrix):
-    """The unnormalised Haar wavelet matrix of Privelet (Xiao et al., ICDE 2010).
-
-    Row 0 is the total; then, level by level from the root, one row per dyadic
-    interval with +1 on its left half and -1 on its right half. n must be a
-    power of two. matvec and its transpose run in O(n); every column has
-    1 + log2(n) entries of ±1, so both sensitivities are exact in O(1). Its
-    element-wise |W| = W∘W is the set of those dyadic intervals: a
-    `RangeQueries` with O(n) corners.
-    """
-
-    def __init__(self, n: int, transposed: bool = False):
-        self.n = _check_size(n, "n")
-        if self.n & (self.n - 1):
-            raise ValueError(f"Wavelet needs a power-of-two size, got {self.n}")
-        self.transposed = bool(transposed)
-        self.levels = self.n.bit_length() - 1
-        self.shape = (self.n, self.n)
-
-    def _forward(self, X: np.ndarray) -> np.ndarray:
-        out = [np.empty((0, X.shape[1]))] * (self.levels + 1)
-        sums = X
-        for level in range(self.levels - 1, -1, -1):
-            left, right = sums[0::2], sums[1::2]
-            out[level + 1] = left - right
-            sums = left + right
-        out[0] = sums
-        return np.concatenate(out, axis=0)
-
-    def _backward(self, Y: np.ndarray) -> np.ndarray:
-        values = Y[0:1]
-        start = 1
-        for level in range(self.levels):
-            width = 1 << level
-            coef = Y[start : start + width]
-            nxt = np.empty((2 * width, Y.shape[1]))
-            nxt[0::2] = values + coef
-            nxt[1::2] = values - coef
-            values = nxt
-            start += width
-        return np.array(values, copy=True)
-
-    def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self._backward(X) if self.transposed else self._forward(X)
-
-    def _transpose(self) -> EMatrix:
-        return Wavelet(self.n, not self.transposed)
-
-    def _intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """Inclusive [lower, upper] of each row's support, in row order."""
-        lower, upper = [np.zeros(1, dtype=np.int64)], [np.full(1, self.n - 1, dtype=np.int64)]
-        for level in range(self.levels):
-            width = self.n >> level
-            starts = np.arange(0, self.n, width, dtype=np.int64)
-            lower.append(starts)
-            upper.append(starts + width - 1)
-        return np.concatenate(lower), np.concatenate(upper)
-
-    def abs(self) -> EMatrix:
-        from .ranges import RangeQueries
-
-        lower, upper = self._intervals()
-        return RangeQueries(self.n, lower, upper, transposed=self.transposed)
-
-    def sqr(self) -> EMatrix:
-        return self.abs()  # entries are 0 or ±1
-
-    def column_norms(self, p: int = 1) -> np.ndarray:
-        check_p(p)
-        if self.transposed:  # column j of Wᵀ is row j of W: its interval's length
-            lower, upper = self._intervals()
-            return (upper - lower + 1).astype(np.float64)
-        return np.full(self.n, float(1 + self.levels))
-
-    def sensitivity(self, p: int = 1) -> float:
-        top = float(self.n) if self.transposed else float(1 + self.levels)
-        return top if check_p(p) == 1 else math.sqrt(top)
-
-    def max_column_nnz(self) -> int:
-        return (1 + self.levels) if not self.transposed else self.n
-
-    def is_integral(self) -> bool:
-        return True
-
-    def sparse(self) -> sp.csr_matrix:
-        n = self.n
-        check_sparse_size(n * (1 + self.levels), self.shape)
-        cells = np.arange(n)
-        rows, cols, vals = [np.zeros(n, dtype=np.int64)], [cells], [np.ones(n)]
-        first = 1  # index of the first row of the current level
-        for level in range(self.levels):
-            width = n >> level  # the intervals of a level tile the domain
-            rows.append(first + cells // width)
-            cols.append(cells)
-            vals.append(np.where(cells % width < width // 2, 1.0, -1.0))
-            first += 1 << level
-        mat = sp.csr_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
-        )
-        return mat.T.tocsr() if self.transposed else mat
-
-
 class Diagonal(EMatrix):
     """diag(d): scales entry i by d[i] (row weights in inference)."""
+
+    _fields = ("d",)
 
     def __init__(self, d: Any):
         arr = np.array(d, dtype=np.float64, copy=True).reshape(-1)
@@ -462,6 +373,9 @@ class Diagonal(EMatrix):
     def sparse(self) -> sp.csr_matrix:
         return sp.diags(self.d, format="csr")
 
+    def _row_weights(self) -> np.ndarray:
+        return self.d
+
     def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
         k = cols.size
         d = np.asarray(self.d, dtype=np.float64)[cols]
@@ -470,6 +384,8 @@ class Diagonal(EMatrix):
 
 class Dense(EMatrix):
     """An explicit dense matrix (copied, read-only, finite entries)."""
+
+    _fields = ("array",)
 
     def __init__(self, array: Any):
         arr = np.array(array, dtype=np.float64, copy=True)
@@ -542,71 +458,3 @@ class Dense(EMatrix):
 
     def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
         return sp.csc_matrix(self.array[:, cols])
-
-
-class Sparse(EMatrix):
-    """An explicit sparse matrix (CSR copy, finite entries)."""
-
-    def __init__(self, matrix: Any):
-        mat = sp.csr_matrix(matrix, dtype=np.float64, copy=True)
-        if 0 in mat.shape:
-            raise ValueError(f"Sparse needs a non-empty matrix, got shape {mat.shape}")
-        mat.sum_duplicates()
-        mat.eliminate_zeros()
-        if not np.all(np.isfinite(mat.data)):
-            raise ValueError("Sparse matrix entries must be finite (found NaN or inf)")
-        self.matrix = mat
-        self.shape = (int(mat.shape[0]), int(mat.shape[1]))
-
-    @classmethod
-    def _wrap(cls, mat: sp.csr_matrix) -> Sparse:
-        """An instance around an already validated canonical CSR matrix (no copy)."""
-        obj = cls.__new__(cls)
-        obj.matrix = mat
-        obj.shape = (int(mat.shape[0]), int(mat.shape[1]))
-        return obj
-
-    def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(self.matrix @ X)
-
-    def _transpose(self) -> EMatrix:
-        # One O(nnz) conversion, no re-validation; `T` caches the result, so
-        # repeated rmatvec calls (iterative solvers) do not pay it again.
-        return Sparse._wrap(sp.csr_matrix(self.matrix.T))
-
-    def abs(self) -> EMatrix:
-        return Sparse(abs(self.matrix))
-
-    def sqr(self) -> EMatrix:
-        return Sparse(self.matrix.multiply(self.matrix))
-
-    @property
-    def is_nonnegative(self) -> bool:
-        return bool(np.all(self.matrix.data >= 0))
-
-    @property
-    def is_binary(self) -> bool:
-        return bool(np.all(self.matrix.data == 1))
-
-    def column_norms(self, p: int = 1) -> np.ndarray:
-        data = np.abs(self.matrix.data) if check_p(p) == 1 else self.matrix.data**2
-        return np.bincount(self.matrix.indices, weights=data, minlength=self.shape[1])
-
-    def max_column_nnz(self) -> int:
-        counts = np.bincount(self.matrix.indices, minlength=self.shape[1])
-        return int(counts.max()) if counts.size else 0
-
-    def is_integral(self) -> bool:
-        return bool(np.all(self.matrix.data == np.round(self.matrix.data)))
-
-    def gram(self) -> EMatrix:
-        return Sparse(self.matrix.T @ self.matrix)
-
-    def dense(self) -> np.ndarray:
-        return self.matrix.toarray()
-
-    def sparse(self) -> sp.csr_matrix:
-        return self.matrix.copy()
-
-    def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
-        return self.T.matrix[cols].T  # the rows of its cached CSR transpose

@@ -44,6 +44,8 @@ class RangeQueries(EMatrix):
     transpose (n × m) of that query matrix.
     """
 
+    _fields = ("domain_shape", "lower", "upper", "transposed")
+
     def __init__(
         self,
         domain_shape: int | Sequence[int],
@@ -231,6 +233,14 @@ class RangeQueries(EMatrix):
             )
             first = last
         return out
+
+    def _weighted_coverage(self, w: np.ndarray) -> np.ndarray | None:
+        return None if self.transposed else self.weighted_coverage(w)
+
+    def _weighted_gram(self, w: np.ndarray) -> EMatrix | None:
+        if self.transposed or len(self.domain_shape) != 1:
+            return None
+        return self.weighted_gram(w)
 
     def gram(self) -> EMatrix:
         """WᵀW: for 1-D ranges in closed form (`weighted_gram` with unit

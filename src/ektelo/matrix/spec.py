@@ -23,9 +23,10 @@ import scipy.sparse as sp
 
 from .base import EMatrix
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
-from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total, Wavelet
+from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
 from .hierarchy import Hierarchy
 from .ranges import RangeQueries
+from .wavelet import Wavelet
 
 __all__ = ["from_json", "from_spec", "rebuild", "specs_equal", "to_json", "to_spec"]
 
