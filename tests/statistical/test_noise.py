@@ -2,6 +2,8 @@
 
 Every distribution test has a power check: the same test must reject a wrong
 parameter (0.7x / 1.3x scale, 2x epsilon).  Research-mode seeds make it deterministic.
+The exact parts (tables L4/B2, bounds B3, the fine and exact paths B4/X1) are
+checked against 80-digit decimal values, the rare paths by forcing their bits.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import FrozenInstanceError
+from decimal import Decimal, localcontext
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -17,9 +21,10 @@ from scipy import stats
 from ektelo.kernel.noise import (
     LaplaceDraw,
     RandomSource,
+    _digit_table,
     _em_weights,
-    _Plan,
-    _table,
+    _lead_table,
+    _power_table,
     answer_limit,
     laplace_scale_for,
 )
@@ -71,28 +76,204 @@ def test_integer_pmf_exact_per_value(c: int, j: int) -> None:
         assert _chi2_discrete_laplace(k, wrong, edges) < 1e-6
 
 
-def test_integer_pmf_multi_digit_factorisation() -> None:
-    c, j = 5, 13  # digits of size 4096, 2 and 5 (m = 40960)
+@pytest.mark.parametrize(("c", "j", "n"), [(5, 13, 1_000_000), (2900, 3, 600_000)])
+def test_integer_pmf_with_low_bits(c: int, j: int, n: int) -> None:
+    """m = c*2**j: D by the table, L (j bits) by rejection from uniform (L2)."""
     m = c << j
-    assert _Plan(0, c, j, 0.0, 0.0).digits == ((4096, 1), (2, 4096), (5, 8192))
-    k = RandomSource(12)._integer_laplace(1_000_000, c, j)
+    k = RandomSource(12)._integer_laplace(n, c, j)
+    assert np.array_equal(k, np.rint(k))
     edges = [int(e) for e in np.arange(-6 * m, 6 * m, m // 8)]
     assert _chi2_discrete_laplace(k, m, edges) > 1e-3
     assert _chi2_discrete_laplace(k, 0.97 * m, edges) < 1e-6
     assert _chi2_discrete_laplace(k, 1.03 * m, edges) < 1e-6
     # sign symmetry and the zero atom (rejection of "-0")
     assert abs((k > 0).mean() - (k < 0).mean()) < 5 / math.sqrt(k.size)
+    # L's residues: P(K mod 2**j = l | K >= 0) proportional to 2**(-l/m), per value
+    low = k[k >= 0].astype(np.int64) % (1 << j)
+    p = 2.0 ** (-np.arange(1 << j) / m)
+    counts = np.bincount(low, minlength=1 << j)
+    assert stats.chisquare(counts, p / p.sum() * low.size).pvalue > 1e-3
 
 
-def test_digit_tables_match_the_cdf() -> None:
-    size, weight, m = 1000, 7, 9000
-    t = _table(size, weight, m)
-    rho = 2.0 ** (-weight / m)
-    cdf = (1 - rho ** np.arange(1, size)) / (1 - rho**size)
-    assert np.allclose(t.thresholds.astype(float) / 2.0**64, cdf, rtol=0, atol=1e-14)
-    assert np.all(np.diff(t.thresholds.astype(np.float64)) > 0)  # every digit value reachable
-    decided = t.guide >= 0
-    assert decided.mean() > 1 - size / 2**16  # the 16-bit shortcut decides most lookups
+def _theta(c: int, r: int) -> Decimal:
+    """theta_r = 2**65 * (1 - 2**(-r/c)) to 80 digits (L3)."""
+    with localcontext() as ctx:
+        ctx.prec = 80
+        return Decimal(2) ** 65 * (1 - (-(Decimal(r) / c) * Decimal(2).ln()).exp())
+
+
+def _old_decimal_thresholds(c: int) -> list[int]:
+    """The former tables: round(2**64 * CDF) in 60-digit decimal arithmetic."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        rho = Decimal(2) ** (Decimal(-1) / Decimal(c))
+        total = 1 - rho**c
+        one, power, cuts = Decimal(2**64), Decimal(1), []
+        for _ in range(c - 1):
+            power *= rho
+            cuts.append(int(((1 - power) / total * one).to_integral_value()))
+    return cuts
+
+
+@pytest.mark.parametrize("c", [2, 3, 178, 2048, 2049, 2900, 3000, 4095, 4096])
+def test_digit_tables_exact_within_the_stated_bound(c: int) -> None:
+    """L4: every T_r within 1/2 + 2**-11 of theta_r, and equal to the old 60-digit
+    Decimal table except where theta_r is that close to a half-integer."""
+    table = _digit_table(c)
+    old = _old_decimal_thresholds(c)
+    assert table.thresholds.size == len(old) == c - 1
+    near_half = 0
+    for r, (t, o) in enumerate(zip(table.thresholds.tolist(), old, strict=True), start=1):
+        exact = _theta(c, r)
+        assert abs(t - exact) <= Decimal("0.5") + Decimal(2) ** -11
+        frac = exact - int(exact)
+        if abs(frac - Decimal("0.5")) > Decimal(2) ** -10:
+            assert t == o == int(exact + Decimal("0.5"))
+        else:
+            near_half += 1
+    assert near_half <= max(3, c // 64)  # about c * 2**-9 entries are that close
+
+
+def test_digit_guide_is_consistent() -> None:
+    table = _digit_table(2900)
+    t = table.thresholds
+    leads = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
+    lo = np.searchsorted(t, leads, side="right")
+    hi = np.searchsorted(t, leads | np.uint64((1 << 48) - 1), side="right")
+    decided = table.guide >= 0
+    assert np.array_equal(table.guide[decided], lo[decided])
+    assert np.all(lo[decided] == hi[decided])
+    index = -1 - table.guide[~decided].astype(np.int64)  # the bucket's only threshold
+    assert np.array_equal(t[index] >> np.uint64(48), np.flatnonzero(~decided).astype(np.uint64))
+    assert np.all(hi[~decided] - lo[~decided] <= 1)
+    assert decided.mean() > 1 - 2900 / 2**16
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_power_tables_within_the_stated_bound(level: int) -> None:
+    """B2: T_level[z] within 1/2 + 2**-14 of 2**62 * 2**(-z/2**(12 level))."""
+    table = _power_table(level).tolist()
+    with localcontext() as ctx:
+        ctx.prec = 80
+        ln2 = Decimal(2).ln()
+        for z in [*range(0, 4096, 37), 4095]:
+            exact = Decimal(2) ** 62 * (-(Decimal(z) / 2 ** (12 * level)) * ln2).exp()
+            assert abs(table[z] - exact) <= Decimal("0.5") + Decimal(2) ** -14
+
+
+def test_lead_table_bounds_are_valid() -> None:
+    """B3: for every x in bucket s, b < L[s] implies U < 2**-x, and b >= L[s] + 2
+    implies U >= 2**-x (U in [b/2**8, (b+1)/2**8))."""
+    lead = _lead_table()
+    assert lead.size == 9 << 12 and np.all(np.diff(lead) <= 0) and np.all(lead[8 << 12 :] == -1)
+    with localcontext() as ctx:
+        ctx.prec = 40
+        ln2 = Decimal(2).ln()
+        for s in [*range(0, 9 << 12, 97), 4095, 4096, (8 << 12) - 1, 8 << 12]:
+            p_min = (-(Decimal(s + 1) / 4096) * ln2).exp()  # 2**-x over the bucket
+            p_max = (-(Decimal(s) / 4096) * ln2).exp()
+            b = int(lead[s])
+            assert Decimal(b) / 256 <= p_min  # every accepted byte: (b+1)/2**8 <= 2**-x
+            assert Decimal(b + 2) / 256 >= p_max  # every rejected byte: b/2**8 >= 2**-x
+
+
+# ---------------------------------------------------------------- Bernoulli(2**-x), exact paths
+
+
+def _pow2(x: Fraction, prec: int = 100) -> Decimal:
+    with localcontext() as ctx:
+        ctx.prec = prec
+        return (-(Decimal(x.numerator) / x.denominator) * Decimal(2).ln()).exp()
+
+
+@pytest.mark.parametrize(
+    ("num", "den"), [(0, 7), (1, 4096), (3, 7), (7, 3), (5, 1), (100, 9), (12345, 4321)]
+)
+def test_bernoulli_pow2_frequency_with_power(num: int, den: int) -> None:
+    n = 400_000
+    src = RandomSource(31)
+    hits = int(src._bernoulli_pow2(np.full(n, num, dtype=np.int64), den).sum())
+    p = 2.0 ** (-num / den)
+    if p == 1.0:
+        assert hits == n
+        return
+    assert stats.binomtest(hits, n, p).pvalue > 1e-3
+    for wrong in (p * 0.97, min(1.0, p * 1.03)):
+        if abs(wrong - p) * math.sqrt(n) > 8 * math.sqrt(p * (1 - p)):
+            assert stats.binomtest(hits, n, wrong).pvalue < 1e-6
+
+
+def test_bernoulli_pow2_mixed_exponents_vectorised() -> None:
+    rng = np.random.default_rng(3)
+    num = rng.integers(0, 9 * 1000, 300_000)
+    hits = RandomSource(32)._bernoulli_pow2(num, 1000)
+    p = 2.0 ** (-num / 1000)
+    z = (hits.sum() - p.sum()) / math.sqrt((p * (1 - p)).sum())
+    assert abs(z) < 5
+    big = num > 8000  # x >= 8: only a zero first byte can accept
+    assert abs(hits[big].mean() - p[big].mean()) < 5 * math.sqrt(p[big].mean() / big.sum())
+
+
+class _Words(RandomSource):
+    """A research source whose next 64-bit words can be forced (the rare paths)."""
+
+    def __init__(self, words: list[int]) -> None:
+        super().__init__(seed=1)
+        self.words = list(words)
+
+    def uint64(self, n: int) -> np.ndarray:
+        if self.words:
+            out = np.array(self.words[:n], dtype=np.uint64)
+            del self.words[:n]
+            return out
+        return super().uint64(n)
+
+
+@pytest.mark.parametrize("x", [Fraction(1, 3), Fraction(7, 5), Fraction(5, 1), Fraction(1, 10**9)])
+def test_exact_less_at_the_boundary(x: Fraction) -> None:
+    """X1: U's 62-bit prefix on the boundary of 2**-x: decided by the next word."""
+    exact = _pow2(x) * 2**62
+    u = int(exact)  # u < 2**62 * 2**-x < u + 1: undecided
+    for word in (0, 1 << 63, (1 << 64) - 1, 0x5555_5555_5555_5555):
+        src = _Words([word])
+        got = src._exact_less(u, 62, Fraction(0), Fraction(1), x)
+        want = (Decimal(u) + Decimal(word) / 2**64) < exact
+        assert got == want
+    assert RandomSource(0)._exact_less(u - 1, 62, Fraction(0), Fraction(1), x)
+    assert not RandomSource(0)._exact_less(u + 1, 62, Fraction(0), Fraction(1), x)
+    # a dyadic 2**-x (x an integer) is decided exactly at its boundary
+    assert not RandomSource(0)._exact_less(1 << 57, 62, Fraction(0), Fraction(1), Fraction(5))
+
+
+def test_bernoulli_fine_path_agrees_with_decimal() -> None:
+    """B4 (then X1) for exponents with all 12-bit parts nonzero, u near 2**62 * 2**-x."""
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        den = int(rng.integers(2, 1 << 40))
+        num = int(rng.integers(0, 9 * den))
+        exact = _pow2(Fraction(num, den)) * 2**62
+        for u in (int(exact) - 2, int(exact) + 1, int(exact) - (1 << 20), int(exact) + (1 << 20)):
+            if 0 <= u < 1 << 62:
+                assert RandomSource(7)._bernoulli_fine(num, den, u) == (u < exact)
+        u = int(exact)  # on the boundary: the next word decides, exactly
+        for word in (0, (1 << 64) - 1, 0x9E37_79B9_7F4A_7C15):
+            got = _Words([word])._bernoulli_fine(num, den, u)
+            assert got == (Decimal(u) + Decimal(word) / 2**64 < exact)
+
+
+def test_digit_ties_are_exact() -> None:
+    """L3: a 64-bit prefix equal to T_i or T_i - 1 is decided by further bits (X1)."""
+    c, i = 2900, 1234
+    table = _digit_table(c)
+    t = int(table.thresholds[i])
+    exact = _theta(c, i + 1)
+    for u in (t - 1, t):
+        assert table.guide[u >> 48] == -1 - i
+        for word in (0, (1 << 64) - 1, 1 << 63):
+            src = _Words([(u & ((1 << 48) - 1)) << 16, word])  # u's low 48 bits, then more
+            lead = np.array([u >> 48], dtype=np.uint16)
+            d = int(src._digits(table, table.guide[lead], lead, c)[0])
+            assert d == (i + 1 if Decimal(u) + Decimal(word) / 2**64 >= exact else i)
 
 
 # ---------------------------------------------------------------- Laplace: scale, KS with power

@@ -1,44 +1,67 @@
-"""Noise for the privacy kernel: exact discrete Laplace and a safe exponential mechanism.
+"""Noise for the privacy kernel: exact discrete Laplace, exact Bernoulli(2^-x), safe
+exponential mechanism.  (The exact discrete Gaussian is in `gaussian.py`, on these parts.)
 
 Private->Public building block; everything here is audited code.  Numbers drawn
-here never pass through a floating-point transcendental function.
+here never pass through a floating-point transcendental function, and every
+random decision is an exact comparison of uniform bits with an exact quantity.
 
 Bits.  ``RandomSource()`` reads ``os.urandom`` (the OS CSPRNG) and cannot be
 seeded.  ``RandomSource(seed=...)`` is RESEARCH MODE: bits come from numpy's
 PCG64, the noise is reproducible and predictable, and it is NOT secure.
 
-Laplace (``RandomSource.laplace``), argument in five steps:
+Exact comparisons (X1).  A uniform U in [0, 1) is drawn as a prefix of k bits u,
+U in [u/2^k, (u+1)/2^k), extended by 64 fresh bits whenever the prefix cannot
+decide.  A decision "a + b*U < 2^-x" (x >= 0 rational, a, b rational) is made by
+fast paths that compare u with integer tables bracketing 2^-x, and only when u
+lies in the bracket by `_exact_less`: 2^-x bracketed with `decimal` (exp and ln
+are correctly rounded, so 45-digit results are within 10^-43 relatively), the
+precision raised and U extended until the interval of a + b*U is on one side.
+The outcome is that of the infinite-precision comparison: exact, not approximate.
+
+Laplace (``RandomSource.laplace``), argument in six steps:
 L1. Output = a + g*K with grid g = 2**-k and P(K = k) proportional to q**|k|,
-    q = 2**(-1/m), m a positive integer; noise scale b = g*m/ln 2.
-L2. Sampling: magnitude G with P(G >= x) = q**x, sign S, reject (S<0, G=0);
-    then P(K=k) = P(S=sign k) P(G=|k|)/Z is proportional to q**|k| exactly.
-    G = m*A + R with A, R independent: P(A >= a) = 2**-a, P(R = r)
-    proportional to q**r on {0..m-1}.  S is the top bit of a uniform byte and
-    A counts the trailing zeros of its low 7 bits; if those are all zero, A is
-    7 + the count in fresh 16-bit words (exact, by memorylessness).  With
-    m = c*2**j, R's mixed-radix digits (one of size c, the others powers of two
-    <= 2**12) are independent, each with P(d) proportional to (q**w)**d for its
-    place value w.
-L3. A digit is drawn by inverse CDF: thresholds round(2**64 * CDF) (computed
-    in 60-digit decimal arithmetic) compared with a uniform 64-bit word.  Its
-    first 16 bits are drawn first, the other 48 only when a threshold falls in
-    that 16-bit bucket (< 2**12/2**16 of the time).  The outcome is that of the
-    full 64-bit comparison: exact w.r.t. the tables, ~2.4 bytes per digit.
-L4. Digit probabilities are >= 1/(2*size) >= 2**-13 (as (q**w)**size >= 1/2)
-    and off by <= 2**-64: relative error <= 2**-51.  There are <= 4 digits
-    (m < 2**40), so each P(K=k) is within a factor 1 +- 2**-48 of ideal and
-    one noisy coordinate's log-ratio between neighbours gains at most
-    XI = 2**-46.  The rejection normaliser Z is data independent and cancels.
+    q = 2**(-1/m), m = c*2**j (c <= 2**12 a positive integer); noise scale
+    b = g*m/ln 2.
+L2. Magnitude G with P(G >= x) = q**x, sign S, reject (S<0, G=0): then
+    P(K=k) = P(S=sign k) P(G=|k|)/Z is proportional to q**|k| exactly.
+    G = m*A + 2**j*D + L with A, D, L independent: P(A >= a) = 2**-a,
+    P(D = d) proportional to 2**(-d/c) on {0..c-1} (q**(2**j) = 2**(-1/c)),
+    P(L = l) proportional to q**l on {0..2**j-1}; the decomposition is unique
+    and q**G = 2**-A * 2**(-D/c) * q**L, so G has the law of L2's first line.
+    S is the top bit of a uniform byte and A counts the trailing zeros of its
+    low 7 bits; if those are all zero, A is 7 + the count in fresh 16-bit words
+    (exact, by memorylessness).  L is j uniform bits kept with probability
+    q**L = 2**(-L/m) (rejection from the uniform law, exact by B1-B4), else
+    redrawn: the acceptance is > 1 - 2**-11 (c >= 2**11 whenever j > 0).
+L3. D by inverse CDF: P(D < r) = 2*(1 - 2**(-r/c)) (as 2**(-c/c) = 1/2), so D
+    is the number of thresholds theta_r = 2**65 * (1 - 2**(-r/c)), r = 1..c-1,
+    at or below a uniform 64-bit word U (extended as in X1).  Consecutive
+    thresholds differ by 2**64 P(D = r) >= 2**64 (1 - 2**(-1/c)) > 2**51, so a
+    16-bit bucket of U holds at most one.  A guide indexed by U's first 16
+    bits gives D, or the index of the bucket's threshold (< c/2**16 of the
+    time); then U's 64-bit prefix u decides unless u is T_r - 1 or T_r for
+    that table entry T_r (L4), and X1 decides the rest (< 2**-62 of the time).
+    The outcome is that of the infinite-precision comparison: D is exact.
+L4. Tables T_r with |T_r - theta_r| <= 1/2 + 2**-11 (< 1, as L3 needs), in
+    exact integer arithmetic, rho = 2**(-1/c): R = 2**90 rho from `decimal`
+    (within 2); B_b = 2**90 rho**b for b <= 64 and A_a = 2**90 rho**(64a) by
+    iterated floor(x*y / 2**90) (errors grow by <= 3 per step: |B_b error|
+    <= 192, |A_a error| <= 193*63); the 2**180-scaled products A_a*B_b are
+    then within 2**103.6, i.e. 2**-11.4 at the 2**65 scale, before the final
+    rounding.  The products for one a are one big-integer multiplication of
+    A_a by the 64 values B_b packed in 192-bit slots (no carry crosses a
+    slot: every product is <= 2**180).  One table per c (cached by c, not by
+    the scale): ~0.35 ms with its guide, where the former 60-digit Decimal
+    loop took ~12 ms.  A test checks every entry against 80-digit values.
 L5. Neighbouring inputs move the answers (in grid units) by a vector of L1
-    norm <= D/g, touching T coordinates, so the loss is <= D/b + T*XI.
-    Integral answers: g <= 1 divides 1, D = sensitivity, T <= floor(D) (a
-    nonzero integer change is >= 1).  Real answers are first rounded to the
-    grid, which adds <= 1 grid step per touched row: D = sensitivity + c*g
-    and T = c = max_column_nnz, with g chosen so c*g <= sensitivity*2**-20
-    (coarser, still accounted, only if c/epsilon > ~1.5e6, to keep m < 2**40).
-    m is the least c*2**j (2**11 <= c <= 2**12) with D*LN2_HI/(g*m) + T*XI
-    <= epsilon (exact rationals, LN2_HI > ln 2), so b >= sensitivity/epsilon;
-    b <= (1 + 2**-10) * sensitivity/epsilon whenever T*XI <= epsilon*2**-13.
+    norm <= D/g, so the loss is <= D/b (sampling is exact: no slack term).
+    Integral answers: g <= 1 divides 1, D = sensitivity.  Real answers are
+    first rounded to the grid, which adds <= 1 grid step per touched row:
+    D = sensitivity + c*g, c = max_column_nnz, with g chosen so c*g <=
+    sensitivity*2**-20 (coarser, still accounted, only if c/epsilon > ~1.5e6,
+    to keep m < 2**40).  m is the least c*2**j (2**11 <= c <= 2**12) with
+    D*LN2_HI/(g*m) <= epsilon (exact rationals, LN2_HI > ln 2), so
+    b >= sensitivity/epsilon and b <= (1 + 2**-10) * sensitivity/epsilon.
     The output a + g*K is one correctly rounded float addition of two exact
     floats: a deterministic function of the exact result, i.e. post-processing
     (this is what defeats Mironov's attack).
@@ -56,6 +79,27 @@ queries on integer data are exact while every partial sum stays below 2**53;
 real-valued queries are exact up to rounding of the order of 2**-52 times
 |Q|.|x|, which the grid step (<= sensitivity * 2**-20 / c) covers for data of
 realistic size (docs/kernel.md, "residual channels").
+
+Bernoulli(2**-x), x = num/den, 0 <= num < 2**63, 1 <= den < 2**47 (`_bernoulli_pow2`):
+B1. Exact integer division: x = q + z1/2**12 + z2/2**24 + z3/2**36 + e with
+    q, z_i integers (z_i < 2**12) and 0 <= e < 2**-36; so 2**-x = 2**-q *
+    G1[z1] * G2[z2] * G3[z3] * 2**-e, G_i[z] = 2**(-z/2**(12i)), 2**-e in
+    (1 - 2**-36, 1].  Accept iff U < 2**-x for a uniform U (X1): exactly
+    Bernoulli(2**-x).
+B2. Tables T_i[z] = round(2**62 G_i[z]) by L4's method, within 1/2 + 2**-14.
+    These are universal (independent of any scale): computed once per process.
+B3. Coarse: t = T_1[z1] >> q is within 2 of 2**62 * 2**-q * G1[z1], and the
+    rest of the product is in (1 - 2**-12, 1], so 2**62 * 2**-x lies in
+    [lo, hi] = [t - 3 - (t >> 12), t + 2], hi - lo < 2**54.  U's first byte
+    b accepts if b < floor(lo/2**54), rejects if b > floor(lo/2**54) + 1
+    (then b/2**8 >= hi/2**62), and is open otherwise (about 2**-7 of the
+    time); floor(lo/2**54) is tabulated by s = floor(4096 x) < 9*4096
+    (`_lead_table`, -1 for x >= 8, where 2**-x <= 2**-8 leaves only b = 0
+    open).  Where open, U's first 62 bits decide unless they fall in
+    [lo - 1, hi) (about 2**-12 * 2**-x of the time).
+B4. Fine (Python integers): P = T1*T2*T3 is within 2**126 of 2**186 * G1G2G3,
+    so 2**(186+q) * 2**-x is in [(P - 2**126)(1 - 2**-36), P + 2**126]; u
+    decides unless in that interval (about 2**-36 of the time), then X1.
 
 Exponential mechanism (``RandomSource.exponential_mechanism``):
 E1. Ideal weights 2**y_i, y_i = max(c*(s_i - s_max), -Y), c = eps'/(2*D*ln 2),
@@ -77,23 +121,30 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .gaussian import GaussianDraw
 
 __all__ = ["LaplaceDraw", "RandomSource", "answer_limit", "laplace_scale_for"]
 
 _LN2_HI = Fraction("0.6931471805599453094173")  # > ln 2 = 0.693147180559945309417232...
-_XI = Fraction(1, 2**46)  # per-coordinate log-slack of the 64-bit tables (L4)
 _GRID_SLACK = 20  # c * grid <= sensitivity * 2**-20 (L5)
-_DIGIT_BITS = 12  # digit tables have at most 2**12 entries
 _CHUNK = 1 << 16  # draws per vectorised chunk (keeps temporaries in cache)
 _URANDOM_CHUNK = 1 << 24  # bytes per os.urandom call
 _EM_FLOOR = 1024  # Y of E1
 _EM_SLACK = 2.0**-34  # E4
+_FIX = 90  # bits of the fixed-point factors of L4
+_SLOTS = 64  # products per big-integer multiplication (L4)
+_SLOT_BYTES = 24  # 192-bit slots: every product is <= 2**180
+_DIGITS = 45  # decimal digits of R (L4) and of X1's first bracket
 
 
 def _trailing_zeros(bits: int, width: int) -> np.ndarray:
@@ -122,7 +173,7 @@ class LaplaceDraw:
 @dataclass(frozen=True)
 class _Plan:
     k: int  # grid = 2**-k
-    c: int  # top digit size
+    c: int  # size of the digit D (L2)
     j: int  # m = c * 2**j
     scale: float
     epsilon: float
@@ -131,20 +182,11 @@ class _Plan:
     def m(self) -> int:
         return self.c << self.j
 
-    @property
-    def digits(self) -> tuple[tuple[int, int], ...]:
-        """(size, place value) of R's mixed-radix digits (L2)."""
-        out = [
-            (1 << min(_DIGIT_BITS, self.j - low), 1 << low) for low in range(0, self.j, _DIGIT_BITS)
-        ]
-        return (*out, (self.c, 1 << self.j))
-
 
 @dataclass(frozen=True)
 class _Table:
-    thresholds: np.ndarray  # uint64, round(2**64 * CDF(r)) for r < size - 1
-    guide: np.ndarray  # float64 by leading 16 bits: digit * weight, or -1 if undecided
-    weight: int  # place value of the digit
+    thresholds: np.ndarray  # uint64, T_r within 1 of 2**65 * (1 - 2**(-r/c)), r = 1..c-1 (L4)
+    guide: np.ndarray  # int16 by leading 16 bits: the digit, or -1 - i if T_i shares them (L3)
 
 
 def _floor_log2(x: Fraction) -> int:
@@ -159,23 +201,33 @@ def _positive(name: str, value: float) -> Fraction:
     return Fraction(v)
 
 
+def _count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _round_up(x: Fraction) -> float:
+    """The least float >= x."""
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
 def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: int) -> _Plan:
     d, eps = _positive("sensitivity", sensitivity), _positive("epsilon", epsilon)
-    if (
-        isinstance(max_column_nnz, bool)
-        or not isinstance(max_column_nnz, (int, np.integer))
-        or max_column_nnz < 1
-    ):
-        raise ValueError(f"max_column_nnz must be a positive integer, got {max_column_nnz!r}")
-    touched = max(1, math.floor(d)) if integral else int(max_column_nnz)
-    budget = eps - touched * _XI
-    if budget <= eps / 2:
-        raise ValueError(f"epsilon={epsilon!r} is too small for {touched} touched rows")
-    k = 0 if integral else -_floor_log2(d / (touched * 2**_GRID_SLACK))
+    return _plan_exact(d, eps, bool(integral), _count("max_column_nnz", max_column_nnz))
+
+
+@lru_cache(maxsize=1024)
+def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Plan:
+    if integral:  # the least k >= 0 with x >= 2**11 (the loop below confirms it)
+        k = max(0, 11 - _floor_log2(d * _LN2_HI / eps))
+    else:
+        k = -_floor_log2(d / (touched * 2**_GRID_SLACK))
     while abs(k) <= 1000:  # adjust the grid until m = c * 2**j has 11 to 39 bits (L5)
         grid = Fraction(2) ** -k
         d_eff = d if integral else d + touched * grid
-        x = d_eff * _LN2_HI / (grid * budget)  # m must be >= x
+        x = d_eff * _LN2_HI / (grid * eps)  # m must be >= x
         if x < 2**11:
             k += 1
         elif x >= 2**39 and not integral:  # coarser than 2**-20: still accounted in d_eff
@@ -183,16 +235,12 @@ def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: in
         else:
             break
     # m < 2**40 keeps m * A + R < 2**53 for every A < 2**13 (probability 1 - 2**-8192)
-    if x >= 2**39 or abs(k) > 1000:
-        raise ValueError(f"sensitivity/epsilon = {sensitivity}/{epsilon} is out of range")
+    if abs(k) > 1000 or x >= 2**39:
+        raise ValueError(f"sensitivity/epsilon = {float(d)}/{float(eps)} is out of range")
     j = _floor_log2(x) - 11
     c = math.ceil(x / 2**j)
-    m = c << j
-    exact_eps = d_eff * _LN2_HI / (grid * m) + touched * _XI
-    eps_out = float(exact_eps)
-    if Fraction(eps_out) < exact_eps:
-        eps_out = math.nextafter(eps_out, math.inf)
-    return _Plan(k=k, c=c, j=j, scale=float(grid * m / _LN2_HI), epsilon=eps_out)
+    eps_out = _round_up(d_eff * _LN2_HI / (grid * (c << j)))
+    return _Plan(k=k, c=c, j=j, scale=float(grid * (c << j) / _LN2_HI), epsilon=eps_out)
 
 
 def answer_limit(k: int, integral: bool) -> float:
@@ -207,23 +255,95 @@ def laplace_scale_for(
     return _plan(sensitivity, epsilon, integral, max_column_nnz).scale
 
 
-@lru_cache(maxsize=128)
-def _table(size: int, weight: int, m: int) -> _Table:
-    """Inverse-CDF table of P(d) proportional to rho**d, rho = 2**(-weight/m), d < size (L3)."""
+# ---- exact tables (L4, B2) ----------------------------------------------------
+with localcontext() as _ctx:
+    _ctx.prec = _DIGITS
+    _LN2_DECIMAL = Decimal(2).ln()  # correctly rounded to 45 digits
+
+
+def _rounded_powers(n: int, size: int, bits: int) -> np.ndarray:
+    """round(2**bits * 2**(-t/n)) mod 2**64 for t < size <= 4096, within 1/2 + 2**(bits-76.4).
+
+    L4: R = 2**90 * 2**(-1/n) within 2 (four correctly rounded 45-digit decimal
+    operations, relative error < 10**-43, then floor), powers by iterated
+    floor products, and the 64 products A_a * B_b for one a in one
+    multiplication of A_a by the B_b packed in 192-bit slots.
+    """
     with localcontext() as ctx:
-        ctx.prec = 60
-        rho = Decimal(2) ** (Decimal(-weight) / Decimal(m))
-        total = 1 - rho**size
-        one, power, cuts = Decimal(2**64), Decimal(1), []
-        for _ in range(size - 1):
-            power *= rho
-            cuts.append(int(((1 - power) / total * one).to_integral_value()))
-    thresholds = np.array(cuts, dtype=np.uint64)
-    lead = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
-    lo = np.searchsorted(thresholds, lead, side="right")
-    hi = np.searchsorted(thresholds, lead | np.uint64((1 << 48) - 1), side="right")
-    guide = np.where(lo == hi, lo * float(weight), -1.0)
-    return _Table(thresholds=thresholds, guide=guide, weight=weight)
+        ctx.prec = _DIGITS
+        r = int((-(_LN2_DECIMAL / n)).exp() * (1 << _FIX))
+    b = [1 << _FIX]
+    for _ in range(_SLOTS):
+        b.append((b[-1] * r) >> _FIX)
+    a = [1 << _FIX]
+    for _ in range((size - 1) // _SLOTS):
+        a.append((a[-1] * b[_SLOTS]) >> _FIX)
+    shift = 2 * _FIX - bits  # in (64, 128): the result straddles words 1 and 2 of a slot
+    slots = b"".join(v.to_bytes(_SLOT_BYTES, "little") for v in b[:_SLOTS])
+    packed = int.from_bytes(slots, "little")
+    raw = b"".join((v * packed).to_bytes(_SLOTS * _SLOT_BYTES, "little") for v in a)
+    words = np.frombuffer(raw, dtype=np.uint64).reshape(-1, 3)[:size]
+    high = words[:, 2] << np.uint64(128 - shift)  # modulo 2**64
+    out: np.ndarray = high | (words[:, 1] >> np.uint64(shift - 64))
+    out += (words[:, 1] >> np.uint64(shift - 65)) & np.uint64(1)  # round half up
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _digit_table(c: int) -> _Table:
+    """Inverse-CDF table and 16-bit guide of D, P(D = d) proportional to 2**(-d/c), d < c (L3)."""
+    # theta_r = 2**65 - 2**65 * 2**(-r/c) < 2**64: the negation modulo 2**64 is exact
+    thresholds = (~_rounded_powers(c, c, 65) + np.uint64(1))[1:]
+    top = (thresholds >> np.uint64(48)).astype(np.intp)  # distinct: gaps exceed 2**51 (L3)
+    steps = np.diff(top, prepend=-1, append=(1 << 16) - 1)  # leads with d thresholds below
+    guide = np.repeat(np.arange(c, dtype=np.int16), steps)
+    guide[top] = -1 - np.arange(c - 1, dtype=np.int16)  # undecided: -1 - the threshold's index
+    thresholds.flags.writeable = guide.flags.writeable = False
+    return _Table(thresholds=thresholds, guide=guide)
+
+
+@lru_cache(maxsize=3)
+def _power_table(level: int) -> np.ndarray:
+    """T_level[z] = round(2**62 * 2**(-z / 2**(12*level))), z < 4096, as int64 (B2)."""
+    table = _rounded_powers(1 << (12 * level), 4096, 62).view(np.int64)
+    table.flags.writeable = False
+    return table
+
+
+@lru_cache(maxsize=64)
+def _gate(c: int, most: int) -> int:
+    """The most bits g <= most <= 8 with 1 - 2**-g <= 2**(-1/c): all of them once
+    c >= 178 (2**(-1/c) >= 1 - ln 2/c >= 1 - 2**-8), else 2*(2**g - 1)**c <= 2**(g*c)."""
+    if c >= 178:
+        return most
+    return max(g for g in range(most + 1) if 2 * ((1 << g) - 1) ** c <= 1 << (g * c))
+
+
+@lru_cache(maxsize=1)
+def _lead_table() -> np.ndarray:
+    """B3 by s = floor(4096 x), x < 9: floor(lo / 2**54) for x < 8, where U's first
+    byte accepts below it; -1 for x >= 8 (2**-x <= 2**-8: only a zero byte is open)."""
+    s = np.arange(8 << 12)
+    t = _power_table(1)[s & 4095] >> (s >> 12)
+    table = np.append((t - 3 - (t >> 12)) >> 54, np.full(1 << 12, -1)).astype(np.int16)
+    table.flags.writeable = False
+    return table
+
+
+def _pow2_bracket(f: Fraction, digits: int) -> tuple[Fraction, Fraction]:
+    """Rationals lo <= 2**-f <= hi for 0 <= f < 1, hi/lo - 1 < 3 * 10**(2-digits) (X1).
+
+    Three correctly rounded operations make y = f*ln 2 within 3.01 half-ulps
+    relatively (< 2.1 half-ulps absolutely, y < ln 2), and exp rounds once more:
+    the result is within 3.2 half-ulps, 1.6 * 10**(1-digits) < 10**(2-digits).
+    """
+    if f == 0:
+        return Fraction(1), Fraction(1)
+    with localcontext() as ctx:
+        ctx.prec = digits
+        p = Fraction((-(Decimal(f.numerator) / f.denominator * Decimal(2).ln())).exp())
+    err = Fraction(1, 10 ** (digits - 2))
+    return p * (1 - err), p * (1 + err)
 
 
 class RandomSource:
@@ -282,35 +402,188 @@ class RandomSource:
             if r < n:
                 return r
 
+    # ---- exact comparisons (X1) and Bernoulli(2**-x) (B1-B4) -------------------
+    def _exact_less(self, u: int, k: int, a: Fraction, b: Fraction, x: Fraction) -> bool:
+        """Whether a + b*U < 2**-x for the uniform U in [u/2**k, (u+1)/2**k) (X1).
+
+        U's further bits are drawn here, 64 at a time, until the interval of
+        a + b*U lies on one side of a rational bracket of 2**-x.
+        """
+        n = x.numerator // x.denominator
+        digits = _DIGITS
+        while True:
+            ends = (a + b * Fraction(u, 1 << k), a + b * Fraction(u + 1, 1 << k))
+            w_lo, w_hi = min(ends), max(ends)
+            if n <= k + 128:
+                lo, hi = _pow2_bracket(x - n, digits)
+                if w_hi <= lo / (1 << n):
+                    return True
+                if w_lo >= hi / (1 << n):
+                    return False
+                digits += 20
+            elif w_lo * (1 << (k + 128)) >= 1:  # w_lo >= 2**-(k+128) > 2**-n >= 2**-x
+                return False
+            u, k = (u << 64) | int(self.uint64(1)[0]), k + 64
+
+    def _bernoulli_fine(self, num: int, den: int, u: int) -> bool:
+        """B4, then X1: U < 2**(-num/den) for U in [u/2**62, (u+1)/2**62)."""
+        q, r = divmod(num, den)
+        x = Fraction(num, den)
+        if q > 100:  # 2**-x < 2**-100: decided by any nonzero bit of u
+            return False if u else self._exact_less(u, 62, Fraction(0), Fraction(1), x)
+        prod = 1
+        for level in (1, 2, 3):
+            r <<= 12
+            z, r = divmod(r, den)
+            prod *= int(_power_table(level)[z])
+        slack = 1 << 126
+        if ((u + 1) << (160 + q)) <= (prod - slack) * ((1 << 36) - 1):
+            return True
+        if (u << (124 + q)) >= prod + slack:
+            return False
+        return self._exact_less(u, 62, Fraction(0), Fraction(1), x)
+
+    def _bernoulli_pow2(
+        self,
+        num: np.ndarray,
+        den: int,
+        lead: np.ndarray | None = None,
+        exact: Callable[[int], int] | None = None,
+    ) -> np.ndarray:
+        """Exact Bernoulli(2**(-num/den)) per element (B1-B4).
+
+        num: int64 in [0, 2**63); 1 <= den < 2**47.  lead: U's first byte per
+        element if already drawn (uint8), else drawn here.  exact(i): element
+        i's true numerator where num[i] is a smaller stand-in with the same
+        coarse decisions (both give 2**-x < 2**-100).
+        """
+        # s = floor(4096 x) for x clipped below 9 (unsigned: faster)
+        unsigned = np.minimum(num.view(np.uint64), np.uint64(9 * den - 1))
+        bound = np.take(_lead_table(), (unsigned << np.uint64(12)) // np.uint64(den))
+        return self._bernoulli_bounded(bound, lambda i: num[i], den, lead, exact)
+
+    def _bernoulli_bounded(
+        self,
+        bound: np.ndarray,
+        numerators: Callable[[np.ndarray], np.ndarray],
+        den: int,
+        lead: np.ndarray | None = None,
+        exact: Callable[[int], int] | None = None,
+    ) -> np.ndarray:
+        """`_bernoulli_pow2` given each element's `_lead_table` entry (int16) and
+        numerators(indices) -> those elements' num (int64), read only where open."""
+        if lead is None:
+            lead = self._bytes(bound.size)
+        diff = lead - bound  # int16: < 0 accepts, 0 or 1 is open, > 1 rejects (B3)
+        accept: np.ndarray = diff < 0
+        open_ = np.flatnonzero(diff.view(np.uint16) <= 1)
+        if open_.size:
+            accept[open_] = self._bernoulli_open(
+                numerators(open_), den, lead[open_], open_, exact
+            )  # fmt: skip
+        return accept
+
+    def _bernoulli_open(
+        self,
+        num: np.ndarray,
+        den: int,
+        lead: np.ndarray,
+        index: np.ndarray,
+        exact: Callable[[int], int] | None,
+    ) -> np.ndarray:
+        """B3 on U's first 62 bits where its first byte left it open, then B4."""
+        q = num // den
+        t = _power_table(1)[((num - q * den) << 12) // den] >> np.minimum(q, 63)
+        lo, hi = t - 3 - (t >> 12), t + 2
+        u = (lead.astype(np.int64) << 54) | (self.uint64(num.size) >> np.uint64(10)).astype(
+            np.int64
+        )
+        accept: np.ndarray = u + 1 <= lo
+        for i in np.flatnonzero(~accept & (u < hi)):
+            true_num = int(num[i]) if exact is None else exact(int(index[i]))
+            accept[i] = self._bernoulli_fine(true_num, den, int(u[i]))
+        return accept
+
     # ---- discrete Laplace ------------------------------------------------
-    def _integer_laplace(self, n: int, c: int, j: int = 0) -> np.ndarray:
-        """n draws of K, P(K = k) proportional to 2**(-|k|/m), m = c * 2**j, as floats (L2)."""
-        plan = _Plan(k=0, c=c, j=j, scale=0.0, epsilon=0.0)
-        m, tables = plan.m, [_table(size, w, plan.m) for size, w in plan.digits]
-        raw = self._bytes((2 * len(tables) + 1) * n)
-        leads = raw[: 2 * len(tables) * n].view(np.uint16).reshape(len(tables), n)
-        sign = raw[2 * len(tables) * n :]
-        g: np.ndarray = _TZ7[sign]  # A: trailing zeros of the low 7 bits of the sign byte
-        more = np.flatnonzero(g == 7.0)
+    def _digits(self, table: _Table, code: np.ndarray, lead: np.ndarray, c: int) -> np.ndarray:
+        """D where the 16-bit guide left it open: U's first 64 bits, then X1 (L3).
+
+        The bucket holds exactly one threshold T_i (code = -1 - i): D = i + [theta_i <= U].
+        """
+        index = -1 - code.astype(np.intp)
+        t = table.thresholds[index]
+        u = (lead.astype(np.uint64) << np.uint64(48)) | (self.uint64(lead.size) >> np.uint64(16))
+        d = index + (u > t)  # u >= T_i + 1 counts theta_i, u <= T_i - 2 does not
+        for i in np.flatnonzero((u == t) | (u + np.uint64(1) == t)):  # < 2**-62 each: X1
+            # theta_i <= U iff 1 - U/2**65 <= 2**(-(i+1)/c)
+            below = self._exact_less(
+                int(u[i]), 64, Fraction(1), Fraction(-1, 2), Fraction(int(index[i]) + 1, c)
+            )
+            d[i] = index[i] + below
+        return d
+
+    def _uniform_low(self, n: int, c: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """n uniform j-bit L (int64) and exact Bernoulli(2**(-L/m)) outcomes, m = c*2**j (L2).
+
+        2**(-L/m) > 2**(-1/c) >= 1 - 2**-gate (`_gate`; 8 bits once c >= 178): a
+        word's top `gate` bits not all one accept at once (U < 1 - 2**-gate);
+        otherwise they start U for the exact Bernoulli (B1-B4).
+        """
+        width = 8 if j <= 4 else 16 if j <= 12 else 32 if j <= 28 else 64
+        dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width]
+        gate = _gate(c, min(8, width - j))
+        words = self._bytes(n * width // 8).view(dtype)
+        low = (words & dtype((1 << j) - 1)).astype(np.int64)
+        keep = np.ones(n, dtype=bool)
+        check = np.flatnonzero(words >= dtype(((1 << gate) - 1) << (width - gate)))
+        if check.size:  # U's first byte: the all-one gate bits, then fresh bits
+            fresh = self._bytes(check.size) & np.uint8((1 << (8 - gate)) - 1)
+            lead = np.uint8(((1 << gate) - 1) << (8 - gate)) | fresh
+            keep[check] = self._bernoulli_pow2(np.take(low, check), c << j, lead)
+        return low, keep
+
+    def _low_bits(self, n: int, c: int, j: int) -> np.ndarray:
+        """n draws of L, P(L = l) proportional to 2**(-l/m) on {0..2**j-1}, as floats (L2)."""
+        low, keep = self._uniform_low(n, c, j)
+        redo = np.flatnonzero(~keep)
+        if redo.size:  # rejected: a fresh draw of L
+            low[redo] = self._low_bits(redo.size, c, j)
+        out: np.ndarray = low.astype(np.float64)
+        return out
+
+    def _magnitudes(self, n: int, c: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """n draws of m*A + 2**j*D (L2) as floats, and n sign bytes as intp (S < 0: >= 128)."""
+        m, table = c << j, _digit_table(c)
+        raw = self._bytes(3 * n)
+        lead = raw[: 2 * n].view(np.uint16)
+        sign = raw[2 * n :].astype(np.intp)  # intp: np.take is slow on uint8 indices
+        # m*A, A the trailing zeros of the sign byte's low 7 bits
+        g: np.ndarray = np.take(_TZ7 * m, sign)
+        more = np.flatnonzero(g == 7.0 * m)
         while more.size:  # all 7 bits zero: A >= 7, continue with fresh 16-bit words
             w = self.uint16(more.size)
-            g[more] += _TZ16[w]
-            if g[more].max() >= 2**53 // m - 1:
+            g[more] += _TZ16[w] * m
+            if g[more].max() >= (2**53 // m - 1) * m:
                 raise RuntimeError("noise magnitude out of exact float range")
             more = more[w == 0]
-        g *= m
-        for table, lead in zip(tables, leads, strict=True):
-            d = table.guide[lead]
-            open_ = np.flatnonzero(d < 0)
-            if open_.size:  # draw the other 48 bits only where the 16 leave it open (L3)
-                u = (lead[open_].astype(np.uint64) << np.uint64(48)) | (
-                    self.uint64(open_.size) >> np.uint64(16)
-                )
-                d[open_] = np.searchsorted(table.thresholds, u, side="right") * table.weight
+        d = np.take(table.guide, lead)
+        open_ = np.flatnonzero(d < 0)
+        if open_.size:  # a threshold shares the leading 16 bits (L3)
+            d[open_] = self._digits(table, d[open_], lead[open_], c)
+        if j:
+            g += d * float(1 << j)
+        else:
             g += d
+        return g, sign
+
+    def _integer_laplace(self, n: int, c: int, j: int = 0) -> np.ndarray:
+        """n draws of K, P(K = k) proportional to 2**(-|k|/m), m = c * 2**j, as floats (L2-L4)."""
+        g, sign = self._magnitudes(n, c, j)
+        if j:
+            g += self._low_bits(n, c, j)
         zero = np.flatnonzero(g == 0)
         redo = zero[sign[zero] >= 128]  # negative sign with magnitude 0: reject
-        g *= _SIGN[sign]
+        g *= np.take(_SIGN, sign)
         if redo.size:
             g[redo] = self._integer_laplace(redo.size, c, j)
         return g
@@ -324,7 +597,7 @@ class RandomSource:
         integral: bool,
         max_column_nnz: int = 1,
     ) -> LaplaceDraw:
-        """answers + discrete Laplace noise of scale >= sensitivity/epsilon; epsilon-DP (L1-L5).
+        """answers + discrete Laplace noise of scale >= sensitivity/epsilon; epsilon-DP (L1-L6).
 
         sensitivity: L1 sensitivity of the answer vector.  integral: answers are
         integers (then exact).  Otherwise they are rounded to the grid first and
@@ -349,6 +622,28 @@ class RandomSource:
         values = out.reshape(np.shape(answers))
         values.flags.writeable = False
         return LaplaceDraw(values, plan.scale, grid, plan.epsilon, self.research_mode)
+
+    def gaussian(
+        self,
+        answers: np.ndarray,
+        *,
+        sensitivity: float,
+        rho: float,
+        integral: bool,
+        max_column_nnz: int = 1,
+    ) -> GaussianDraw:
+        """answers + exact discrete Gaussian noise; rho-zCDP (gaussian.py, G1-G7).
+
+        sensitivity: L2 sensitivity of the answer vector; the noise is
+        N_Z(0, sigma**2) on a dyadic grid with sigma >= sensitivity/sqrt(2*rho).
+        integral and max_column_nnz as for `laplace`.
+        """
+        from .gaussian import gaussian_draw
+
+        return gaussian_draw(
+            self, answers, sensitivity=sensitivity, rho=rho, integral=integral,
+            max_column_nnz=max_column_nnz,
+        )  # fmt: skip
 
     # ---- exponential mechanism --------------------------------------------
     def exponential_mechanism(

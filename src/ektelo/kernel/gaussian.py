@@ -1,0 +1,284 @@
+"""Exact discrete Gaussian noise for the privacy kernel (zCDP), on a dyadic grid.
+
+Private->Public building block; audited code.  The sampler is Canonne, Kamath &
+Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
+Algorithm 3 -- rejection from a discrete Laplace -- in base 2: the proposal is
+the kernel's exact discrete Laplace (noise.py L2-L4) and the acceptance an
+exact Bernoulli(2**-x) (noise.py B1-B4), both on `RandomSource`'s bits, with
+all coordinates' proposals drawn and accepted in bulk.  Called through
+``RandomSource.gaussian``; ``gaussian_sigma_for`` validates before a charge.
+
+Argument:
+G1. Output = a + g*Y, grid g = 2**-k, Y on the integers with P(Y = y)
+    proportional to 2**(-y**2/V) = exp(-y**2/(2 s**2)), s**2 = V/(2 ln 2):
+    Y ~ N_Z(0, s**2) in grid units; sigma = g*s in answer units.  V = 2*h*m
+    for positive integers h, m (m = c*2**j, c <= 2**12; c >= 2**11 if j > 0).
+G2. Rejection (CKS Alg. 3): propose Y' = S*G from the discrete Laplace P(y) ~
+    2**(-|y|/m) (exact, noise.py L2-L4), accept with probability
+    2**(-(|Y'| - h)**2 / V).  Since 1/m = 2h/V, 2**(-|y|/m) * 2**(-(|y|-h)**2/V)
+    = 2**(-y**2/V) * 2**(-h**2/V): accepted proposals have exactly the law of
+    G1; rejected ones are redrawn (all independent, so taking the accepted
+    proposals in order gives independent draws).  m is about h*ln 2 (the
+    Laplace scale m/ln 2 about s), where the acceptance rate peaks at ~0.76.
+    With j > 0, G = m*A + 2**j*D + L takes L uniform and L's factor
+    2**(-L/m) (noise.py L2) as one more independent exact Bernoulli in the
+    same acceptance; a proposal (S < 0, G = 0) is rejected, as L2 rejects it.
+    The product of the accepted factors is again 2**(-|y|/m) * 2**(-(|y|-h)**2/V).
+G3. The acceptance is noise.py's exact Bernoulli(2**(-d**2/V)), d = ||Y'| - h|,
+    V < 2**47, on int64: d**2 < 2**62, and where d >= 2**31 (2**-x <
+    2**-16384) (2**31 - 1)**2 stands in, taking the same vectorised decisions,
+    while B4/X1 read the true square (Python integers).  Where sqrt(9V) <=
+    2**16 the first-byte bounds of B3 are tabulated by d (one table per V,
+    built from exact integer square roots at the bounds' ~260 change points)
+    instead of computed per proposal.  No float enters a decision: the only
+    floats are the outputs (G6) and, in the plan, m's choice (efficiency).
+G4. Privacy.  CKS Prop. 5: for integers mu, nu, D_alpha(N_Z(mu, s**2) ||
+    N_Z(nu, s**2)) <= alpha (mu - nu)**2 / (2 s**2) for every alpha > 1; Renyi
+    divergences of independent coordinates add (CKS Thm. 4 and its
+    multivariate form).  In grid units the answers are integers a/g and move by
+    <= D_g = D_eff/g in L2, so the mechanism is rho' = D_g**2 / (2 s**2) =
+    D_g**2 * ln 2 / V - zCDP; V >= D_g**2 * LN2_HI / rho (exact rationals,
+    LN2_HI > ln 2) makes rho' <= rho, reported rounded up (still <= rho).
+    Sampling is exact (G2, G3), so no slack is added.
+G5. Grid and rounding (as noise.py L5, in L2).  Integral answers with g <= 1:
+    a/g is an integer, D_eff = sensitivity.  Otherwise (real answers, or
+    integral ones whose sigma needs g > 1) the answers are rounded to the grid
+    first, moving each of the T touched coordinates by < g/2 + g/2: D_eff =
+    sensitivity + sqrt(T)*g (sqrt rounded up), T = max_column_nnz (for integral
+    answers min(T, floor(sensitivity**2)), as a changed integer moves by >= 1).
+    g is the coarsest power of two with sqrt(T)*g <= sensitivity*2**-11, then
+    refined while V < 2**23 (s >= 2**11.26: a fine grid) and coarsened while
+    V > 2**46 (int64 arithmetic in G3; still accounted in D_eff).  So sigma >=
+    sensitivity/sqrt(2 rho) and, unless T/rho > ~6e6 (a coarser grid, still
+    accounted), sigma <= (1 + 2**-10) times that: the rounding slack adds
+    <= 2**-11, V's granularity 2m/V <= 2**-11.2 adds <= 2**-12.2.
+G6. The output a + g*Y is one correctly rounded float addition of two exact
+    floats (|Y| < 2**53, g a power of two): post-processing of the exact result.
+G7. The answers are clamped as noise.py L6 (NaN -> 0, then into
+    [-limit, limit]), never checked: a 1-Lipschitz map per coordinate keeps the
+    L2 sensitivity, and nothing raises or warns on the answers' values.
+Caveat: ``sensitivity`` must bound the L2 change of the answers as computed
+(noise.py's caveat on floating-point evaluation of Q.x applies).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from .noise import (
+    _CHUNK,
+    _LN2_HI,
+    _SIGN,
+    RandomSource,
+    _count,
+    _floor_log2,
+    _lead_table,
+    _positive,
+    _round_up,
+    answer_limit,
+)
+
+__all__ = ["GaussianDraw", "gaussian_draw", "gaussian_sigma_for"]
+
+_SLACK = 11  # sqrt(T) * grid <= sensitivity * 2**-11 (G5)
+_V_LO = 1 << 23  # V's range (G5): s >= 2**11.26 grid steps ...
+_V_HI = 1 << 46  # ... and V < 2**47 after rounding up (G3)
+_HUGE = 1 << 31  # ||y| - h| from here on stands in as 2**31 - 1 (G3)
+_TABLE_MAX = 1 << 16  # largest table of first-byte bounds by distance (G3)
+
+
+@dataclass(frozen=True)
+class GaussianDraw:
+    """Noisy answers and the public facts about the discrete Gaussian noise."""
+
+    values: np.ndarray  # answers + noise, float64, read-only
+    sigma: float  # P(value) proportional to exp(-(value - answer)**2 / (2 sigma**2)) (rounded up)
+    grid: float  # gamma: noise (and rounded answers) are multiples of it
+    rho: float  # the zCDP guaranteed, <= the rho requested
+    research_mode: bool  # True when the bits came from a seeded (insecure) PRNG
+
+
+@dataclass(frozen=True)
+class _GaussPlan:
+    k: int  # grid = 2**-k
+    rounded: bool  # answers rounded to the grid (G5)
+    c: int  # proposal m = c * 2**j (G1)
+    j: int
+    h: int  # acceptance centre (G2)
+    v: int  # V = 2*h*m
+    sigma: float
+    rho: float
+
+
+def _sqrt_up(t: int) -> Fraction:
+    """A rational >= sqrt(t), within 2**-20."""
+    return Fraction(math.isqrt(t << 40) + 1, 1 << 20)
+
+
+def _gaussian_plan(
+    sensitivity: float, rho: float, integral: bool, max_column_nnz: int
+) -> _GaussPlan:
+    d, r = _positive("sensitivity", sensitivity), _positive("rho", rho)
+    return _gaussian_plan_exact(d, r, bool(integral), _count("max_column_nnz", max_column_nnz))
+
+
+@lru_cache(maxsize=1024)
+def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> _GaussPlan:
+    touched = min(nnz, max(1, math.floor(d * d))) if integral else nnz
+    root = _sqrt_up(touched)
+    if integral:  # the least k >= 0 with V >= 2**23 (the loop below confirms it)
+        k = max(0, (24 - _floor_log2(d * d * _LN2_HI / r)) // 2)
+    else:
+        k = -_floor_log2(d / (root * 2**_SLACK))
+    while abs(k) <= 1000:  # G5: refine while V < 2**23, coarsen while V > 2**46
+        grid = Fraction(2) ** -k
+        rounded = not integral or k < 0
+        d_eff = d + root * grid if rounded else d
+        v_min = (d_eff / grid) ** 2 * _LN2_HI / r
+        if v_min < _V_LO:
+            k += 1
+        elif v_min > _V_HI:
+            k -= 1
+        else:
+            break
+    if abs(k) > 1000:
+        raise ValueError(f"sensitivity/sqrt(rho) = {float(d)}/sqrt({float(r)}) is out of range")
+    # m about h*ln 2 = sqrt(V*ln 2/2): the best acceptance (G2); floats choose, never decide
+    m_star = math.sqrt(float(v_min) * math.log(2.0) / 2.0)
+    j = max(0, math.floor(math.log2(m_star)) - 11)
+    c = min(1 << 12, max(1, round(m_star / 2**j)))
+    if j and c == 1 << 12:
+        c, j = c >> 1, j + 1
+    m = c << j
+    h = math.ceil(v_min / (2 * m))
+    v = 2 * h * m
+    sigma = float(grid) * math.sqrt(v / (2.0 * math.log(2.0))) * (1.0 + 2.0**-48)  # rounded up
+    rho_out = _round_up((d_eff / grid) ** 2 * _LN2_HI / v)
+    return _GaussPlan(k, rounded, c, j, h, v, sigma, rho_out)
+
+
+def gaussian_sigma_for(
+    sensitivity: float, rho: float, *, integral: bool = True, max_column_nnz: int = 1
+) -> float:
+    """The sigma that `RandomSource.gaussian` uses; sigma >= sensitivity/sqrt(2*rho).
+
+    Raises ValueError on bad public arguments: the kernel calls it before charging.
+    """
+    return _gaussian_plan(sensitivity, rho, integral, max_column_nnz).sigma
+
+
+def _squares(dist: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """indices -> dist**2 there, as int64 (2**31 - 1 standing in from 2**31 on, G3)."""
+    return lambda i: np.minimum(dist[i], _HUGE - 1).astype(np.int64) ** 2
+
+
+def _square(dist: np.ndarray) -> Callable[[int], int]:
+    """i -> dist[i]**2 in Python integers (B4's true numerator, G3)."""
+    return lambda i: int(dist[i]) ** 2
+
+
+@lru_cache(maxsize=1)
+def _lead_runs() -> tuple[np.ndarray, np.ndarray]:
+    """Where the runs of equal `_lead_table` entries start (int64), and their entries."""
+    lead = _lead_table()
+    starts = np.flatnonzero(np.diff(lead, prepend=lead[0] + 1)).astype(np.int64)
+    return starts, lead[starts]
+
+
+@lru_cache(maxsize=64)
+def _acceptance_bounds(h: int, v: int) -> np.ndarray | None:
+    """B3's first-byte bound by distance d = ||y| - h| (int16), where V is small
+    enough for a table (G3): the `_lead_table` entry of s = floor(4096 d**2/V)
+    for d**2 < 9V, and -1 (x >= 8's entry) at the end, standing for all larger d.
+
+    Built by runs: `_lead_table` is non-increasing in s, and the run starting at
+    s_k starts at the least d with 4096 d**2 >= s_k V (exact integer square roots).
+    """
+    end = math.isqrt(9 * v - 1) + 1  # d < end iff d**2 < 9V
+    if end > _TABLE_MAX:
+        return None
+    starts, values = _lead_runs()
+    need = (starts * v + 4095) >> 12  # d**2 >= ceil(s_k V / 4096)
+    root = np.sqrt(need.astype(np.float64)).astype(np.int64)  # within 1, then made exact
+    root -= root * root > need
+    root += (root + 1) * (root + 1) <= need
+    first = root + (root * root < need)  # ceil(sqrt(need))
+    steps = np.diff(first, append=end + 1)  # the last run (-1) also takes the end entry
+    bounds = np.repeat(values, steps)
+    bounds.flags.writeable = False
+    return bounds
+
+
+def _integer_gaussian(source: RandomSource, n: int, plan: _GaussPlan) -> np.ndarray:
+    """n independent draws of N_Z(0, V/(2 ln 2)) as (integral) floats (G1-G3)."""
+    out = np.empty(n, dtype=np.float64)
+    bounds = _acceptance_bounds(plan.h, plan.v)
+    filled = 0
+    while filled < n:
+        want = n - filled
+        count = want + want // 3 + 8
+        g, sign = source._magnitudes(count, plan.c, plan.j)  # m*A + 2**j*D, and S
+        low_keep = None
+        if plan.j:  # L uniform, its factor 2**(-L/m) one more exact Bernoulli (G2)
+            low, low_keep = source._uniform_low(count, plan.c, plan.j)
+            g += low
+        dist = np.abs(g - plan.h)  # exact: integers < 2**53
+        if bounds is not None:  # the first byte's bound by distance (G3)
+            index = np.minimum(dist, bounds.size - 1).astype(np.intp)
+            keep = source._bernoulli_bounded(
+                np.take(bounds, index), _squares(dist), plan.v, exact=_square(dist)
+            )  # fmt: skip
+        else:
+            small = np.minimum(dist, _HUGE - 1).astype(np.int64)
+            keep = source._bernoulli_pow2(small * small, plan.v, exact=_square(dist))
+        if low_keep is not None:
+            keep &= low_keep
+        zero = np.flatnonzero(g == 0)
+        keep[zero[sign[zero] >= 128]] = False  # (S < 0, |Y'| = 0) is no proposal (L2)
+        g *= np.take(_SIGN, sign)
+        take = np.flatnonzero(keep)[:want]
+        out[filled : filled + take.size] = np.take(g, take)
+        filled += take.size
+    return out
+
+
+def gaussian_draw(
+    source: RandomSource,
+    answers: np.ndarray,
+    *,
+    sensitivity: float,
+    rho: float,
+    integral: bool,
+    max_column_nnz: int = 1,
+) -> GaussianDraw:
+    """answers + N_Z(0, sigma**2) on a dyadic grid, rho-zCDP (G1-G7).
+
+    sensitivity: L2 sensitivity of the answer vector.  integral: answers are
+    integers.  max_column_nnz: bounds the answers one record changes (used
+    when answers are rounded to the grid, G5).
+    """
+    plan = _gaussian_plan(sensitivity, rho, integral, max_column_nnz)
+    flat = np.asarray(answers, dtype=np.float64).ravel()
+    limit = answer_limit(plan.k, integral)
+    grid = math.ldexp(1.0, -plan.k)
+    out = np.empty(flat.size, dtype=np.float64)
+    for start in range(0, flat.size, _CHUNK):
+        stop = min(flat.size, start + _CHUNK)
+        with np.errstate(all="ignore"):  # the clamp (G7): no data-dependent signal
+            base = np.clip(np.nan_to_num(flat[start:stop], nan=0.0), -limit, limit)
+            # rounded: exact scaling by powers of two, then rint (G5); else integral
+            # answers on a grid <= 1, where rint is a no-op on integers
+            scaled = base * math.ldexp(1.0, plan.k) if plan.rounded else base
+            base = np.rint(scaled) * (grid if plan.rounded else 1.0)
+        y = _integer_gaussian(source, stop - start, plan)
+        # both terms are exact floats; the sum is rounded once (post-processing, G6)
+        np.add(base, np.multiply(y, grid, out=y), out=out[start:stop])
+    values = out.reshape(np.shape(answers))
+    values.flags.writeable = False
+    return GaussianDraw(values, plan.sigma, grid, plan.rho, source.research_mode)
