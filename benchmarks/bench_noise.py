@@ -5,8 +5,9 @@ Throughput: CPU seconds of this process (user + system, so os.urandom counts;
 best of the repeats, samplers interleaved so that a shared machine's load hits
 each alike) and ns per value; the ratio is to numpy's Generator.laplace (for
 the Laplace rows) or Generator.normal (Gaussian rows), both insecure and not
-floating-point safe.  Fixed cost: the first draw of one value at a scale never
-used before, minus a second draw at that scale (median and 90th percentile over
+floating-point safe.  Fixed cost (CPU time too, so that preemption on a shared
+machine does not count): the first draw of one value at a scale never used
+before, minus a second draw at that scale (median and 90th percentile over
 fresh scales), next to the tables' build time and the former 60-digit Decimal
 tables'.  Not a test: nothing here asserts a time.
 """
@@ -110,10 +111,10 @@ def fixed_cost(scales: int) -> None:
     for _ in range(scales):
         e = float(rng.uniform(0.05, 5.0))  # a scale (and, almost surely, a c) not used before
         for name, draw in draws.items():
-            first, second = wall(lambda d=draw, e=e: d(e)), wall(lambda d=draw, e=e: d(e))
+            first, second = cpu(lambda d=draw, e=e: d(e)), cpu(lambda d=draw, e=e: d(e))
             extra[name].append(first - second)
             warm[name].append(second)
-    print(f"\nfirst draw at a new scale, one value, over {scales} fresh scales (wall ms)")
+    print(f"\nfirst draw at a new scale, one value, over {scales} fresh scales (CPU ms)")
     print(f"{'':<24}{'extra: median':>14}{'90%':>8}{'warm draw':>11}")
     for name in draws:
         cut = sorted(extra[name])[int(0.9 * scales)]
@@ -122,11 +123,11 @@ def fixed_cost(scales: int) -> None:
             f"{statistics.median(warm[name]) * 1e3:>11.3f}"
         )
     cs = [int(c) for c in rng.integers(2048, 4097, 10)]
-    new = [wall(lambda c=c: noise._digit_table.__wrapped__(c)) for c in cs]
-    powers = [wall(lambda c=c: noise._rounded_powers(c, c, 65)) for c in cs]
-    old = [wall(lambda c=c: _former_table(c)) for c in cs[:3]]
+    new = [cpu(lambda c=c: noise._digit_table.__wrapped__(c)) for c in cs]
+    powers = [cpu(lambda c=c: noise._rounded_powers(c, c, 65)) for c in cs]
+    old = [cpu(lambda c=c: _former_table(c)) for c in cs[:3]]
     plan = gaussian._gaussian_plan(1.0, 0.3, True, 1)
-    bounds = wall(lambda: gaussian._acceptance_bounds.__wrapped__(plan.h, plan.v))
+    bounds = cpu(lambda: gaussian._acceptance_bounds.__wrapped__(plan.h, plan.v))
     print(
         f"digit table for a new c (2048..4096): {statistics.median(new) * 1e3:.3f} ms "
         f"(thresholds {statistics.median(powers) * 1e3:.3f} ms, then the 16-bit guide); "
