@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import _validate as check
+
 __all__ = ["main"]
 
 
@@ -208,9 +210,10 @@ def _epsilon(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"epsilon must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"epsilon must be finite and > 0, got {text}")
-    return value
+    try:
+        return check.positive(value, "epsilon")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _params(items: Sequence[str]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import _validate as check
 from .domain import Domain
 
 __all__ = ["KNOWN", "DatasetInfo", "census_like", "census_like_domain"]
@@ -58,8 +59,7 @@ def census_like_domain() -> Domain:
 
 def census_like(rows: int = 50_000, seed: int = 0) -> tuple[pd.DataFrame, Domain]:
     """A synthetic census-like table and its domain (see the module docstring)."""
-    if rows < 1:
-        raise ValueError(f"rows must be positive, got {rows}")
+    rows = check.positive_int(rows, "rows")
     rng = np.random.default_rng(seed)
     young = rng.random(rows) < 0.55
     age = np.where(young, rng.normal(33, 8, rows), rng.normal(56, 12, rows))

@@ -1,8 +1,8 @@
 """The import contracts of DESIGN.md, checked on the source tree.
 
 * `matrix` imports nothing of ektelo but itself (algebra only);
-* `kernel` imports only matrix, domain, measurement, budget and itself — the
-  code a privacy auditor reads is closed under its imports;
+* `kernel` imports only matrix, domain, measurement, budget and itself, and
+  so do they — the code a privacy auditor reads is closed under its imports;
 * inside the kernel, `handles` and `kernel` do not know each other: handles
   talk to a port;
 * the public layers reach the kernel only through its package's public names
@@ -108,6 +108,21 @@ def test_kernel_imports_only_matrix_domain_measurement(module: str) -> None:
         t for t in _ektelo_targets(module) if not any(_within(t, p) for p in KERNEL_MAY_IMPORT)
     }
     assert not outside, f"{module} imports {sorted(outside)}"
+
+
+def test_kernel_is_closed_under_its_imports() -> None:
+    """What the kernel imports imports nothing else either (so `domain`,
+    `budget` and `measurement` keep their own checks, not `ektelo._validate`)."""
+    seen: set[str] = set()
+    todo = [m for m in MODULES if _within(m, "ektelo.kernel")]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in MODULES:
+            continue
+        seen.add(module)
+        todo.extend(_ektelo_targets(module))
+    outside = {m for m in seen if not any(_within(m, p) for p in KERNEL_MAY_IMPORT)}
+    assert not outside, f"the kernel's imports reach {sorted(outside)}"
 
 
 def test_handles_and_kernel_do_not_know_each_other() -> None:

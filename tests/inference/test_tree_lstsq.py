@@ -222,7 +222,7 @@ def test_malformed_levels_are_refused(levels, message):
 def test_non_finite_counts_and_bad_branching_are_refused():
     with pytest.raises(ValueError, match="non-finite"):
         tree.solve_levels([[np.nan], [1.0, 2.0]], 2)
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match="branching must be an integer ≥ 2"):
         tree.solve_levels([[1.0]], 1)
     with pytest.raises(TypeError, match="integer"):
         tree.solve_levels([[1.0]], 2.0)

@@ -113,8 +113,11 @@ def test_identity_total_prefix():
     assert sel.prefix((7,)) == Prefix(7)
     with pytest.raises(ValueError):
         sel.prefix((3, 3))
-    for bad in [0, (), (3, 0), (2.5,), True]:
-        with pytest.raises(ValueError):
+    for bad in [0, (), (3, 0)]:
+        with pytest.raises(ValueError, match="shape must be a positive integer"):
+            sel.identity(bad)
+    for bad in [(2.5,), True, "3"]:
+        with pytest.raises(TypeError, match="shape must be a positive integer"):
             sel.identity(bad)
 
 

@@ -159,24 +159,28 @@ def test_range_queries_builder():
 
 
 @pytest.mark.parametrize(
-    ("call", "message"),
+    ("call", "error", "message"),
     [
-        (lambda: prefix(0), "tuple of positive integers"),
-        (lambda: identity((3, 0)), "tuple of positive integers"),
-        (lambda: total(()), "tuple of positive integers"),
-        (lambda: all_range(2.5), "tuple of positive integers"),
-        (lambda: identity((True, 2)), "tuple of positive integers"),
-        (lambda: random_range(5, 0), "count must be a positive integer"),
-        (lambda: random_range(5, True), "count must be a positive integer"),
-        (lambda: marginal((2, 3), [2]), r"attributes \[2\] out of range for 2 axes"),
-        (lambda: marginals((2, 3), 3), r"k must be an integer in \[0, 2\]"),
-        (lambda: prefix_marginal((2, 3), 2), "axis 2 out of range"),
-        (lambda: range_queries(4, np.array([[3]]), np.array([[1]])), "lower ≤ upper"),
+        (lambda: prefix(0), ValueError, "n must be a positive integer or a tuple of them"),
+        (lambda: identity((3, 0)), ValueError, "shape must be a positive integer or a tuple"),
+        (lambda: total(()), ValueError, "shape must be a positive integer or a tuple"),
+        (lambda: all_range(2.5), TypeError, "n must be a positive integer or a tuple"),
+        (lambda: identity((True, 2)), TypeError, "shape must be a positive integer or a tuple"),
+        (lambda: random_range(5, 0), ValueError, "count must be a positive integer"),
+        (lambda: random_range(5, True), TypeError, "count must be an integer"),
+        (lambda: marginal((2, 3), [2]), ValueError, r"attributes \[2\] out of range for 2 axes"),
+        (lambda: marginals((2, 3), 3), ValueError, r"k must be an integer in \[0, 2\]"),
+        (lambda: prefix_marginal((2, 3), 2), ValueError, "axis 2 is out of range"),
+        (lambda: range_queries(4, np.array([[3]]), np.array([[1]])), ValueError, "lower ≤ upper"),
     ],
 )
-def test_bad_builder_arguments(call, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_builder_arguments(call, error, message):
+    with pytest.raises(error, match=message):
         call()
+
+
+def test_prefix_marginal_counts_a_negative_axis_from_the_end():
+    assert prefix_marginal((2, 3), -1) == prefix_marginal((2, 3), 1)
 
 
 def test_scaled_l2_error_by_hand():

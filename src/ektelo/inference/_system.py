@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
+from .. import _validate as check
 from ..matrix import (
     Diagonal,
     EMatrix,
@@ -263,26 +264,9 @@ def check_root(items: list[Measurement]) -> tuple[tuple[int, ...], int]:
     return root_shape, size
 
 
-def check_tol(tol: Any, name: str = "tol") -> float:
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-        raise ValueError(f"{name} must be a number in (0, 1), got {tol!r}")
-    return float(tol)
-
-
 def check_maxiter(maxiter: Any, default: int) -> int:
-    if maxiter is None:
-        return default
-    if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 1:
-        raise ValueError(f"maxiter must be a positive integer or None, got {maxiter!r}")
-    return int(maxiter)
-
-
-def check_exact_scale(exact_scale: Any) -> float:
-    if isinstance(exact_scale, bool) or not (
-        isinstance(exact_scale, (int, float)) and 0 < exact_scale <= 1
-    ):
-        raise ValueError(f"exact_scale must be a number in (0, 1], got {exact_scale!r}")
-    return float(exact_scale)
+    """An iteration cap: a positive integer, or None for the solver's default."""
+    return default if maxiter is None else check.positive_int(maxiter, "maxiter")
 
 
 def start_vector(start: Any, size: int) -> np.ndarray:
@@ -299,12 +283,7 @@ def public_rows(prior: Any, total: Any, size: int) -> list[tuple[EMatrix, np.nda
     """The known total and the prior facts as (matrix on the root, answers)."""
     rows: list[tuple[EMatrix, np.ndarray]] = []
     if total is not None:
-        if isinstance(total, bool) or not isinstance(total, (int, float, np.integer, np.floating)):
-            raise TypeError(f"total must be a number or None, got {type(total).__name__}")
-        value = float(total)
-        if not math.isfinite(value):
-            raise ValueError(f"total must be a finite number, got {total!r}")
-        rows.append((Total(size), np.array([value])))
+        rows.append((Total(size), np.array([check.real(total, "total")])))
     if prior is None:
         return rows
     pairs = (

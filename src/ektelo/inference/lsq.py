@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import Hierarchy, Partition
 from ..measurement import Measurement
 from . import structured
@@ -40,10 +41,8 @@ from ._system import (
     System,
     as_list,
     build_system,
-    check_exact_scale,
     check_maxiter,
     check_root,
-    check_tol,
     ls_measure,
     public_rows,
     run_lsmr,
@@ -111,8 +110,8 @@ def least_squares(
         raise ValueError(f"method must be 'auto', 'lsmr' or 'tree', got {method!r}")
     items = as_list(measurements)
     root_shape, size = check_root(items)
-    tol = check_tol(tol)
-    exact_scale = check_exact_scale(exact_scale)
+    tol = check.probability(tol, "tol")
+    exact_scale = check.unit_interval(exact_scale, "exact_scale", include_one=True)
     facts = public_rows(prior, total, size)
     x0 = None if start is None else start_vector(start, size)
     if groups is None:

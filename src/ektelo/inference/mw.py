@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import Partition, VStack
 from ..measurement import Measurement
 from . import structured
@@ -38,9 +39,7 @@ from ._system import (
     Estimate,
     SolveInfo,
     as_list,
-    check_maxiter,
     check_root,
-    check_tol,
     norm,
     start_vector,
     weights_of,
@@ -118,10 +117,8 @@ def multiplicative_weights(
     """
     items = as_list(measurements)
     root_shape, size = check_root(items)
-    if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)):
-        raise TypeError(f"maxiter must be a positive integer, got {maxiter!r}")
-    passes = check_maxiter(maxiter, 100)
-    tol = None if tol is None else check_tol(tol)
+    passes = check.positive_int(maxiter, "maxiter")
+    tol = None if tol is None else check.probability(tol, "tol")
     if mode not in ("cyclic", "simultaneous"):
         raise ValueError(f"mode must be 'cyclic' or 'simultaneous', got {mode!r}")
     on = None
@@ -236,12 +233,7 @@ def _copied(step: Step) -> Step:
 def _mass(items: list[Measurement], total: Any) -> float:
     """MWEM's mass T: given, else a measured total, else the LS total."""
     if total is not None:
-        if isinstance(total, bool) or not isinstance(total, (int, float, np.integer, np.floating)):
-            raise TypeError(f"total must be a positive number or None, got {total!r}")
-        T = float(total)
-        if not math.isfinite(T) or T <= 0:
-            raise ValueError(f"total must be a positive finite number, got {total!r}")
-        return T
+        return check.positive(total, "total")
     n = items[0].query_on_root.shape[1]
     found: list[tuple[float, float]] = []  # (answer, variance)
     for m in items:

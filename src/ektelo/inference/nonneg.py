@@ -29,6 +29,7 @@ from scipy.linalg import lstsq as dense_lstsq
 from scipy.optimize import Bounds, minimize
 from scipy.sparse.linalg import lsmr
 
+from .. import _validate as check
 from ..matrix import EMatrix, Hierarchy, Partition
 from ..measurement import Measurement
 from . import structured, tree_nnls
@@ -41,10 +42,8 @@ from ._system import (
     System,
     as_list,
     build_system,
-    check_exact_scale,
     check_maxiter,
     check_root,
-    check_tol,
     norm,
     public_rows,
     run_lsmr,
@@ -147,8 +146,8 @@ def nnls(
         )
     items = as_list(measurements)
     root_shape, size = check_root(items)
-    tol = check_tol(tol)
-    exact_scale = check_exact_scale(exact_scale)
+    tol = check.probability(tol, "tol")
+    exact_scale = check.unit_interval(exact_scale, "exact_scale", include_one=True)
     facts = public_rows(prior, total, size)
     on = None
     if groups is not None:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import Hierarchy
 
 __all__ = ["levels", "lstsq", "solve_levels"]
@@ -206,18 +207,9 @@ def solve_from(
     return x
 
 
-def _check_branching(branching: Any) -> int:
-    if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)):
-        raise TypeError(f"branching must be an integer, got {type(branching).__name__}")
-    if branching < 2:
-        raise ValueError(f"branching must be at least 2, got {branching}")
-    return int(branching)
-
-
 def _height(n: int, b: int) -> int:
     """h with bʰ = n exactly, or a ValueError (the tree must be complete)."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = check.positive_int(n, "n")
     h, reach = 0, 1
     while reach < n:
         reach *= b
@@ -242,7 +234,7 @@ def solve_levels(levels: Sequence[Any], branching: int) -> np.ndarray:
         The n least-squares estimates of the cells (a new array; the inputs
         are not modified).
     """
-    b = _check_branching(branching)
+    b = check.integer(branching, "branching", minimum=2)
     arrays = [np.asarray(level, dtype=np.float64).reshape(-1) for level in levels]
     if not arrays:
         raise ValueError("levels must hold at least the root")
@@ -279,7 +271,7 @@ def levels(answers: Any, n: int, branching: int) -> list[np.ndarray]:
     internal nodes top-down, left to right within a depth. Returns the views
     [root, depth 1, …, depth h − 1, cells] that `solve_levels` takes.
     """
-    b = _check_branching(branching)
+    b = check.integer(branching, "branching", minimum=2)
     h = _height(n, b)
     y = np.asarray(answers, dtype=np.float64).reshape(-1)
     internal = (n - 1) // (b - 1)

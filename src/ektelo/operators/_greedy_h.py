@@ -88,6 +88,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import Diagonal, EMatrix, Partition, Product, RangeQueries
 from ._greedy_h_oracles import (
     _gram_source,
@@ -152,8 +153,8 @@ def greedy_h(
         raise TypeError(f"workload must be an EMatrix, got {type(workload).__name__}")
     if workload.shape[1] != n:
         raise ValueError(f"workload has {workload.shape[1]} columns; the domain has {n} cells")
-    b = _positive_int(branching, "branching", minimum=2)
-    g = _positive_int(granularity, "granularity", minimum=1)
+    b = check.integer(branching, "branching", minimum=2)
+    g = check.positive_int(granularity, "granularity")
     tree = _tree(n, b)
     gram = _small_gram(workload, n)
     if gram is not None:  # the weightings `_best_fit` would try, on the dense Gram
@@ -179,8 +180,8 @@ def greedy_h_many(
     `greedy_h(P.num_groups, P.reduce_workload(W))` (DAWA's GreedyH on its
     buckets), without building P⁺ when P's groups are intervals in order.
     """
-    b = _positive_int(branching, "branching", minimum=2)
-    g = _positive_int(granularity, "granularity", minimum=1)
+    b = check.integer(branching, "branching", minimum=2)
+    g = check.positive_int(granularity, "granularity")
     out: list[EMatrix | None] = [None] * len(problems)
     batches: dict[int, list[tuple[int, tuple[np.ndarray, ...] | np.ndarray]]] = {}
     for i, (n_or_partition, workload) in enumerate(problems):
@@ -223,23 +224,15 @@ def _strategy(tree: _Tree, fit: _Fit) -> EMatrix:
 
 
 def _domain_size(n_or_shape: int | Sequence[int]) -> int:
-    if isinstance(n_or_shape, (int, np.integer)) and not isinstance(n_or_shape, bool):
-        return _positive_int(n_or_shape, "n")
+    if check.is_integer(n_or_shape):
+        return check.positive_int(n_or_shape, "n")
     shape = tuple(n_or_shape)
     if len(shape) != 1:
         raise ValueError(
             f"greedy_h works on a 1-D domain, got shape {shape}; flatten a multi-dimensional "
             "domain first (DAWA uses the Hilbert order) and pass its size"
         )
-    return _positive_int(shape[0], "n")
-
-
-def _positive_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be ≥ {minimum}, got {value}")
-    return int(value)
+    return check.positive_int(shape[0], "n")
 
 
 # -- the greedy pass and the weights -------------------------------------------

@@ -57,6 +57,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
+from .. import _validate as check
 from ..matrix import (
     EMatrix,
     Identity,
@@ -181,10 +182,10 @@ def _optimise(
 ) -> _Result:
     if not isinstance(workload, EMatrix):
         raise TypeError(f"workload must be an EMatrix, got {type(workload).__name__}")
-    restarts = _int_at_least(restarts, "restarts", 1)
-    maxiter = _int_at_least(maxiter, "maxiter", 1)
-    rounds = _int_at_least(rounds, "rounds", 1)
-    rng = np.random.default_rng(_int_at_least(seed, "seed", 0))
+    restarts = check.positive_int(restarts, "restarts")
+    maxiter = check.positive_int(maxiter, "maxiter")
+    rounds = check.positive_int(rounds, "rounds")
+    rng = np.random.default_rng(check.integer(seed, "seed", minimum=0))
     terms = _product_terms(workload)
     if terms is None:
         dims: tuple[int, ...] = (workload.shape[1],)
@@ -209,23 +210,15 @@ def _optimise(
     return best
 
 
-def _int_at_least(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be ≥ {minimum}, got {value}")
-    return int(value)
-
-
 def _p_per_attribute(p: int | Sequence[int] | None, dims: tuple[int, ...]) -> tuple[int, ...]:
     if p is None:
         return tuple(max(1, min(n // 16, _P_CAP)) for n in dims)
-    if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
-        return (_int_at_least(p, "p", 1),) * len(dims)
+    if check.is_integer(p):
+        return (check.positive_int(p, "p"),) * len(dims)
     values = tuple(p)
     if len(values) != len(dims):
         raise ValueError(f"p has {len(values)} entries; the workload has {len(dims)} attributes")
-    return tuple(_int_at_least(v, "p", 1) for v in values)
+    return tuple(check.positive_int(v, "p") for v in values)
 
 
 # -- Memo of strategies ------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import EMatrix, Partition
 from ..matrix.partition import hilbert_order
 
@@ -57,25 +58,9 @@ _EXACT_LIMIT = 2.0**52
 _REL_TOL = 2.0**-32
 
 
-def _shape(shape: Shape, name: str = "shape") -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if not dims or any(
-        isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in dims
-    ):
-        raise ValueError(f"{name} must be a tuple of positive integers, got {shape!r}")
-    return tuple(int(s) for s in dims)
-
-
 def _axes(attrs: Any, ndim: int, name: str) -> tuple[int, ...]:
-    items = (attrs,) if isinstance(attrs, (int, np.integer)) else tuple(attrs)
-    out = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
-            raise TypeError(f"{name} must hold axis indices (integers), got {a!r}")
-        axis = int(a) + ndim if a < 0 else int(a)
-        if not 0 <= axis < ndim:
-            raise ValueError(f"{name}: axis {a} out of range for a {ndim}-D domain")
-        out.append(axis)
+    items = (attrs,) if check.is_integer(attrs) else tuple(attrs)
+    out = [check.axis(a, ndim, name) for a in items]
     if len(set(out)) != len(out):
         raise ValueError(f"{name} must not repeat an axis, got {attrs!r}")
     return tuple(sorted(out))
@@ -117,10 +102,7 @@ def workload_based(W: EMatrix, *, repetitions: int = 2, seed: int | None = None)
     """
     if not isinstance(W, EMatrix):
         raise TypeError(f"W must be an EMatrix, got {type(W).__name__}")
-    if isinstance(repetitions, bool) or not isinstance(repetitions, (int, np.integer)):
-        raise TypeError(f"repetitions must be a positive integer, got {repetitions!r}")
-    if repetitions < 1:
-        raise ValueError(f"repetitions must be a positive integer, got {repetitions}")
+    repetitions = check.positive_int(repetitions, "repetitions")
     m, n = W.shape
     # Keep m · 2^b well inside 2^52 so that partial sums of integer
     # workloads with moderate entries stay exact.
@@ -185,7 +167,7 @@ def marginal(shape: Shape, attrs: int | Sequence[int]) -> Partition:
     `ektelo.workload.marginal(shape, attrs)` (C order of the kept axes);
     `attrs=()` gives the single group whose reduce is the total.
     """
-    dims = _shape(shape)
+    dims = check.shape(shape)
     return _by_kept_axes(dims, _axes(attrs, len(dims), "attrs"))
 
 
@@ -197,7 +179,7 @@ def stripe(shape: Shape, axis: int) -> Partition:
     (HB-Striped, DAWA-Striped); stripe g's cells, in increasing order along
     `axis`, are `stripe(shape, axis).cells(g)`.
     """
-    dims = _shape(shape)
+    dims = check.shape(shape)
     (ax,) = _axes(axis, len(dims), "axis")
     return _by_kept_axes(dims, tuple(a for a in range(len(dims)) if a != ax))
 
@@ -209,8 +191,8 @@ def grid(shape: Shape, cell_shape: Shape) -> Partition:
     smaller when a size does not divide evenly. Groups are numbered in C order
     of the block coordinates.
     """
-    dims = _shape(shape)
-    cells = _shape(cell_shape, "cell_shape")
+    dims = check.shape(shape)
+    cells = check.shape(cell_shape, "cell_shape")
     if len(cells) != len(dims):
         raise ValueError(f"cell_shape {cells} must have one size per axis of {dims}")
     counts = tuple(-(-d // c) for d, c in zip(dims, cells, strict=True))
@@ -230,7 +212,7 @@ def hilbert_partition(shape: Shape, intervals: Partition | Any) -> Partition:
     array of group labels, one per position. Position i of the sequence is
     cell `hilbert_order(shape)[i]`; it keeps its group.
     """
-    dims = _shape(shape)
+    dims = check.shape(shape)
     order = hilbert_order(dims)
     labels = intervals.groups if isinstance(intervals, Partition) else np.asarray(intervals)
     labels = labels.reshape(-1)

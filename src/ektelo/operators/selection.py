@@ -56,6 +56,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .. import _validate as check
 from .. import workload as _workload
 from ..matrix import (
     EMatrix,
@@ -103,39 +104,16 @@ GridRule = Literal["dpbench", "paper"]
 
 
 # -- argument checks ---------------------------------------------------------
-def _dims(shape: Shape, name: str = "shape") -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if not dims or any(
-        isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in dims
-    ):
-        raise ValueError(f"{name} must be a positive integer or a tuple of them, got {shape!r}")
-    return tuple(int(s) for s in dims)
-
-
 def _dims_2d(shape: Shape, operator: str) -> tuple[int, int]:
-    dims = _dims(shape)
+    dims = check.shape(shape)
     if len(dims) != 2:
         raise ValueError(f"{operator} is defined for 2-D domains; got shape {dims}")
     return dims[0], dims[1]
 
 
-def _positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-    return v
-
-
 def _count(value: Any, name: str) -> float:
     """A public or noisy record count: finite; negative noisy counts mean 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return max(v, 0.0)
+    return max(check.real(value, name), 0.0)
 
 
 def _rule(rule: str) -> str:
@@ -147,17 +125,17 @@ def _rule(rule: str) -> str:
 # -- simple strategies ---------------------------------------------------------
 def identity(shape: Shape) -> EMatrix:
     """One query per cell (the Identity plan's strategy, Dwork et al. 2006)."""
-    return Identity(math.prod(_dims(shape)))
+    return Identity(math.prod(check.shape(shape)))
 
 
 def total(shape: Shape) -> EMatrix:
     """The single query counting every record."""
-    return Total(math.prod(_dims(shape)))
+    return Total(math.prod(check.shape(shape)))
 
 
 def prefix(n: Shape) -> EMatrix:
     """All prefix queries [0, j] of a 1-D domain (the CDF plan of §2)."""
-    dims = _dims(n, "n")
+    dims = check.shape(n, "n")
     if len(dims) != 1:
         raise ValueError(f"prefix is defined for 1-D domains; got shape {dims}")
     return Prefix(dims[0])
@@ -173,7 +151,7 @@ def workload(W: EMatrix, shape: Shape | None = None) -> EMatrix:
     if not isinstance(W, EMatrix):
         raise TypeError(f"W must be an ektelo matrix (EMatrix), got {type(W).__name__}")
     if shape is not None:
-        n = math.prod(_dims(shape))
+        n = math.prod(check.shape(shape))
         if W.shape[1] != n:
             raise ValueError(f"W has {W.shape[1]} columns; the domain {shape!r} has {n} cells")
     return rebuild(W)
@@ -295,14 +273,6 @@ def _hierarchy(dims: tuple[int, ...], branching: int, root: bool) -> EMatrix:
     return Identity(H.num_cells) if H.num_rows == H.num_cells else H
 
 
-def _check_branching(branching: Any) -> int:
-    if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)):
-        raise TypeError(f"branching must be an integer, got {type(branching).__name__}")
-    if branching < 2:
-        raise ValueError(f"branching must be ≥ 2, got {branching}")
-    return int(branching)
-
-
 def hierarchy(shape: Shape, branching: int, *, root: bool = True) -> EMatrix:
     """Every node of a balanced tree over the domain, down to single cells.
 
@@ -314,7 +284,7 @@ def hierarchy(shape: Shape, branching: int, *, root: bool = True) -> EMatrix:
     = the number of levels measured: ⌈log_b max(shape)⌉ + 1 with the root,
     one less without.
     """
-    return _hierarchy(_dims(shape), _check_branching(branching), root)
+    return _hierarchy(check.shape(shape), check.integer(branching, "branching", minimum=2), root)
 
 
 def h2(shape: Shape) -> EMatrix:
@@ -378,7 +348,7 @@ def hb_branching(shape: Shape) -> int | None:
     exact power such as 125 = 5³, which changes its 2-D choice for sides 125
     and 216). None for a single cell.
     """
-    dims = _dims(shape)
+    dims = check.shape(shape)
     if len(dims) == 1:
         return _argmin_branching(dims[0], lambda b, h: (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3)
     if len(dims) == 2:
@@ -400,7 +370,7 @@ def hb(shape: Shape) -> EMatrix:
     it, at ε/(h + 1) per level). Sensitivity h (the longest axis in 2-D). On
     small 1-D domains (n ≤ 128) the rule picks b = n and HB is the Identity.
     """
-    dims = _dims(shape)
+    dims = check.shape(shape)
     b = hb_branching(dims)
     if b is None:
         return Identity(math.prod(dims))
@@ -432,12 +402,8 @@ def quadtree(
     truncated by `max_height` is a VStack of per-level range queries.
     """
     dims = _dims_2d(shape, "quadtree")
-    if max_height is not None and (
-        isinstance(max_height, bool)
-        or not isinstance(max_height, (int, np.integer))
-        or max_height < 0
-    ):
-        raise ValueError(f"max_height must be a non-negative integer or None, got {max_height!r}")
+    if max_height is not None:
+        max_height = check.integer(max_height, "max_height", minimum=0)
     if budget not in ("geometric", "uniform"):
         raise ValueError(f"budget must be 'geometric' or 'uniform', got {budget!r}")
     if math.prod(dims) == 1:
@@ -498,7 +464,7 @@ def wavelet(shape: Shape) -> EMatrix:
     d-D: the Kronecker product of the 1-D matrices, Privelet's multi-dimensional
     (ordinal) transform. Sensitivity Π(1 + ⌈log₂ nᵢ⌉).
     """
-    factors = [_haar_1d(s) for s in _dims(shape)]
+    factors = [_haar_1d(s) for s in check.shape(shape)]
     return factors[0] if len(factors) == 1 else Kronecker(factors)
 
 
@@ -567,8 +533,8 @@ def uniform_grid(
     """
     dims = _dims_2d(shape, "uniform_grid")
     n_records = _count(total, "total")
-    eps = _positive(eps, "eps")
-    c = _positive(c, "c")
+    eps = check.positive(eps, "eps")
+    c = check.positive(c, "c")
     rule = _rule(rule)
     cells = n_records * eps / c
     if rule == "paper":
@@ -595,8 +561,8 @@ def ag_first_level(
     """
     dims = _dims_2d(shape, "ag_first_level")
     n_records = _count(total, "total")
-    eps = _positive(eps, "eps")
-    c = _positive(c, "c")
+    eps = check.positive(eps, "eps")
+    c = check.positive(c, "c")
     rule = _rule(rule)
     root = math.sqrt(n_records * eps / c) / 4
     m1 = max(10, math.ceil(root) if rule == "paper" else _floor_at_least_1(root))
@@ -665,11 +631,11 @@ def ag_second_level(
         raise ValueError(f"got {counts.size} noisy counts for {lower.shape[0]} level-1 cells")
     if not np.all(np.isfinite(counts)):
         raise ValueError("level-1 noisy counts must be finite")
-    eps = _positive(eps, "eps")
-    alpha = _positive(alpha, "alpha")
+    eps = check.positive(eps, "eps")
+    alpha = check.positive(alpha, "alpha")
     if alpha >= 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    c2 = _positive(c2, "c2")
+    c2 = check.positive(c2, "c2")
     rule = _rule(rule)
     root = np.sqrt(np.maximum(counts, 0.0) * (1 - alpha) * eps / c2)
     m2 = np.maximum(1, np.ceil(root) if rule == "paper" else np.floor(root)).astype(np.int64)
@@ -729,11 +695,8 @@ def stripe(shape: Shape, axis: int, strategy_1d: EMatrix | Callable[[int], EMatr
     selection function called with that size (e.g. `selection.hb`).
     Sensitivity = that of the 1-D strategy.
     """
-    dims = _dims(shape)
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis must be an integer, got {type(axis).__name__}")
-    if not 0 <= axis < len(dims):
-        raise ValueError(f"axis {axis} out of range for a {len(dims)}-D domain")
+    dims = check.shape(shape)
+    axis = check.axis(axis, len(dims))
     S = strategy_1d if isinstance(strategy_1d, EMatrix) else strategy_1d(dims[axis])
     if not isinstance(S, EMatrix):
         raise TypeError(f"strategy_1d must give an EMatrix, got {type(S).__name__}")

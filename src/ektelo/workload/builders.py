@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import EMatrix, Identity, Kronecker, Prefix, RangeQueries, Total, VStack
 
 __all__ = [
@@ -30,49 +31,36 @@ __all__ = [
 Shape = int | Sequence[int]
 
 
-def _shape(shape: Shape) -> tuple[int, ...]:
-    try:
-        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    except TypeError:  # a float or other non-iterable
-        dims = ()
-    if not dims or any(
-        isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in dims
-    ):
-        raise ValueError(f"a domain shape is a tuple of positive integers, got {shape!r}")
-    return tuple(int(s) for s in dims)
-
-
 def identity(shape: Shape) -> EMatrix:
     """One query per cell: the histogram itself."""
-    return Identity(math.prod(_shape(shape)))
+    return Identity(math.prod(check.shape(shape)))
 
 
 def total(shape: Shape) -> EMatrix:
     """The single query counting every record."""
-    return Total(math.prod(_shape(shape)))
+    return Total(math.prod(check.shape(shape)))
 
 
 def prefix(n: int) -> EMatrix:
     """All n prefix queries [0, j] of a 1-D domain: the empirical CDF."""
-    return Prefix(_shape(n)[0])
+    return Prefix(check.shape(n, "n")[0])
 
 
 def prefix_marginal(shape: Shape, axis: int) -> EMatrix:
     """The CDF of one attribute: Prefix on `axis`, summed over the others."""
-    dims = _shape(shape)
-    if not 0 <= axis < len(dims):
-        raise ValueError(f"axis {axis} out of range for a {len(dims)}-D domain")
+    dims = check.shape(shape)
+    axis = check.axis(axis, len(dims))
     return Kronecker([Prefix(s) if i == axis else Total(s) for i, s in enumerate(dims)])
 
 
 def range_queries(shape: Shape, lower: np.ndarray, upper: np.ndarray) -> EMatrix:
     """Explicit range queries with inclusive corners (arrays of shape (m, d))."""
-    return RangeQueries(_shape(shape), lower, upper)
+    return RangeQueries(check.shape(shape), lower, upper)
 
 
 def all_range(n: int) -> EMatrix:
     """Every interval [i, j], 0 ≤ i ≤ j < n, of a 1-D domain (n(n+1)/2 queries)."""
-    size = _shape(n)[0]
+    size = check.shape(n, "n")[0]
     lo, hi = np.triu_indices(size)
     return RangeQueries(size, lo.reshape(-1, 1), hi.reshape(-1, 1))
 
@@ -82,19 +70,18 @@ def random_range(shape: Shape, count: int, seed: int | None = 0) -> EMatrix:
     2016; εktelo's `RandomRange` with no shape list): on each axis the range's
     length is uniform in 1..size and its position uniform among the places
     where it fits. Seeded and reproducible (`seed=None` draws fresh ranges)."""
-    dims = _shape(shape)
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-        raise ValueError(f"count must be a positive integer, got {count!r}")
+    dims = check.shape(shape)
+    count = check.positive_int(count, "count")
     rng = np.random.default_rng(seed)
     sizes = np.array(dims, dtype=np.int64)
-    lengths = rng.integers(1, sizes + 1, size=(int(count), len(dims)))
+    lengths = rng.integers(1, sizes + 1, size=(count, len(dims)))
     lower = rng.integers(0, sizes - lengths + 1)
     return RangeQueries(dims, lower, lower + lengths - 1)
 
 
 def marginal(shape: Shape, attributes: Sequence[int]) -> EMatrix:
     """The marginal on `attributes` (axis indices): Identity on those, Total elsewhere."""
-    dims = _shape(shape)
+    dims = check.shape(shape)
     keep = set(attributes)
     if not keep <= set(range(len(dims))):
         raise ValueError(f"marginal attributes {sorted(keep)} out of range for {len(dims)} axes")
@@ -103,7 +90,8 @@ def marginal(shape: Shape, attributes: Sequence[int]) -> EMatrix:
 
 def marginals(shape: Shape, k: int) -> EMatrix:
     """All k-way marginals (Example 4) as a VStack of Kronecker products."""
-    dims = _shape(shape)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= len(dims):
+    dims = check.shape(shape)
+    k = check.integer(k, "k", minimum=0)
+    if k > len(dims):
         raise ValueError(f"k must be an integer in [0, {len(dims)}], got {k!r}")
     return VStack([marginal(dims, c) for c in itertools.combinations(range(len(dims)), k)])

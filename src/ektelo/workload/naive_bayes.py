@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import EMatrix, VStack
-from .builders import _shape, marginal
+from .builders import marginal
 
 __all__ = ["naive_bayes", "split_answers"]
 
@@ -25,17 +26,13 @@ __all__ = ["naive_bayes", "split_answers"]
 def _label_axis(dims: tuple[int, ...], label: int) -> int:
     if len(dims) < 2:
         raise ValueError(f"a Naive Bayes workload needs a label and ≥ 1 predictor; shape {dims}")
-    if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
-        raise TypeError(f"label must be an axis index, got {label!r}")
-    if not -len(dims) <= label < len(dims):
-        raise ValueError(f"label axis {label} out of range for a {len(dims)}-D domain")
-    return int(label) % len(dims)
+    return check.axis(label, len(dims), "label")
 
 
 def naive_bayes(shape: int | Sequence[int], label: int = -1) -> EMatrix:
     """The 2k+1 Naive Bayes histograms over a domain of `shape` whose axis
     `label` is the class: Y's histogram, then (Xᵢ, Y) for every other axis."""
-    dims = _shape(shape)
+    dims = check.shape(shape)
     y = _label_axis(dims, label)
     predictors = [i for i in range(len(dims)) if i != y]
     return VStack([marginal(dims, (y,)), *(marginal(dims, (i, y)) for i in predictors)])
@@ -46,7 +43,7 @@ def split_answers(
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Answers of `naive_bayes(shape, label)` as (Y counts, [table of Xᵢ × Y
     counts for every predictor axis in order])."""
-    dims = _shape(shape)
+    dims = check.shape(shape)
     y = _label_axis(dims, label)
     values = np.asarray(answers, dtype=np.float64).reshape(-1)
     predictors = [i for i in range(len(dims)) if i != y]
