@@ -86,12 +86,14 @@ class Measurement:
             root vector (the vector produced by `vectorize` or `protect`).
         noise: `Laplace(scale)` or `Gaussian(sigma)`; a bare number is read as
             a Laplace scale (a shorthand for tests and synthetic measurements).
-        epsilon: the ε charged for this measurement on the measured vector.
+        epsilon: the ε charged for this measurement on the measured vector
+            (0 for a zCDP measurement, which carries `rho` instead).
         root_id: identifies the root vector; inference refuses to mix roots.
         root_shape: the shape of the root vector's domain.
         seed: the research-mode seed of the kernel, or None for secure noise.
         attributes: for a root that vectorizes a table, the attributes it
             counts over (in order); None for a protected array.
+        rho: the ρ charged (zCDP measurements), else None.
     """
 
     answers: np.ndarray
@@ -103,6 +105,7 @@ class Measurement:
     root_shape: tuple[int, ...]
     seed: int | None = None
     attributes: tuple[str, ...] | None = None
+    rho: float | None = None
 
     def __post_init__(self) -> None:
         answers = np.array(self.answers, dtype=np.float64, copy=True).reshape(-1)

@@ -110,7 +110,9 @@ class Step:
     which: int = 0
 
 
-VECTOR_OPS = ("transform", "reduce", "split", "laplace", "ahp", "dawa", "worst", "aug")
+VECTOR_OPS = (
+    "transform", "reduce", "split", "laplace", "gaussian", "ahp", "dawa", "worst", "aug",
+)  # fmt: skip
 TABLE_OPS = ("where", "select", "group_by", "tsplit", "vectorize", "noisy_count", "privbayes")
 
 
@@ -285,6 +287,8 @@ def run_step(step: Step, pools: dict[str, list[Any]]) -> Any:
             out = h.split_by_partition(build_partition(a[0], n))
         elif step.op == "laplace":
             return h.laplace(build_matrix(a[0], n), eps=a[1])
+        elif step.op == "gaussian":
+            return h.gaussian(build_matrix(a[0], n), rho=a[1])
         elif step.op == "ahp":
             return h.ahp_partition(eps=a[0], **dict(a[1]))
         elif step.op == "dawa":
@@ -360,6 +364,7 @@ def observe(
     seterr: dict[str, str],
     warn_filter: str,
     domain: Domain | None = None,
+    budget: dict[str, float] | None = None,
 ) -> list[tuple[str, ...]]:
     """Run `requests` on a fresh kernel around `data`; one record per step.
 
@@ -375,11 +380,12 @@ def observe(
         def seen(start: int) -> str:
             return repr([(w.category.__name__, _text(w.message)) for w in caught[start:]])
 
+        stated = {"epsilon": E} if budget is None else budget
         try:
             if domain is None:
-                root = ektelo.protect(data, epsilon=E, seed=SEED)
+                root = ektelo.protect(data, seed=SEED, **stated)
             else:
-                root = ektelo.protect(data, domain, epsilon=E, seed=SEED)
+                root = ektelo.protect(data, domain, seed=SEED, **stated)
         except Exception as exc:  # the data holder's own call: compared too
             return [("protect", f"raise {type(exc).__name__}: {_text(exc)}", seen(0))]
         records.append(("protect", "ok " + repr(result_meta(root)), seen(0), *_state(root)))
@@ -417,16 +423,16 @@ def assert_indistinguishable(a: list[tuple[str, ...]], b: list[tuple[str, ...]],
 
 
 def assert_same_everywhere(
-    x: Any, neighbours: Any, requests: list[Step], *, domain=None, regimes=REGIMES
+    x: Any, neighbours: Any, requests: list[Step], *, domain=None, regimes=REGIMES, budget=None
 ) -> None:
     """`x` and each neighbour (one, or a tuple of them) are indistinguishable
     under every regime."""
     if not isinstance(neighbours, tuple):
         neighbours = (neighbours,)
     for name, (seterr, filt) in regimes.items():
-        a = observe(x, requests, seterr=seterr, warn_filter=filt, domain=domain)
+        a = observe(x, requests, seterr=seterr, warn_filter=filt, domain=domain, budget=budget)
         for y in neighbours:
-            b = observe(y, requests, seterr=seterr, warn_filter=filt, domain=domain)
+            b = observe(y, requests, seterr=seterr, warn_filter=filt, domain=domain, budget=budget)
             assert_indistinguishable(a, b, f"[{name}]")
 
 
@@ -560,6 +566,7 @@ vector_steps = weighted(
     (2, st.builds(Step, st.just("transform"), st.tuples(matrices), which)),
     (1, st.builds(Step, st.sampled_from(("reduce", "split")), st.tuples(partitions), which)),
     (3, st.builds(Step, st.just("laplace"), st.tuples(matrices, epsilons), which)),
+    (2, st.builds(Step, st.just("gaussian"), st.tuples(matrices, epsilons), which)),
     (2, st.builds(Step, st.just("ahp"), st.tuples(epsilons, ahp_options), which)),
     (2, st.builds(Step, st.just("dawa"), st.tuples(epsilons, dawa_options), which)),
     (1, st.builds(Step, st.just("worst"), st.tuples(workloads, estimates, epsilons), which)),
@@ -699,6 +706,15 @@ def harness(examples: int) -> settings:
 def test_harness_vector_neighbours_are_indistinguishable(pair, requests):
     x, y = pair
     assert_same_everywhere(x, y, requests)
+
+
+@harness(100)
+@given(pair=vector_neighbours(), requests=st.lists(vector_steps, min_size=1, max_size=6))
+def test_harness_zcdp_vector_neighbours_are_indistinguishable(pair, requests):
+    """The same on a zCDP kernel ((ε, δ) stated, kept as ρ): Gaussian requests
+    are granted there, and pure-ε requests are charged ε²/2."""
+    x, y = pair
+    assert_same_everywhere(x, y, requests, budget={"epsilon": E, "delta": 1e-6})
 
 
 @harness(150)

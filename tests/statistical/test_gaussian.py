@@ -24,6 +24,7 @@ from ektelo.kernel.gaussian import (
     _GaussPlan,
     _integer_gaussian,
     _sqrt_up,
+    gaussian_draw,
     gaussian_sigma_for,
 )
 from ektelo.kernel.noise import RandomSource, _lead_table, answer_limit
@@ -62,7 +63,7 @@ def _plan(c: int, j: int, h: int) -> _GaussPlan:
 
 
 def _draw(answers, seed: int | None = 7, **kw) -> GaussianDraw:
-    return RandomSource(seed).gaussian(np.asarray(answers, dtype=float), **kw)
+    return gaussian_draw(RandomSource(seed), np.asarray(answers, dtype=float), **kw)
 
 
 # ---------------------------------------------------------------- the exact distribution
@@ -127,8 +128,8 @@ def test_sigma_never_below_nominal_and_rho_kept(integral: bool, nnz: int) -> Non
     src = RandomSource(0)
     for sens in SENS:
         for rho in RHO:
-            d = src.gaussian(
-                np.zeros(0), sensitivity=sens, rho=rho, integral=integral, max_column_nnz=nnz
+            d = gaussian_draw(
+                src, np.zeros(0), sensitivity=sens, rho=rho, integral=integral, max_column_nnz=nnz
             )
             nominal = sens / math.sqrt(2 * rho)
             assert d.sigma >= nominal, (sens, rho)
@@ -196,10 +197,10 @@ def test_answers_are_clamped_never_checked(monkeypatch: pytest.MonkeyPatch, inte
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            d = RandomSource(0).gaussian(answers, sensitivity=1.0, rho=1e6, integral=integral)
+            d = gaussian_draw(RandomSource(0), answers, sensitivity=1.0, rho=1e6, integral=integral)
             assert np.all(np.isfinite(d.values))
             _no_noise(monkeypatch)
-            z = RandomSource(0).gaussian(answers, sensitivity=1.0, rho=1e6, integral=integral)
+            z = gaussian_draw(RandomSource(0), answers, sensitivity=1.0, rho=1e6, integral=integral)
     finally:
         np.seterr(**old)
     limit = answer_limit(round(-math.log2(z.grid)), integral)
@@ -230,7 +231,7 @@ def test_answers_are_clamped_never_checked(monkeypatch: pytest.MonkeyPatch, inte
 def test_bad_public_arguments_raise(kwargs: dict, message: str) -> None:
     for integral in (True, False):
         with pytest.raises(ValueError, match=message):
-            RandomSource(0).gaussian(np.zeros(3), integral=integral, **kwargs)
+            gaussian_draw(RandomSource(0), np.zeros(3), integral=integral, **kwargs)
         with pytest.raises(ValueError, match=message):
             gaussian_sigma_for(integral=integral, **kwargs)
 
@@ -267,8 +268,8 @@ def test_secure_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     real = noise.os.urandom
     monkeypatch.setattr(noise.os, "urandom", lambda k: calls.append(k) or real(k))
     a, b = RandomSource(), RandomSource()
-    x = a.gaussian(np.zeros(64), sensitivity=1.0, rho=0.5, integral=True)
-    y = b.gaussian(np.zeros(64), sensitivity=1.0, rho=0.5, integral=True)
+    x = gaussian_draw(a, np.zeros(64), sensitivity=1.0, rho=0.5, integral=True)
+    y = gaussian_draw(b, np.zeros(64), sensitivity=1.0, rho=0.5, integral=True)
     assert calls and not x.research_mode and not a.research_mode
     assert not np.array_equal(x.values, y.values)
 
@@ -276,8 +277,10 @@ def test_secure_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_research_mode_is_reproducible_and_visible() -> None:
     a, b = RandomSource(seed=42), RandomSource(seed=42)
     assert a.research_mode and "NOT secure" in repr(a)
-    x = a.gaussian(np.zeros(1000), sensitivity=1.0, rho=0.5, integral=False)
-    y = b.gaussian(np.zeros(1000), sensitivity=1.0, rho=0.5, integral=False)
+    x = gaussian_draw(a, np.zeros(1000), sensitivity=1.0, rho=0.5, integral=False)
+    y = gaussian_draw(b, np.zeros(1000), sensitivity=1.0, rho=0.5, integral=False)
     assert x.research_mode and np.array_equal(x.values, y.values)
-    z = RandomSource(seed=43).gaussian(np.zeros(1000), sensitivity=1.0, rho=0.5, integral=False)
+    z = gaussian_draw(
+        RandomSource(seed=43), np.zeros(1000), sensitivity=1.0, rho=0.5, integral=False
+    )
     assert not np.array_equal(x.values, z.values)

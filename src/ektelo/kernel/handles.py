@@ -181,6 +181,13 @@ class ProtectedVector(_Handle):
         measurement: Measurement = self._port.submit(msg.VectorLaplace(self._node, M, eps))
         return measurement
 
+    def gaussian(self, M: EMatrix, *, rho: float) -> Measurement:
+        """Private→Public (Gaussian mechanism, ρ-zCDP): M·x + N_Z(0, σ²) with
+        σ ≥ Δ₂(M)/√(2ρ), the L2 sensitivity computed by the kernel. Needs a
+        kernel protected with a zCDP budget (`rho=`, or `epsilon=` and `delta=`)."""
+        measurement: Measurement = self._port.submit(msg.VectorGaussian(self._node, M, rho))
+        return measurement
+
     def reduce_by_partition(self, P: Partition) -> ProtectedVector:
         """Private, 1-stable: the total of every group of `P`."""
         request = msg.ReduceByPartition(self._node, P)

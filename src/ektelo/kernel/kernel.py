@@ -57,8 +57,9 @@ import scipy.sparse as sp
 from ..budget import ZCDP, PureDP
 from ..domain import Domain, check_names
 from ..matrix import EMatrix, Partition, Product, Sparse, Total, rebuild
-from ..measurement import Laplace, Measurement
+from ..measurement import Gaussian, Laplace, Measurement
 from . import ahp, dawa, mwem, privbayes, tables
+from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
 from .port import QueryRecord, SourceInfo
@@ -438,6 +439,33 @@ class Kernel:
             answers=draw.values, query=Q, query_on_root=on_root,
             noise=Laplace(draw.scale, draw.grid), epsilon=eps, root_id=v.root_id,
             root_shape=v.root_shape, seed=self.seed, attributes=v.attributes,
+        )  # fmt: skip
+
+    @_private
+    def gaussian(self, source: int, M: Any, *, rho: Any) -> Measurement:
+        """Gaussian mechanism (zCDP): Q·x + N_Z(0, σ²) with σ ≥ Δ₂(Q)/√(2ρ),
+        the exact discrete Gaussian (gaussian.py); Δ₂ computed here."""
+        node, v = self._vector(source)
+        self._ledger.amount(rho=rho)  # validates ρ; refuses on a pure-ε kernel
+        rho = float(rho)
+        Q = _checked_matrix(M, v)
+        f = query_facts(Q)
+        if f.l2 == 0:
+            raise ValueError("M is all zero: nothing to measure")
+        integral, nnz = v.integral and f.integral, f.max_column_nnz
+        gaussian_sigma_for(f.l2, rho, integral=integral, max_column_nnz=nnz)  # validates
+        record = self._spend(node, "gaussian", rho=rho, query=repr(Q), sensitivity=f.l2)
+        # charged: from here on nothing raises on the data (answers clamped, G-notes)
+        draw = gaussian_draw(
+            self._random, Q.matvec(v.values), sensitivity=f.l2, rho=rho, integral=integral,
+            max_column_nnz=nnz,
+        )  # fmt: skip
+        self._noted(record, noise_scale=draw.sigma)
+        on_root = Q if v.to_root is None else Product(Q, v.to_root)
+        return Measurement(
+            answers=draw.values, query=Q, query_on_root=on_root,
+            noise=Gaussian(draw.sigma, draw.grid), epsilon=0.0, root_id=v.root_id,
+            root_shape=v.root_shape, seed=self.seed, attributes=v.attributes, rho=rho,
         )  # fmt: skip
 
     @_private

@@ -66,6 +66,7 @@ class LocalPort:
             ),
             port.Transform: lambda r: port.NewSource(k.transform(r.source, r.matrix)),
             port.VectorLaplace: lambda r: k.laplace(r.source, r.matrix, eps=r.eps),
+            port.VectorGaussian: lambda r: k.gaussian(r.source, r.matrix, rho=r.rho),
             port.NoisyCount: lambda r: k.noisy_count(r.source, eps=r.eps),
             port.AHPPartition: lambda r: k.ahp_partition(r.source, eps=r.eps, **r.options),
             port.DAWAPartition: lambda r: k.dawa_partition(r.source, eps=r.eps, **r.options),

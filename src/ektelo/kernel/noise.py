@@ -126,12 +126,8 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .gaussian import GaussianDraw
 
 __all__ = ["LaplaceDraw", "RandomSource", "answer_limit", "laplace_scale_for"]
 
@@ -622,28 +618,6 @@ class RandomSource:
         values = out.reshape(np.shape(answers))
         values.flags.writeable = False
         return LaplaceDraw(values, plan.scale, grid, plan.epsilon, self.research_mode)
-
-    def gaussian(
-        self,
-        answers: np.ndarray,
-        *,
-        sensitivity: float,
-        rho: float,
-        integral: bool,
-        max_column_nnz: int = 1,
-    ) -> GaussianDraw:
-        """answers + exact discrete Gaussian noise; rho-zCDP (gaussian.py, G1-G7).
-
-        sensitivity: L2 sensitivity of the answer vector; the noise is
-        N_Z(0, sigma**2) on a dyadic grid with sigma >= sensitivity/sqrt(2*rho).
-        integral and max_column_nnz as for `laplace`.
-        """
-        from .gaussian import gaussian_draw
-
-        return gaussian_draw(
-            self, answers, sensitivity=sensitivity, rho=rho, integral=integral,
-            max_column_nnz=max_column_nnz,
-        )  # fmt: skip
 
     # ---- exponential mechanism --------------------------------------------
     def exponential_mechanism(

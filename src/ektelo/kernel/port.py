@@ -42,6 +42,7 @@ __all__ = [
     "SplitTable",
     "SplitVector",
     "Transform",
+    "VectorGaussian",
     "VectorLaplace",
     "Vectorize",
     "Where",
@@ -189,6 +190,13 @@ class VectorLaplace:
     source: int
     matrix: Any
     eps: Any
+
+
+@dataclass(frozen=True)
+class VectorGaussian:
+    source: int
+    matrix: Any
+    rho: Any
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,12 @@ from typing import Any
 import numpy as np
 
 from ..matrix import EMatrix, Identity, Kronecker, VStack, Weighted
+from ..measurement import Measurement
 
 __all__ = [
     "expected_error",
     "ls_error",
+    "noise_variance",
     "rootmse",
     "scaled_error",
 ]
@@ -47,12 +49,12 @@ _CHUNK_ENTRIES = 2**24
 _SUPPORT_RTOL = 1e-8
 
 
-def _check_eps(eps: Any) -> float:
+def _check_eps(eps: Any, name: str = "eps") -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)):
-        raise TypeError(f"eps must be a positive number, got {eps!r}")
+        raise TypeError(f"{name} must be a positive number, got {eps!r}")
     value = float(eps)
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"eps must be positive and finite, got {eps!r}")
+        raise ValueError(f"{name} must be positive and finite, got {eps!r}")
     return value
 
 
@@ -66,15 +68,24 @@ def _check_pair(W: Any, A: Any) -> None:
 
 
 def expected_error(
-    W: EMatrix, A: EMatrix, eps: float, *, per_query: bool = False, max_dense: int = _MAX_DENSE
+    W: EMatrix,
+    A: EMatrix,
+    eps: float | None = None,
+    *,
+    rho: float | None = None,
+    per_query: bool = False,
+    max_dense: int = _MAX_DENSE,
 ) -> Any:
     """Exact expected total squared error of answering W by least squares from
-    strategy A measured with Laplace noise at ε:
+    strategy A measured with Laplace noise at ε, or Gaussian noise at ρ-zCDP:
 
-        2 (‖A‖₁/ε)² ‖W A⁺‖_F²  =  2 (‖A‖₁/ε)² trace(W (AᵀA)⁺ Wᵀ).
+        Laplace:   2 (‖A‖₁/ε)² ‖W A⁺‖_F²  =  2 (‖A‖₁/ε)² trace(W (AᵀA)⁺ Wᵀ);
+        Gaussian:  σ² ‖W A⁺‖_F² with σ² = ‖A‖₂²/(2ρ) (the Gaussian mechanism's
+                   variance at ρ-zCDP, Bun & Steinke 2016; the kernel's exact
+                   discrete Gaussian has at most this variance up to its grid).
 
-    With ``per_query=True`` returns the vector of per-query variances
-    2 (‖A‖₁/ε)² ‖wᵢ A⁺‖² instead (it sums to the total).
+    Pass exactly one of `eps` and `rho`. With ``per_query=True`` returns the
+    vector of per-query variances instead (it sums to the total).
 
     Raises:
         ValueError: A does not support W (the LS answers would be biased, so
@@ -82,24 +93,34 @@ def expected_error(
             factorise and the domain exceeds `max_dense` cells.
     """
     _check_pair(W, A)
-    eps = _check_eps(eps)
-    factor = 2.0 * (A.sensitivity(1) / eps) ** 2
+    factor = noise_variance(A, eps, rho=rho)
     total, vec = _frob(W, A, per_query, int(max_dense))
     return factor * vec if per_query else factor * total
 
 
+def noise_variance(A: EMatrix, eps: float | None = None, *, rho: float | None = None) -> float:
+    """The per-answer noise variance of measuring A at ε (Laplace, 2(‖A‖₁/ε)²)
+    or at ρ-zCDP (Gaussian, ‖A‖₂²/(2ρ))."""
+    if (eps is None) == (rho is None):
+        raise TypeError("give exactly one of eps= (Laplace) and rho= (Gaussian)")
+    if eps is not None:
+        return 2.0 * (A.sensitivity(1) / _check_eps(eps)) ** 2
+    return A.sensitivity(2) ** 2 / (2.0 * _check_eps(rho, "rho"))
+
+
 def ls_error(
     W: EMatrix,
-    measured: Sequence[tuple[EMatrix, float]],
+    measured: Sequence[tuple[EMatrix, float] | Measurement],
     *,
     per_query: bool = False,
     max_dense: int = _MAX_DENSE,
 ) -> Any:
     """Expected total squared error of W from weighted least squares over
-    several Laplace measurements (Qⱼ, bⱼ) — each Qⱼ answered with noise scale
-    bⱼ, rows weighted by 1/bⱼ as `inference.least_squares` does:
+    several measurements — (Qⱼ, bⱼ) pairs of Laplace noise scale bⱼ (variance
+    vⱼ = 2bⱼ²), or `Measurement`s with any noise (vⱼ their variance) — rows
+    weighted by 1/√vⱼ as `inference.least_squares` does:
 
-        2 trace(W (Σⱼ QⱼᵀQⱼ / bⱼ²)⁺ Wᵀ).
+        trace(W (Σⱼ QⱼᵀQⱼ / vⱼ)⁺ Wᵀ).
 
     The §5.5 theorem follows: appending a measurement never increases it.
     """
@@ -107,22 +128,31 @@ def ls_error(
     if not items:
         raise ValueError("ls_error needs at least one (matrix, noise_scale) pair")
     blocks = []
-    for i, pair in enumerate(items):
-        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], EMatrix)):
-            raise TypeError(f"measured[{i}] must be a (matrix, noise_scale) pair")
-        Q, b = pair
-        scale = float(b)
-        if not (math.isfinite(scale) and scale > 0):
-            raise ValueError(f"measured[{i}] noise scale must be positive and finite, got {b!r}")
+    for i, item in enumerate(items):
+        if isinstance(item, Measurement):
+            Q, variance = item.query_on_root, item.variance
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], EMatrix):
+            Q, b = item
+            scale = float(b)
+            if not (math.isfinite(scale) and scale > 0):
+                raise ValueError(
+                    f"measured[{i}] noise scale must be positive and finite, got {b!r}"
+                )
+            variance = 2.0 * scale**2
+        else:
+            raise TypeError(f"measured[{i}] must be a Measurement or a (matrix, scale) pair")
+        if not (math.isfinite(variance) and variance > 0):
+            raise ValueError(f"measured[{i}] has no positive finite noise variance")
         _check_pair(W, Q)
-        blocks.append(Weighted(Q, 1.0 / scale))
+        blocks.append(Weighted(Q, 1.0 / math.sqrt(variance)))
     A = blocks[0] if len(blocks) == 1 else VStack(blocks)
     total, vec = _frob(W, A, per_query, int(max_dense))
-    return 2.0 * vec if per_query else 2.0 * total
+    return vec if per_query else total
 
 
-def rootmse(W: EMatrix, A: EMatrix, eps: float, **options: Any) -> float:
-    """Root mean squared error per workload query: √(expected_error / m)."""
+def rootmse(W: EMatrix, A: EMatrix, eps: float | None = None, **options: Any) -> float:
+    """Root mean squared error per workload query: √(expected_error / m)
+    (`rho=` for Gaussian noise, as in `expected_error`)."""
     return math.sqrt(float(expected_error(W, A, eps, **options)) / W.shape[0])
 
 
