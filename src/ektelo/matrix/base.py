@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -327,7 +327,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if sp.issparse(a) or sp.issparse(b):
-        return (
+        return bool(
             sp.issparse(a) and sp.issparse(b) and a.shape == b.shape and (a != b).nnz == 0
         )
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
@@ -563,10 +563,11 @@ class Sparse(EMatrix):
         return Sparse(self.matrix.T @ self.matrix)
 
     def dense(self) -> np.ndarray:
-        return self.matrix.toarray()
+        return np.asarray(self.matrix.toarray())
 
     def sparse(self) -> sp.csr_matrix:
         return self.matrix.copy()
 
     def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
-        return self.T.matrix[cols].T  # the rows of its cached CSR transpose
+        transpose = cast(Sparse, self.T)  # a Sparse's transpose is a Sparse
+        return transpose.matrix[cols].T  # the rows of its cached CSR transpose

@@ -253,7 +253,7 @@ class Kronecker(EMatrix):
         return Z.reshape(T.shape[0], self.shape[0], post)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        out = self._apply_axis(X.reshape(1, self.shape[1], X.shape[1]))[0]
+        out: np.ndarray = self._apply_axis(X.reshape(1, self.shape[1], X.shape[1]))[0]
         # Only all-identity factors leave the input untouched: then copy.
         return out.copy() if np.may_share_memory(out, X) else out
 

@@ -11,7 +11,7 @@ single cumulative sum and no stored entries.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -156,7 +156,7 @@ class Identity(EMatrix):
 class Ones(EMatrix):
     """The m×n matrix of all ones."""
 
-    _fields = ("m", "n")
+    _fields: ClassVar[tuple[str, ...]] = ("m", "n")
 
     def __init__(self, m: int, n: int):
         self.m = _check_size(m, "m")
@@ -164,7 +164,8 @@ class Ones(EMatrix):
         self.shape = (self.m, self.n)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self._apply_axis(X[np.newaxis])[0]
+        out: np.ndarray = self._apply_axis(X[np.newaxis])[0]
+        return out
 
     def _apply_axis(self, T: np.ndarray) -> np.ndarray:
         _, n, post = T.shape
@@ -237,7 +238,8 @@ class Prefix(EMatrix):
         self.shape = (self.n, self.n)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return _cumsum_axis1(X[np.newaxis])[0]
+        out: np.ndarray = _cumsum_axis1(X[np.newaxis])[0]
+        return out
 
     def _apply_axis(self, T: np.ndarray) -> np.ndarray:
         return _cumsum_axis1(T)
@@ -339,10 +341,12 @@ class Diagonal(EMatrix):
         self.shape = (arr.size, arr.size)
 
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self.d[:, None] * X
+        out: np.ndarray = self.d[:, None] * X
+        return out
 
     def _apply_axis(self, T: np.ndarray) -> np.ndarray:
-        return self.d[:, None] * T
+        out: np.ndarray = self.d[:, None] * T
+        return out
 
     def _transpose(self) -> EMatrix:
         return self
@@ -411,12 +415,15 @@ class Dense(EMatrix):
         if self.shape[1] == 1:
             # an outer product (a row's transpose, say): the same single
             # products, ~10× faster than matmul's path for an inner size of 1
-            return self.array * X
-        return self.array @ X
+            out: np.ndarray = self.array * X
+            return out
+        out = self.array @ X
+        return out
 
     def _apply_axis(self, T: np.ndarray) -> np.ndarray:
         if T.shape[0] > 1 and T.shape[2] > 1:
-            return np.matmul(self.array, T)  # batched over the leading axis
+            out: np.ndarray = np.matmul(self.array, T)  # batched over the leading axis
+            return out
         return super()._apply_axis(T)
 
     def _transpose(self) -> EMatrix:
@@ -438,8 +445,10 @@ class Dense(EMatrix):
 
     def column_norms(self, p: int = 1) -> np.ndarray:
         if check_p(p) == 1:
-            return np.abs(self.array).sum(axis=0)
-        return (self.array**2).sum(axis=0)
+            out: np.ndarray = np.abs(self.array).sum(axis=0)
+            return out
+        out = (self.array**2).sum(axis=0)
+        return out
 
     def max_column_nnz(self) -> int:
         return int((self.array != 0).sum(axis=0).max())

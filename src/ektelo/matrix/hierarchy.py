@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -171,7 +171,8 @@ class _Axis:
         q, r = np.divmod(lengths, counts)
         owner = np.repeat(np.arange(lengths.size), counts)
         j = np.arange(owner.size, dtype=np.int64) - (np.cumsum(counts) - counts)[owner]
-        return q[owner] + (j < r[owner])
+        out: np.ndarray = q[owner] + (j < r[owner])
+        return out
 
 
 class Hierarchy(EMatrix):
@@ -200,20 +201,21 @@ class Hierarchy(EMatrix):
         level_weights: Sequence[float] | np.ndarray | None = None,
         transposed: bool = False,
     ):
-        self.domain_shape = _check_domain_shape(domain_shape)
+        self.domain_shape: tuple[int, ...] = _check_domain_shape(domain_shape)
         if isinstance(branching, (bool, np.bool_)) or not isinstance(
             branching, (numbers.Integral, np.integer)
         ):
             raise TypeError(f"branching must be an integer, got {type(branching).__name__}")
         if branching < 2:
             raise ValueError(f"branching must be ≥ 2, got {branching}")
-        self.branching = b = int(branching)
+        b = int(branching)
+        self.branching: int = b
         self.root: bool = _check_flag(root, "root")
         self.transposed: bool = _check_flag(transposed, "transposed")
         height = 0
         while b**height < max(self.domain_shape):
             height += 1
-        self.height = height
+        self.height: int = height
         self.level_weights: tuple[float, ...] | None = None
         if level_weights is not None:
             w = np.asarray(level_weights)
@@ -228,22 +230,22 @@ class Hierarchy(EMatrix):
                 raise ValueError("level_weights must be finite")
             if not np.all(w == 1.0):  # all ones is the unweighted tree
                 self.level_weights = tuple(float(v) for v in w)
-        self._axes = [_Axis(s, b, height) for s in self.domain_shape]
-        self._first = 0 if self.root else 1
+        self._axes: list[_Axis] = [_Axis(s, b, height) for s in self.domain_shape]
+        self._first: int = 0 if self.root else 1
         n = math.prod(self.domain_shape)
-        self.num_cells = n
+        self.num_cells: int = n
         inner = [0] * (height + 1)
         for t in range(self._first, height):
             inner[t] = math.prod(a.count[t] for a in self._axes) - math.prod(
                 a.ones[t] for a in self._axes
             )
-        self._inner = inner
+        self._inner: list[int] = inner
         offsets = [n] * (height + 2)
         for t in range(height + 1):
             offsets[t + 1] = offsets[t] + inner[t]
-        self._offset = offsets
+        self._offset: list[int] = offsets
         m = offsets[-1]
-        self.num_rows = m
+        self.num_rows: int = m
         self.shape = (n, m) if self.transposed else (m, n)
         # Depths at which cells become leaves (the max over axes of theirs).
         floor = max(min(a.leaf_depths) for a in self._axes)
@@ -302,11 +304,13 @@ class Hierarchy(EMatrix):
             counts = counts.astype(np.uint8 if self.branching < 256 else np.int64)
             counts.setflags(write=False)
             cache[key] = counts
-        return cache[key]
+        out: np.ndarray = cache[key]
+        return out
 
     # -- application --------------------------------------------------------------
     def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self._apply_axis(X[np.newaxis])[0]
+        out: np.ndarray = self._apply_axis(X[np.newaxis])[0]
+        return out
 
     def _apply_axis(self, T: np.ndarray) -> np.ndarray:
         return self._spread(T) if self.transposed else self._sums(T)
@@ -565,7 +569,8 @@ class Hierarchy(EMatrix):
 
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)
-        return self.sparse().toarray()
+        out: np.ndarray = self.sparse().toarray()
+        return out
 
     # -- element-wise structure and norms ----------------------------------------------
     def _mapped(self, f: Any) -> Hierarchy:
@@ -604,15 +609,18 @@ class Hierarchy(EMatrix):
     def column_norms(self, p: int = 1) -> np.ndarray:
         p = check_p(p)
         if self.transposed:  # the original's rows: |w|^p · the node's size
-            E = self._mapped(abs if p == 1 else (lambda w: w * w)).T
-            return E._sums(np.ones((1, self.num_cells, 1)))[0, :, 0]
+            # a Hierarchy's transpose is a Hierarchy
+            E = cast(Hierarchy, self._mapped(abs if p == 1 else (lambda w: w * w)).T)
+            out: np.ndarray = E._sums(np.ones((1, self.num_cells, 1)))[0, :, 0]
+            return out
         norms = self._path_norms(p)
         if len(norms) == 1:
             return np.full(self.num_cells, next(iter(norms.values())))
         table = np.zeros(self.height + 1)
         for L, v in norms.items():
             table[L] = v
-        return table[self._cell_leaf_depths()]
+        out = table[self._cell_leaf_depths()]
+        return out
 
     def sensitivity(self, p: int = 1) -> float:
         p = check_p(p)

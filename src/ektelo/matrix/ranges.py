@@ -155,7 +155,8 @@ class RangeQueries(EMatrix):
         return self._prefix().T.matvec(np.asarray(S.sum(axis=0)).reshape(-1))
 
     def _sizes(self) -> np.ndarray:
-        return np.prod(self.upper - self.lower + 1, axis=1).astype(np.float64)
+        out: np.ndarray = np.prod(self.upper - self.lower + 1, axis=1).astype(np.float64)
+        return out
 
     def column_norms(self, p: int = 1) -> np.ndarray:
         check_p(p)  # entries are 0/1: both norms are the same counts
@@ -322,4 +323,5 @@ class RangeQueries(EMatrix):
 
     def dense(self) -> np.ndarray:
         check_dense_size(*self.shape)
-        return self.sparse().toarray()
+        out: np.ndarray = self.sparse().toarray()
+        return out

@@ -88,7 +88,8 @@ class Wavelet(EMatrix):
         check_p(p)
         if self.transposed:  # column j of Wᵀ is row j of W: its interval's length
             lower, upper = self._intervals()
-            return (upper - lower + 1).astype(np.float64)
+            out: np.ndarray = (upper - lower + 1).astype(np.float64)
+            return out
         return np.full(self.n, float(1 + self.levels))
 
     def sensitivity(self, p: int = 1) -> float:
