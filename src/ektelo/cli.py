@@ -273,6 +273,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from . import plans
     from .domain import Domain
+    from .kernel import ProtectedTable
     from .workload.spec import parse
 
     try:
@@ -295,6 +296,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     table = ektelo.protect(
         frame, domain, epsilon=args.epsilon, seed=args.seed, show_bad_values=args.show_bad_values
     )
+    assert isinstance(table, ProtectedTable)  # (a DataFrame is protected as a table)
     if args.where:
         table = table.where(parse_where(args.where))
     W = workload.matrix
@@ -323,7 +325,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"budget: total ε={budget.total:g}, spent ε={budget.spent:g}, "
           f"remaining ε={budget.remaining:g}; plan ran in {elapsed:.2f} s")
     for request in table.history():
-        print(f"  {request.operation:<22} ε={float(request.eps):<10g} "
+        eps = "-" if request.eps is None else f"{float(request.eps):g}"  # (None: a ρ request)
+        print(f"  {request.operation:<22} ε={eps:<10} "
               f"charged at the table: ε={float(request.charged_at_root):g}")
     if args.seed is not None:
         print("note: research mode (seeded noise) — not for releasing real data")
@@ -382,8 +385,9 @@ DEFAULT_DATA_DIR = Path("..") / "shared" / "data"  # relative to the working dir
 def cmd_datasets(args: argparse.Namespace) -> int:
     from .datasets import KNOWN
 
+    root: Path | None
     if args.data_dir is not None:
-        root: Path | None = Path(args.data_dir)
+        root = Path(args.data_dir)
         if not root.is_dir():
             raise CLIError(f"data directory not found: {args.data_dir}")
     else:

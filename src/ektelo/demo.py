@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Budget: total ε = {budget.total:g}, spent ε = {budget.spent:g}, "
           f"remaining ε = {budget.remaining:g}")
     for request in table.history():
-        print(f"  {request.operation:<14} ε = {float(request.eps):g}")
+        eps = "-" if request.eps is None else f"{float(request.eps):g}"  # (None: a ρ request)
+        print(f"  {request.operation:<14} ε = {eps}")
 
     out = Path(args.out)
     plot_path = out / "cdf.png"

@@ -136,22 +136,21 @@ def _segments_of(Q: EMatrix, scale: float) -> list[tuple[str, Any]]:
     hi, value)) for n-D ranges, ("rows", csr) for anything else. Queries are
     read from their structure; only unknown kinds are materialised."""
     n = Q.shape[1]
-    t = type(Q)
-    if t is RangeQueries and not Q.transposed:
+    if type(Q) is RangeQueries and not Q.transposed:
         m = Q.shape[0]
         value = np.full(m, scale)
         if len(Q.domain_shape) == 1:
             return [("seg", (Q.lower[:, 0], Q.upper[:, 0], value))]
         return [("box", (Q.domain_shape, Q.lower, Q.upper, value))]
-    if t in (Ones, Total):
+    if type(Q) in (Ones, Total):
         m = Q.shape[0]
         return [("seg", (np.zeros(m, np.int64), np.full(m, n - 1, np.int64), np.full(m, scale)))]
-    if t is Identity:
+    if type(Q) is Identity:
         cells = np.arange(n, dtype=np.int64)
         return [("seg", (cells, cells, np.full(n, scale)))]
-    if t is Weighted:
+    if type(Q) is Weighted:
         return _segments_of(Q.base, scale * Q.weight)
-    if t is VStack:
+    if type(Q) is VStack:
         return [piece for block in Q.blocks for piece in _segments_of(block, scale)]
     csr = Q.sparse().tocsr(copy=True)
     csr.sum_duplicates()
@@ -251,8 +250,8 @@ def mw_steps(rows: list[Rows], weights: list[float], n: int, T: float) -> list[S
                 csr = piece
                 for sub_kind, sub in _csr_pieces(csr):
                     if sub_kind == "seg":
-                        rows, lo, hi, value = sub
-                        add_segs(lo, hi, value, answers[row + rows], w)
+                        at, lo, hi, value = sub  # (`at`: the rows within the piece)
+                        add_segs(lo, hi, value, answers[row + at], w)
                     else:
                         close()
                         r, idx, q = sub
@@ -312,18 +311,18 @@ def mw_cyclic(
     for done in range(1, passes + 1):
         before = None if tol is None else x.copy()
         for step in steps:
-            if type(step) is SegBlock:
+            if isinstance(step, SegBlock):
                 if step.vectorised:
                     S = _segs_vectorised(step, x, T, S)
                 else:
                     S = _segs_literal(step, x, T, S)
-            elif type(step) is _BoxRow:
+            elif isinstance(step, _BoxRow):
                 view = x.reshape(step.shape)[step.box]
                 S = _constant_update(view, step.value, step.answer, step.weight, x, T, S)
             else:
                 S = _general_update(step, x, T, S)
         S = _renormalise(x, T)
-        if before is not None and _largest_move(before, x) <= tol * T:
+        if tol is not None and before is not None and _largest_move(before, x) <= tol * T:
             return done
     return passes
 
@@ -612,6 +611,6 @@ def mw_simultaneous(
         expo = np.clip(QwT.matvec(err) / (2.0 * T), -_MAX_EXPONENT, _MAX_EXPONENT)
         x *= np.exp(expo)
         _renormalise(x, T)
-        if before is not None and _largest_move(before, x) <= tol * T:
+        if tol is not None and before is not None and _largest_move(before, x) <= tol * T:
             return done
     return passes

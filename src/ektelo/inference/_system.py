@@ -93,6 +93,9 @@ class SolveInfo:
     products: int
     message: str
     state: Any
+    _residual: float | None
+    _optimality: float | None
+    _measure: Callable[[], tuple[float, float]] | None
 
     def __init__(
         self,
@@ -120,23 +123,24 @@ class SolveInfo:
         init(self, "_measure", measure)
         init(self, "state", state)
 
-    def _measured(self) -> None:
-        if self._residual is None or self._optimality is None:
-            assert self._measure is not None  # (checked in __init__)
-            residual, optimality = self._measure()
-            object.__setattr__(self, "_residual", float(residual))
-            object.__setattr__(self, "_optimality", float(optimality))
-            object.__setattr__(self, "_measure", None)
+    def _measured(self) -> tuple[float, float]:
+        """(residual, optimality), measured on first access when not given."""
+        if self._residual is not None and self._optimality is not None:
+            return self._residual, self._optimality
+        assert self._measure is not None  # (checked in __init__)
+        residual, optimality = (float(v) for v in self._measure())
+        object.__setattr__(self, "_residual", residual)
+        object.__setattr__(self, "_optimality", optimality)
+        object.__setattr__(self, "_measure", None)
+        return residual, optimality
 
     @property
     def residual(self) -> float:
-        self._measured()
-        return self._residual  # type: ignore[return-value]
+        return self._measured()[0]
 
     @property
     def optimality(self) -> float:
-        self._measured()
-        return self._optimality  # type: ignore[return-value]
+        return self._measured()[1]
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("SolveInfo is immutable")
@@ -357,8 +361,10 @@ def stack(parts: list[tuple[EMatrix, np.ndarray, float]]) -> tuple[EMatrix, np.n
     become one `RangeQueries` block, whose product is one pass over the data
     instead of one per measurement. Row order does not matter to the fits."""
     ranges: dict[tuple[int, ...], list[int]] = {}
+    found: dict[int, RangeQueries] = {}
     for i, (Q, _, _) in enumerate(parts):
         if type(Q) is RangeQueries and not Q.transposed:
+            found[i] = Q
             ranges.setdefault(Q.domain_shape, []).append(i)
     groups = [idx for idx in ranges.values() if len(idx) > 1]
     merged = {i for idx in groups for i in idx}
@@ -369,11 +375,10 @@ def stack(parts: list[tuple[EMatrix, np.ndarray, float]]) -> tuple[EMatrix, np.n
             blocks.append(Q if w == 1.0 else Weighted(Q, w))
             answers.append(y if w == 1.0 else w * y)
     for idx in groups:
-        Q0 = parts[idx[0]][0]
         one = RangeQueries(
-            Q0.domain_shape,
-            np.concatenate([parts[i][0].lower for i in idx]),
-            np.concatenate([parts[i][0].upper for i in idx]),
+            found[idx[0]].domain_shape,
+            np.concatenate([found[i].lower for i in idx]),
+            np.concatenate([found[i].upper for i in idx]),
         )
         weights = np.concatenate([np.full(parts[i][0].shape[0], parts[i][2]) for i in idx])
         if np.all(weights == weights[0]):

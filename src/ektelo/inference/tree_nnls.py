@@ -398,6 +398,7 @@ class _Parents:
         set were it the root: its own row and its children's lines make a
         two-level tree whose estimate is closed-form (`tree.lstsq`'s
         passes on one node). Whole grandparents lie in [a, b)."""
+        assert self.local is not None and self._local_G is not None  # (called only then)
         ks, wy_up, own_up = self.local
         grid = ((b - a) // self.layout.step, *self.layout.parts[1:])
         split = [n for size, k in zip(grid, ks, strict=True) for n in (size // k, k)]
@@ -581,8 +582,9 @@ def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
     have no rows or differ in their numbers of children."""
     t = tree.height - 2
     term = terms.get(t)
-    ks = tuple(ax.k[t] for ax in tree._axes) if t >= 0 else ()
-    if term is None or not ks or any(k is None for k in ks):
+    found = [ax.k[t] for ax in tree._axes] if t >= 0 else []
+    ks = tuple(k for k in found if k is not None)
+    if term is None or not ks or len(ks) != len(found):
         return None
     own = term[1] if np.ndim(term[1]) == 0 else term[1].reshape(-1)
     return ks, term[0].reshape(-1), own

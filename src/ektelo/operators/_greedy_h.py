@@ -91,6 +91,7 @@ import numpy as np
 from .. import _validate as check
 from ..matrix import Diagonal, EMatrix, Partition, Product, RangeQueries
 from ._greedy_h_oracles import (
+    RangeTerms,
     _gram_source,
     _GramOracle,
     _Oracle,
@@ -183,8 +184,9 @@ def greedy_h_many(
     b = check.integer(branching, "branching", minimum=2)
     g = check.positive_int(granularity, "granularity")
     out: list[EMatrix | None] = [None] * len(problems)
-    batches: dict[int, list[tuple[int, tuple[np.ndarray, ...] | np.ndarray]]] = {}
+    batches: dict[int, list[tuple[int, RangeTerms | np.ndarray]]] = {}
     for i, (n_or_partition, workload) in enumerate(problems):
+        source: RangeTerms | np.ndarray | None
         if isinstance(n_or_partition, Partition):
             P = n_or_partition
             n, source = P.num_groups, _reduced_gram_source(workload, P)
@@ -204,9 +206,9 @@ def greedy_h_many(
         for lo in range(0, len(items), step):
             chunk = items[lo : lo + step]
             G = np.empty((len(chunk), n, n))
-            ranged = [j for j, (_, src) in enumerate(chunk) if isinstance(src, tuple)]
+            ranged = [(j, src) for j, (_, src) in enumerate(chunk) if isinstance(src, tuple)]
             if ranged:
-                G[ranged] = _range_grams(n, [chunk[j][1] for j in ranged])  # type: ignore[misc]
+                G[[j for j, _ in ranged]] = _range_grams(n, [src for _, src in ranged])
             for j, (_, src) in enumerate(chunk):
                 if not isinstance(src, tuple):
                     G[j] = src
@@ -224,7 +226,7 @@ def _strategy(tree: _Tree, fit: _Fit) -> EMatrix:
 
 
 def _domain_size(n_or_shape: int | Sequence[int]) -> int:
-    if check.is_integer(n_or_shape):
+    if isinstance(n_or_shape, (int, np.integer)):  # (bool too: refused below)
         return check.positive_int(n_or_shape, "n")
     shape = tuple(n_or_shape)
     if len(shape) != 1:
@@ -262,7 +264,7 @@ def _greedy_pass(
     grid = (granularity - np.arange(granularity)) / granularity  # 1, …, 1/g
     branching = max(int(lv.child_count.max()) for lv in tree.levels)
     u = np.ones(tree.n)  # per cell: the u-vector of the deepest finished node
-    rows = isinstance(oracle, _RowsOracle)  # m from the nodes' images R_S u_S
+    rows = oracle if isinstance(oracle, _RowsOracle) else None  # m from the images R_S u_S
     splits: list[np.ndarray] = []
     stops: list[np.ndarray] = []
     errors: list[np.ndarray] = []
@@ -272,13 +274,13 @@ def _greedy_pass(
         lv = tree.levels[depth]
         internal = lv.child_count > 0
         diag = oracle.diagonal(lv.lower)
-        if rows:  # a leaf's image is its column (u = 1 there)
+        if rows is not None:  # a leaf's image is its column (u = 1 there)
             leaf = ~internal
             if leaf.all():
-                img = oracle.columns(lv.lower)
+                img = rows.columns(lv.lower)
             else:
                 img = np.empty((lv.lower.size, child_img.shape[1]))
-                img[leaf] = oracle.columns(lv.lower[leaf])
+                img[leaf] = rows.columns(lv.lower[leaf])
         error = diag.copy()
         k = np.ones(lv.lower.size)
         q_self = diag.copy()  # u_vᵀ G_SS u_v
@@ -289,7 +291,7 @@ def _greedy_pass(
             start = lv.child_start[internal]
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
-            if rows:
+            if rows is not None:
                 img_sum = _sum_children(child_img, start, lv.child_count[internal])
                 m = np.einsum("ij,ij->i", img_sum, img_sum)
             else:
@@ -326,13 +328,13 @@ def _greedy_pass(
             if flat.any():
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
-            if rows:  # R_S u_S after the rescaling; a flat node's columns are all equal
+            if rows is not None:  # R_S u_S after the rescaling; a flat node's columns are all equal
                 img_sum *= scale[:, None]
                 if internal.all():
                     img = img_sum
                 else:
                     img[internal] = img_sum
-                img[np.flatnonzero(internal)[flat]] = oracle.columns(lo[flat])
+                img[np.flatnonzero(internal)[flat]] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
             k[internal] = np.where(flat, 1.0, sum_k * scale)
             q_self[internal] = np.where(flat, diag[internal], scale**2 * m)
@@ -342,7 +344,7 @@ def _greedy_pass(
         stops.append(stop)
         errors.append(error)
         child_error, child_k, child_q = error, k, q_self
-        if rows:
+        if rows is not None:
             child_img = img
     if local == "reference" and fixed is None:  # the carried errors were damped
         return _greedy_pass(tree, oracle, fixed=(splits[::-1], stops[::-1]))
@@ -463,9 +465,9 @@ def _best_fit_dense(n: int, b: int, G: np.ndarray, *, granularity: int = 100) ->
     lane = np.argmin(root, axis=1)  # per workload: the first of least error, as there
     every = np.arange(S)
     splits, stops, errors = [], [], []
-    for depth, lv in enumerate(tree.levels):
-        internal = lv.child_count > 0
-        split = np.zeros((S, lv.lower.size))
+    for depth, tree_level in enumerate(tree.levels):
+        internal = tree_level.child_count > 0
+        split = np.zeros((S, tree_level.lower.size))
         stop = np.tile(~internal, (S, 1))
         if depth in chosen:
             p_v, flat = chosen[depth]

@@ -27,7 +27,11 @@ from typing import Protocol
 import numpy as np
 
 from ..matrix import Dense, EMatrix, Identity, Partition, Product, Sparse
-from ._forms import BLOCK_ENTRIES, dense_gram, range_form
+from ._forms import BLOCK_ENTRIES, RangeForm, dense_gram, range_form
+
+# `_RangeOracle`'s rows as (A, B, ω, fa, fb): 1 on [A_q, B_q] weighted ω_q,
+# with end values fa_q and fb_q (None for plain ranges: ends of 1).
+RangeTerms = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
 
 # Largest q·n for which a general workload with q < n rows is held as its dense
 # rows instead of its Gram (2^26 doubles are 512 MiB).
@@ -252,7 +256,7 @@ def _small_gram(W: EMatrix, n: int) -> np.ndarray | None:
     return _range_grams(n, [source])[0] if isinstance(source, tuple) else source
 
 
-def _gram_source(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | np.ndarray | None:
+def _gram_source(W: EMatrix, n: int) -> RangeTerms | np.ndarray | None:
     """`_small_gram`'s work up to the Gram: None (not the dense path), the
     `_RangeOracle` terms (A, B, ω, fa, fb) of wrapped ranges (fa, fb None for
     plain ones), or any other workload's dense Gram."""
@@ -262,11 +266,11 @@ def _gram_source(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | np.ndarray | No
     form = range_form(bare, n)
     if form is not None:
         return (*form, None, None)
-    form = _reduced_range_form(bare, n)
-    return form if form is not None else dense_gram(W, n)
+    reduced = _reduced_range_form(bare, n)
+    return reduced if reduced is not None else dense_gram(W, n)
 
 
-def _reduced_gram_source(W: EMatrix, P: Partition) -> tuple[np.ndarray, ...] | None:
+def _reduced_gram_source(W: EMatrix, P: Partition) -> RangeTerms | None:
     """`_gram_source(P.reduce_workload(W), P.num_groups)` for ranges wrapped in
     identity products and a partition of a 1-D domain into intervals in order:
     the reduced ranges from P's group sizes; None for anything else (the
@@ -294,7 +298,7 @@ def _without_identities(W: EMatrix) -> EMatrix:
     return W if A is W.A and B is W.B else Product(A, B)
 
 
-def _range_grams(n: int, forms: Sequence[tuple[np.ndarray, ...]]) -> np.ndarray:
+def _range_grams(n: int, forms: Sequence[RangeTerms]) -> np.ndarray:
     """G = Σ_q ω_q r_q r_qᵀ for each of `forms`, `_RangeOracle`'s rows r_q
     given as (A, B, ω, fa, fb) (1 on [A_q, B_q], with the end values fa_q and
     fb_q when those are not None): a stack (len(forms) × n × n, symmetric), in
@@ -366,7 +370,7 @@ def _interval_expansion(E: EMatrix, k: int) -> np.ndarray | None:
     return starts
 
 
-def _reduced_range_form(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | None:
+def _reduced_range_form(W: EMatrix, n: int) -> RangeTerms | None:
     """W = R·P⁺ for a range workload R and an interval partition (DAWA's reduced
     workload): per row (A, B, ω, fa, fb) in `_RangeOracle`'s terms."""
     if not isinstance(W, Product):
@@ -380,7 +384,7 @@ def _reduced_range_form(W: EMatrix, n: int) -> tuple[np.ndarray, ...] | None:
     return _reduce_form(form, starts)
 
 
-def _reduce_form(form: tuple[np.ndarray, ...], starts: np.ndarray) -> tuple[np.ndarray, ...]:
+def _reduce_form(form: RangeForm, starts: np.ndarray) -> RangeTerms:
     """Ranges (A, B, ω) over cells, reduced by the interval partition whose
     groups start at `starts` (plus the cell count): (A, B, ω, fa, fb) over groups."""
     a, b, w2 = form

@@ -213,7 +213,7 @@ def _optimise(
 def _p_per_attribute(p: int | Sequence[int] | None, dims: tuple[int, ...]) -> tuple[int, ...]:
     if p is None:
         return tuple(max(1, min(n // 16, _P_CAP)) for n in dims)
-    if check.is_integer(p):
+    if isinstance(p, (int, np.integer)):  # (bool too: refused by positive_int)
         return (check.positive_int(p, "p"),) * len(dims)
     values = tuple(p)
     if len(values) != len(dims):

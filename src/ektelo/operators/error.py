@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate as check
 from ..matrix import EMatrix, Identity, Kronecker, VStack, Weighted
 from ..measurement import Measurement
 
@@ -47,15 +48,6 @@ _CHUNK_ENTRIES = 2**24
 # A strategy supports W when ‖W(I − Π)‖_F² ≤ this fraction of ‖W‖_F², Π the
 # projector onto A's row space.
 _SUPPORT_RTOL = 1e-8
-
-
-def _check_eps(eps: Any, name: str = "eps") -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)):
-        raise TypeError(f"{name} must be a positive number, got {eps!r}")
-    value = float(eps)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {eps!r}")
-    return value
 
 
 def _check_pair(W: Any, A: Any) -> None:
@@ -104,8 +96,8 @@ def noise_variance(A: EMatrix, eps: float | None = None, *, rho: float | None = 
     if (eps is None) == (rho is None):
         raise TypeError("give exactly one of eps= (Laplace) and rho= (Gaussian)")
     if eps is not None:
-        return 2.0 * (A.sensitivity(1) / _check_eps(eps)) ** 2
-    return A.sensitivity(2) ** 2 / (2.0 * _check_eps(rho, "rho"))
+        return 2.0 * (A.sensitivity(1) / check.positive(eps, "eps")) ** 2
+    return A.sensitivity(2) ** 2 / (2.0 * check.positive(rho, "rho"))
 
 
 def ls_error(
@@ -133,12 +125,7 @@ def ls_error(
             Q, variance = item.query_on_root, item.variance
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], EMatrix):
             Q, b = item
-            scale = float(b)
-            if not (math.isfinite(scale) and scale > 0):
-                raise ValueError(
-                    f"measured[{i}] noise scale must be positive and finite, got {b!r}"
-                )
-            variance = 2.0 * scale**2
+            variance = 2.0 * check.positive(b, f"measured[{i}] noise scale") ** 2
         else:
             raise TypeError(f"measured[{i}] must be a Measurement or a (matrix, scale) pair")
         if not (math.isfinite(variance) and variance > 0):
@@ -161,10 +148,9 @@ def scaled_error(W: EMatrix, A: EMatrix, eps: float, records: float, **options: 
     DPBench's scaled per-query L2 error ‖Wx − Wx̂‖₂ / (m ‖x‖₁)
     (`ektelo.workload.metrics.scaled_l2_error`), for a data set of `records`
     records. By Jensen's inequality it bounds the mean of that metric."""
-    if not (isinstance(records, (int, float)) and records > 0 and math.isfinite(records)):
-        raise ValueError(f"records must be a positive number, got {records!r}")
+    n_records = check.positive(records, "records")
     total = float(expected_error(W, A, eps, **options))
-    return math.sqrt(total) / (W.shape[0] * float(records))
+    return math.sqrt(total) / (W.shape[0] * n_records)
 
 
 # ---------------------------------------------------------------------------

@@ -53,19 +53,19 @@ def prefix_marginal(shape: Shape, axis: int) -> EMatrix:
     return Kronecker([Prefix(s) if i == axis else Total(s) for i, s in enumerate(dims)])
 
 
-def range_queries(shape: Shape, lower: np.ndarray, upper: np.ndarray) -> EMatrix:
+def range_queries(shape: Shape, lower: np.ndarray, upper: np.ndarray) -> RangeQueries:
     """Explicit range queries with inclusive corners (arrays of shape (m, d))."""
     return RangeQueries(check.shape(shape), lower, upper)
 
 
-def all_range(n: int) -> EMatrix:
+def all_range(n: int) -> RangeQueries:
     """Every interval [i, j], 0 ≤ i ≤ j < n, of a 1-D domain (n(n+1)/2 queries)."""
     size = check.shape(n, "n")[0]
     lo, hi = np.triu_indices(size)
     return RangeQueries(size, lo.reshape(-1, 1), hi.reshape(-1, 1))
 
 
-def random_range(shape: Shape, count: int, seed: int | None = 0) -> EMatrix:
+def random_range(shape: Shape, count: int, seed: int | None = 0) -> RangeQueries:
     """`count` random ranges as in DPBench's RandomRange (Hay et al., SIGMOD
     2016; εktelo's `RandomRange` with no shape list): on each axis the range's
     length is uniform in 1..size and its position uniform among the places

@@ -164,8 +164,8 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
         names = _attrs(domain, rest)
         if len(names) != 1:
             raise ValueError("ranges: (all ranges) takes one attribute; use random-ranges for more")
-        W = builders.all_range(domain[names[0]].size)
-        return ParsedWorkload(names, W, _range_labels(domain, names, W.lower, W.upper), kind)
+        R = builders.all_range(domain[names[0]].size)
+        return ParsedWorkload(names, R, _range_labels(domain, names, R.lower, R.upper), kind)
     if kind == "random-ranges":
         parts = rest.split(":")
         if len(parts) not in (2, 3):
@@ -176,8 +176,8 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
         except ValueError:
             raise ValueError("random-ranges COUNT and SEED must be integers") from None
         shape = tuple(domain[n].size for n in names)
-        W = builders.random_range(shape, count, seed)
-        return ParsedWorkload(names, W, _range_labels(domain, names, W.lower, W.upper), kind)
+        R = builders.random_range(shape, count, seed)
+        return ParsedWorkload(names, R, _range_labels(domain, names, R.lower, R.upper), kind)
     if kind == "marginals":
         k_text, _, attr_text = rest.partition(":")
         try:
@@ -187,7 +187,7 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
         names = _attrs(domain, attr_text)
         shape = tuple(domain[n].size for n in names)
         W = builders.marginals(shape, k)
-        labels: list[str] = []
+        labels = []
         for combo in itertools.combinations(range(len(names)), k):
             sub = tuple(names[i] for i in combo)
             if not sub:
