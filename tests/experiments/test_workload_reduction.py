@@ -72,6 +72,7 @@ def test_reduced_domain_estimate_reuses_the_plan_measurements(plan, rng):
     shape = (32, 32) if plan != "hb" else (1024,)
     x = rng.poisson(20.0, size=shape)
     W = wr.small_ranges(shape, 50, seed=1)
+    # the experiment's private recorder: its trials build it only inside a worker
     recorder = wr._Recorder(protect(x, epsilon=1.0, seed=5))
     x_hat = plans.run(plan, recorder, W, 1.0, workload_reduction=True)
     assert recorder.budget.spent == pytest.approx(1.0)

@@ -13,7 +13,7 @@ import scipy.optimize as so
 import scipy.sparse as sp
 
 from ektelo import inference as inf
-from ektelo.inference import _system
+from ektelo.inference import _system  # private `stack`: the grouping shows only in the matrix
 from ektelo.matrix import (
     Dense,
     EMatrix,

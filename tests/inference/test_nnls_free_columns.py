@@ -11,7 +11,6 @@ import scipy.optimize as so
 import scipy.sparse as sp
 
 from ektelo import inference as inf
-from ektelo.inference._system import build_system, public_rows
 from ektelo.matrix import (
     Dense,
     Diagonal,
@@ -38,23 +37,28 @@ def _ranges(n: int, m: int, rng: np.random.Generator) -> RangeQueries:
     return RangeQueries(n, np.minimum(lo, hi), np.maximum(lo, hi))
 
 
-def _system(ms: list[Measurement], total: float):
-    """The weighted system the estimators fit (measurements, then the total)."""
+def _system(ms: list[Measurement], total: float) -> tuple[np.ndarray, np.ndarray]:
+    """The weighted system the estimators fit, dense (measurements, then the
+    known total), with `least_squares`' documented weights: 1/b for noise
+    scale b, the total at the default exact_scale (1e-3) times the smallest b."""
+    unit = min(m.noise_scale for m in ms)
     n = ms[0].query_on_root.shape[1]
-    queries = [(m.query_on_root, m.answers, m.noise_scale) for m in ms]
-    return build_system(queries, public_rows(None, total, n), n, 1e-3)
+    rows = [m.query_on_root.dense() * (unit / m.noise_scale) for m in ms]
+    answers = [m.answers * (unit / m.noise_scale) for m in ms]
+    A = np.vstack([*rows, np.full((1, n), 1e3)])
+    return A, np.concatenate([*answers, [1e3 * total]])
 
 
 def _objective(ms: list[Measurement], x: np.ndarray, total: float) -> float:
-    system = _system(ms, total)
-    r = system.A.matvec(x) - system.b
+    A, b = _system(ms, total)
+    r = A @ x - b
     return 0.5 * float(r @ r)
 
 
 def _reference(ms: list[Measurement], total: float) -> tuple[np.ndarray, float]:
     """scipy's NNLS (Lawson–Hanson, exact) on the same weighted system."""
-    system = _system(ms, total)
-    x, _ = so.nnls(system.A.dense(), system.b, maxiter=100 * system.size)
+    A, b = _system(ms, total)
+    x, _ = so.nnls(A, b, maxiter=100 * A.shape[1])
     return x, _objective(ms, x, total)
 
 
@@ -94,14 +98,14 @@ def test_warm_and_cold_starts_reach_the_same_optimum(seed: int) -> None:
     first = [_measure(Sparse(_ranges(n, 60, rng).sparse()), x, 20.0, rng)]
     ms = [*first, _measure(Sparse(_ranges(n, 60, rng).sparse()), x, 20.0, rng)]
     ref, f_ref = _reference(ms, total)
-    system = _system(ms, total)
+    A, _ = _system(ms, total)
     last_round = inf.nnls(first, total=total)  # a warm start near the optimum
     for start in ("ls", "zeros", last_round, last_round.x):
         e = inf.nnls(ms, total=total, start=start)
         est, info = e.x, e.info
         assert info.converged and np.all(est >= 0)
         assert _objective(ms, est, total) <= f_ref * (1 + 1e-9)
-        fitted, fitted_ref = system.A.matvec(est), system.A.matvec(ref)
+        fitted, fitted_ref = A @ est, A @ ref
         np.testing.assert_allclose(fitted, fitted_ref, rtol=0, atol=1e-8 * fitted_ref.max())
 
 

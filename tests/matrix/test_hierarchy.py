@@ -1,6 +1,7 @@
-"""`Hierarchy` against two dense oracles: a plain breadth-first recursion over
-boxes written here, and the `VStack([Identity, RangeQueries])` form the
-selection operators built before (still grown by `selection._grow`).
+"""`Hierarchy` against two oracles built from a plain breadth-first recursion
+over boxes written here: the dense matrix, and the same rows as public
+implicit matrices, `VStack([Identity, RangeQueries])` (the form the
+selection operators built before `Hierarchy`), for trees too large to densify.
 
 Rows are compared *in order* (not as multisets): the implicit class must keep
 the layout measurements were answered in — the cells in C order, then the
@@ -27,6 +28,7 @@ from ektelo.matrix import (
     Hierarchy,
     Identity,
     Kronecker,
+    RangeQueries,
     VStack,
     from_json,
     from_spec,
@@ -51,10 +53,9 @@ def ref_parts(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
     return out
 
 
-def ref_dense(dims, b, root=True, weights=None) -> np.ndarray:
-    """Leaves (C order, weighted by the depth where each cell became a leaf),
-    then the inner nodes in breadth-first order, each weighted by its depth."""
-    n = math.prod(dims)
+def ref_boxes(dims, b, root=True):
+    """(the depth where each cell became a leaf, [(box, depth)] of the inner
+    nodes in breadth-first order, the root left out unless `root`)."""
     leaf_depth = np.zeros(dims, dtype=int)
     inner = []
     queue = deque([(tuple((0, s - 1) for s in dims), 0)])
@@ -67,6 +68,14 @@ def ref_dense(dims, b, root=True, weights=None) -> np.ndarray:
             inner.append((box, depth))
         for child in itertools.product(*[ref_parts(lo, hi, b) for lo, hi in box]):
             queue.append((child, depth + 1))
+    return leaf_depth, inner
+
+
+def ref_dense(dims, b, root=True, weights=None) -> np.ndarray:
+    """Leaves (C order, weighted by the depth where each cell became a leaf),
+    then the inner nodes in breadth-first order, each weighted by its depth."""
+    n = math.prod(dims)
+    leaf_depth, inner = ref_boxes(dims, b, root)
     w = [1.0] * 64 if weights is None else list(weights)
     rows = [np.diag([w[d] for d in leaf_depth.reshape(-1)])]
     for box, depth in inner:
@@ -76,12 +85,16 @@ def ref_dense(dims, b, root=True, weights=None) -> np.ndarray:
     return np.vstack(rows)
 
 
-def old_form(dims, b, root=True):
-    """The VStack the selection operators returned before `Hierarchy`."""
-    tree = sel._grow(dims, b)
-    inner = [lv for lv in tree.inner[0 if root else 1 :] if lv[0][0].size]
+def ref_implicit(dims, b, root=True):
+    """The unweighted rows of `ref_dense` as public implicit matrices: the
+    cells, then the inner boxes breadth first as range queries."""
     n = math.prod(dims)
-    return Identity(n) if not inner else VStack([Identity(n), sel._union(dims, inner)])
+    _, inner = ref_boxes(dims, b, root)
+    if not inner:
+        return Identity(n)
+    lower = np.array([[lo for lo, _ in box] for box, _ in inner])
+    upper = np.array([[hi for _, hi in box] for box, _ in inner])
+    return VStack([Identity(n), RangeQueries(dims, lower, upper)])
 
 
 def height(dims, b) -> int:
@@ -124,10 +137,10 @@ def test_dense_equals_breadth_first_reference(tree, root):
 
 
 @pytest.mark.parametrize("root", [True, False])
-def test_equals_the_previous_vstack_form(tree, root):
+def test_equals_the_vstack_form(tree, root):
     dims, b = tree
     H = Hierarchy(dims, b, root=root)
-    np.testing.assert_array_equal(H.dense(), old_form(dims, b, root).dense())
+    np.testing.assert_array_equal(H.dense(), ref_implicit(dims, b, root).dense())
 
 
 @pytest.mark.parametrize("root", [True, False])
@@ -177,6 +190,7 @@ def test_weighted_levels(tree, root, rng):
 def test_every_application_path_is_exercised():
     """The shapes above use each way of ordering a depth: one transposition,
     the same with single cells masked out, and sorting keys."""
+    # private `_plan`/`_singles`: a check that CASES reach every internal path
     plans, masks = set(), set()
     for dims, b in CASES:
         H = Hierarchy(dims, b)
@@ -289,9 +303,9 @@ def test_kernel_measures_it_with_its_sensitivity():
         ((16, 16, 16), 2, True),
     ],
 )
-def test_larger_trees_match_the_previous_form(dims, b, root, rng):
+def test_larger_trees_match_the_vstack_form(dims, b, root, rng):
     H = Hierarchy(dims, b, root=root)
-    old = old_form(dims, b, root)
+    old = ref_implicit(dims, b, root)
     assert H.shape == old.shape
     x = rng.normal(size=H.shape[1])
     y = rng.normal(size=H.shape[0])

@@ -390,6 +390,7 @@ def test_weighted_ranges_norms_agree_across_their_evaluation_routes(M):
     from ektelo.matrix import EMatrix
 
     direct = M.column_norms(1)
+    # private size thresholds: each route is reached on small matrices only so
     saved = ranges._MAX_DIRECT_ENTRIES, ranges._LARGE_RANGE
     try:
         for cap, large in ((0, saved[1]), (saved[0], 0)):
@@ -412,7 +413,7 @@ def test_weighted_coverage_is_within_the_recursive_summation_bound(cap, large, m
 
     import ektelo.matrix.ranges as ranges
 
-    if cap is not None:
+    if cap is not None:  # (the private thresholds as above)
         monkeypatch.setattr(ranges, "_MAX_DIRECT_ENTRIES", cap)
     if large is not None:
         monkeypatch.setattr(ranges, "_LARGE_RANGE", large)

@@ -143,7 +143,7 @@ def test_workload_based_uses_only_transpose_products() -> None:
 
         def _matmat(self, X: np.ndarray) -> np.ndarray:
             Spy.calls.append("matmat")
-            return super()._matmat(X)
+            return super()._matmat(X)  # `_matmat`: EMatrix's documented subclass hook
 
         def dense(self) -> np.ndarray:  # pragma: no cover - must not be called
             raise AssertionError("workload_based materialised the workload")
