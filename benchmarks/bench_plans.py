@@ -83,7 +83,8 @@ def vector_settings() -> dict[str, tuple[np.ndarray, Any]]:
     one = SHARED / "1d" / "HEPTH.n4096.npy"
     two = SHARED / "2d" / "Adult_2D_256_256.npy"
     x1 = np.load(one) if one.exists() else rng.poisson(50, 4096)
-    x2 = np.load(two) if two.exists() else rng.poisson(5, (256, 256))
+    # counts (the 2-D files are stored as float64): declared integral by the dtype
+    x2 = np.load(two).astype(np.int64) if two.exists() else rng.poisson(5, (256, 256))
     x_nb = rng.poisson(2, NB_SHAPE)
     return {
         "1-D": (x1, wl.random_range(4096, 1000, seed=0)),

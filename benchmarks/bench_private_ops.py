@@ -74,7 +74,7 @@ def timings() -> None:
         ("ahp_partition n=4096 (synthetic)",
          lambda: ahp_partition(x4096, 0.085, src), 5, 0.2),
         ("worst_approx 1e5 ranges, n=4096 (per round)",
-         lambda: worst_approx(x4096, ranges, x_hat, 0.01, src), 5, 0.1),
+         lambda: worst_approx(x4096, ranges, x_hat, 0.01, src, delta=1.0), 5, 0.1),
     ]  # fmt: skip
     if hepth.exists():
         hx = np.load(hepth)

@@ -56,7 +56,19 @@ import scipy.sparse as sp
 
 from ..budget import ZCDP, PureDP
 from ..domain import Domain, check_names
-from ..matrix import EMatrix, Partition, Product, Sparse, Total, rebuild
+from ..matrix import (
+    EMatrix,
+    HStack,
+    Kronecker,
+    Partition,
+    Product,
+    Sparse,
+    Sum,
+    Total,
+    VStack,
+    Weighted,
+    rebuild,
+)
 from ..measurement import Gaussian, Laplace, Measurement
 from . import ahp, dawa, mwem, privbayes, tables
 from .gaussian import gaussian_draw, gaussian_sigma_for
@@ -89,24 +101,40 @@ class _Vector:
 def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
     """A kernel-owned copy of `M` that the kernel's own rules cover.
 
-    Library expressions are rebuilt from their specs; an expression the rules
-    of `sensitivity.py` cover is kept implicit. Anything else (a `Product`, a
-    client subclass, an array) is materialised once into a CSR copy; that
-    copy is used for both the sensitivity and the answers, so it cannot lie.
+    Library expressions are rebuilt from their specs; the parts the rules of
+    `sensitivity.py` cover stay implicit, and each part they do not (a
+    `Product`, a transposed `Hierarchy`) is materialised once into a CSR copy
+    in place — so a Kronecker of products stays a Kronecker of small sparse
+    factors. A client subclass or an array is materialised whole. Every copy
+    is used for both the sensitivity and the answers, so it cannot lie.
     """
     if isinstance(M, EMatrix):
         try:
             Q = rebuild(M)
         except TypeError:
-            raw = M.sparse()  # the client's code runs once, on public inputs only
-        else:
-            if has_rules(Q):
-                return Q
-            raw = Q.sparse()
-    elif isinstance(M, np.ndarray) or sp.issparse(M):
-        raw = cast(Any, M)
-    else:
-        raise TypeError(f"{name} must be a matrix (EMatrix, ndarray or scipy.sparse)")
+            return _materialised(M.sparse(), name)  # client code runs once, on public inputs
+        return _ruled(Q, name)
+    if isinstance(M, np.ndarray) or sp.issparse(M):
+        return _materialised(cast(Any, M), name)
+    raise TypeError(f"{name} must be a matrix (EMatrix, ndarray or scipy.sparse)")
+
+
+def _ruled(Q: EMatrix, name: str) -> EMatrix:
+    """Q with every sub-expression outside the rules materialised (see above)."""
+    if has_rules(Q):
+        return Q
+    if isinstance(Q, Weighted) and type(Q) is Weighted:
+        return Weighted(_ruled(Q.base, name), Q.weight)
+    if isinstance(Q, (VStack, HStack)) and type(Q) in (VStack, HStack):
+        return type(Q)([_ruled(b, name) for b in Q.blocks])
+    if isinstance(Q, Kronecker) and type(Q) is Kronecker:
+        return Kronecker([_ruled(f, name) for f in Q.factors])
+    if isinstance(Q, Sum) and type(Q) is Sum:
+        return Sum([_ruled(t, name) for t in Q.terms])
+    return _materialised(Q.sparse(), name)
+
+
+def _materialised(raw: Any, name: str) -> EMatrix:
     if not sp.issparse(raw) and np.ndim(raw) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {np.shape(raw)}")
     with np.errstate(all="ignore"):

@@ -185,12 +185,28 @@ def _weighted(Q: Weighted) -> _Norms:
 
 
 def _stacked(Q: VStack | Sum) -> _Norms:
-    blocks = Q.blocks if isinstance(Q, VStack) else Q.terms
-    parts = [_norms(b) for b in blocks]
-    nnz = sum(p.nnz for p in parts)
-    if isinstance(Q, Sum):
-        nnz = min(nnz, int(Q.shape[0]))
-    return _added(parts, all(p.integral for p in parts), nnz)
+    """Stacked rows: per column the L1 norms add and so do the squared L2
+    norms. Summed terms: per column the L1 and L2 norms (not their squares)
+    add — the triangle inequality, an upper bound."""
+    if isinstance(Q, VStack):
+        parts = [_norms(b) for b in Q.blocks]
+        integral = all(p.integral for p in parts)
+        return _added(parts, integral, sum(p.nnz for p in parts))
+    parts = [_rooted(_norms(t)) for t in Q.terms]
+    integral = all(p.integral for p in parts)
+    total = _added(parts, integral, min(sum(p.nnz for p in parts), int(Q.shape[0])))
+    return _Norms(
+        total.top1, total.top2**2, total.col1, _power(total.col2, 2.0), integral, total.nnz
+    )
+
+
+def _power(col: np.ndarray | float | None, exponent: float) -> np.ndarray | float | None:
+    return None if col is None else col**exponent
+
+
+def _rooted(n: _Norms) -> _Norms:
+    """The same norms with L2 as the norm itself instead of its square."""
+    return _Norms(n.top1, math.sqrt(n.top2), n.col1, _power(n.col2, 0.5), n.integral, n.nnz)
 
 
 def _side_by_side(Q: HStack) -> _Norms:
@@ -221,7 +237,7 @@ def _scaled(col: np.ndarray | float | None, factor: float) -> np.ndarray | float
 
 
 def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
-    """Column norms of stacked (or summed) blocks: per column they add up."""
+    """Per-column norms that add up (with the upper bound where unknown)."""
     col1s, col2s = [p.col1 for p in parts], [p.col2 for p in parts]
     if all(isinstance(c, float) for c in col1s + col2s):
         c1 = math.fsum(cast(list[float], col1s))
