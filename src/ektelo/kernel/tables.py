@@ -48,27 +48,35 @@ MAX_CELLS = 2**27
 @dataclass(frozen=True)
 class Rows:
     """A private table: int64 codes (rows × attributes) and the mask of the
-    rows that belong to it (the others were removed by `where` or `split`)."""
+    rows that belong to it (the others were removed by `where` or `split`).
+    `mask is None` means every row — a structural fact (a root table and its
+    projections), not a property of the data."""
 
     codes: np.ndarray
-    mask: np.ndarray  # bool, one entry per row of `codes`
+    mask: np.ndarray | None  # bool, one entry per row of `codes`; None: all rows
 
     @staticmethod
     def all(codes: np.ndarray) -> Rows:
-        return Rows(codes, np.ones(codes.shape[0], dtype=bool))
+        return Rows(codes, None)
+
+    def member(self) -> np.ndarray:
+        """The mask as an array (every row when there is none)."""
+        if self.mask is None:
+            return np.ones(self.codes.shape[0], dtype=bool)
+        return self.mask
 
     def count(self) -> int:
-        return int(np.count_nonzero(self.mask))
+        return self.codes.shape[0] if self.mask is None else int(np.count_nonzero(self.mask))
 
     def selected(self) -> np.ndarray:
         """The member rows themselves (work grows with their number)."""
-        rows: np.ndarray = self.codes[self.mask]
+        rows: np.ndarray = self.codes if self.mask is None else self.codes[self.mask]
         return rows
 
 
 def where_rows(rows: Rows, mask_of: Callable[[np.ndarray], np.ndarray]) -> Rows:
     """The rows for which the compiled predicate holds (tested on every row)."""
-    return Rows(rows.codes, rows.mask & np.asarray(mask_of(rows.codes), dtype=bool))
+    return Rows(rows.codes, rows.member() & np.asarray(mask_of(rows.codes), dtype=bool))
 
 
 def select_rows(rows: Rows, columns: Sequence[int]) -> Rows:
@@ -102,16 +110,19 @@ def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) 
 
 def split_rows(rows: Rows, column: int, size: int) -> list[Rows]:
     """One table per value 0..size-1 of `column` (disjoint; a partition)."""
-    values = rows.codes[:, column]
-    return [Rows(rows.codes, rows.mask & (values == v)) for v in range(size)]
+    values, member = rows.codes[:, column], rows.member()
+    return [Rows(rows.codes, member & (values == v)) for v in range(size)]
 
 
 def vectorize_rows(rows: Rows, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
     """T-Vectorize: x[i] = number of rows in cell i of the product domain of
     `columns` (C-order flattening), as float64; every row is counted with
-    weight 1 (member) or 0 (not), so the work does not depend on the mask."""
+    weight 1 (member) or 0 (not), so the work does not depend on the mask
+    (a table without a mask, structurally every row, is counted unweighted)."""
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if rows.codes.shape[0] == 0:
         return np.zeros(n)
     flat = np.ravel_multi_index(tuple(rows.codes[:, j] for j in columns), shape)
+    if rows.mask is None:
+        return np.bincount(flat, minlength=n).astype(np.float64)
     return np.bincount(flat, weights=rows.mask.astype(np.float64), minlength=n)
