@@ -229,29 +229,6 @@ def _params(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-# -- plan choice -----------------------------------------------------------------------
-def choose_plan(kind: str, shape: tuple[int, ...]) -> tuple[str, str]:
-    """Pick a plan from public facts only (workload kind and domain shape)."""
-    n = math.prod(shape)
-    if kind == "marginals":
-        return "hdmm", "marginal workloads are answered best by HDMM's optimised strategy"
-    if len(shape) == 1 and kind in ("prefix", "ranges", "random-ranges", "file"):
-        if n <= 2**16:
-            return "dawa", ("DAWA adapts to the data and is among the most accurate for 1-D "
-                            "range/prefix workloads in DPBench")
-        return "hb", "HB is accurate for 1-D ranges and scales to large domains"
-    if kind == "prefix":
-        return "hb_striped_kron", ("a CDF broken down by other attributes: HB on the CDF "
-                                   "attribute ⊗ identity on the others (§9.2)")
-    if len(shape) == 2 and kind in ("ranges", "random-ranges", "file") and n <= 2**18:
-        return "dawa", "DAWA (via the Hilbert order) is strong on 2-D range workloads"
-    if kind in ("ranges", "random-ranges", "file"):
-        return "hb", "a hierarchy of range queries answers range workloads well"
-    if n <= 2**16:
-        return "dawa", "for a histogram DAWA's partition exploits uniform regions"
-    return "identity", "for a large histogram the identity strategy is a robust default"
-
-
 # -- commands -------------------------------------------------------------------------
 def _write_answers(path: str | None, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     if path is None:
@@ -274,6 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import plans
     from .domain import Domain
     from .kernel import ProtectedTable
+    from .planner import choose_plan
     from .workload.spec import parse
 
     try:
@@ -286,7 +264,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     frame = load_table(args.data, domain, show_bad_values=args.show_bad_values)
     shape = tuple(domain[n].size for n in workload.attributes)
     if args.plan == "auto":
-        plan_name, why = choose_plan(workload.kind, shape)
+        plan_name, why = choose_plan(workload.kind, shape)  # ektelo.planner: public facts
         print(f"plan: {plan_name} (auto: {why})")
     else:
         plan_name = args.plan

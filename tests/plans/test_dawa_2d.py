@@ -1,19 +1,17 @@
-"""DAWA on 2-D data: the dense reduced workload over rectangular buckets, and
-least squares on the group totals (same workload answers as on the cells)."""
+"""DAWA on 2-D data and on derived vectors: least squares on the group totals
+(``groups="measured"``) answers the workload like least squares on the cells,
+and a plan handed a vector derived from the root still estimates the root.
+(GreedyH along the Hilbert order: tests/operators/test_greedy_h_groups.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 import ektelo
-from ektelo import inference
+from ektelo import inference, plans
 from ektelo import workload as wl
-from ektelo.kernel.dawa import dawa_partition
-from ektelo.kernel.noise import RandomSource
-from ektelo.matrix import Partition, Sparse
-from ektelo.operators import partition as partition_ops
-from ektelo.plans import data_dependent as dd
+from ektelo.matrix import Identity, Kronecker, Ones
+from ektelo.operators import selection
 
 
 def _skewed(shape: tuple[int, int], seed: int) -> np.ndarray:
@@ -23,57 +21,25 @@ def _skewed(shape: tuple[int, int], seed: int) -> np.ndarray:
     return x
 
 
-def _curve_order(P: Partition) -> tuple[np.ndarray, Sparse]:
-    k = P.num_groups
-    along = P.groups[partition_ops.hilbert_order(P.domain_shape)]
-    first = np.full(k, along.size)
-    np.minimum.at(first, along, np.arange(along.size))
-    order = np.argsort(first)
-    rank = np.argsort(order)
-    return order, Sparse(sp.csr_matrix((np.ones(k), (rank, np.arange(k))), shape=(k, k)))
-
-
-def test_dense_reduced_ranges_match_the_implicit_product():
-    x = _skewed((64, 64), 1)  # 4096 cells: the dyadic (approximate) partition
-    W = wl.random_range((64, 64), 50, seed=4)
-    for seed in range(3):
-        P = dawa_partition(x, 0.5, RandomSource(seed))
-        order, C = _curve_order(P)
-        dense = dd._dense_reduced_ranges(P, W, order)
-        assert dense is not None, "dyadic Hilbert buckets are rectangles"
-        implicit = (P.reduce_workload(W) @ C.T).dense()
-        np.testing.assert_allclose(dense.dense(), implicit, rtol=1e-12, atol=1e-12)
-
-
-def test_dense_reduced_ranges_decline_non_rectangular_groups():
-    groups = np.ones((8, 8), dtype=int)
-    groups[0, :2] = 0  # an L-shaped group: (0, 0), (0, 1), (1, 0)
-    groups[1, 0] = 0
-    P = Partition(groups)
-    W = wl.random_range((8, 8), 5, seed=1)
-    order, _ = _curve_order(P)
-    assert dd._dense_reduced_ranges(P, W, order) is None
-
-
 def test_group_space_least_squares_answers_the_workload_like_the_cells():
     x = _skewed((64, 64), 2)
     W = wl.random_range((64, 64), 60, seed=5)
     X = ektelo.protect(x, epsilon=1.0, seed=3)
     P = X.dawa_partition(eps=0.25, ratio=0.25)
-    M = dd._greedy_h_along_order(P, W)
+    M = selection.greedy_h_on_partition(P, W)
     m = X.reduce_by_partition(P).laplace(M, eps=0.75)
     on_cells = inference.least_squares([m]).x.reshape(-1)
-    on_groups = inference.least_squares([m], groups=P).x.reshape(-1)
+    on_groups = inference.least_squares([m], groups="measured").x.reshape(-1)
     np.testing.assert_allclose(W @ on_groups, W @ on_cells, rtol=1e-6, atol=1e-6 * x.sum())
     assert abs(on_groups.sum() - on_cells.sum()) <= 1e-6 * x.sum()
+    same = inference.least_squares([m], groups=P).x.reshape(-1)
+    np.testing.assert_array_equal(on_groups, same)  # the groups read from m's record are P's
 
 
 def test_dawa_on_a_derived_vector_estimates_the_root():
-    # x handed to the plan is a transform of the root: the group-space shortcut
-    # does not apply, and the plan still returns an estimate of the root.
-    from ektelo import plans
-    from ektelo.matrix import Identity, Kronecker, Ones
-
+    # x handed to the plan is a transform of the root: no partition of the
+    # root in the measurement's record, and the plan still returns an
+    # estimate of the root
     x = _skewed((16, 16), 3).reshape(16, 16)
     root = ektelo.protect(np.repeat(x[:, :, None], 2, axis=2).reshape(-1), epsilon=1.0, seed=2)
     derived = root.transform(Kronecker([Identity(256), Ones(1, 2)]))  # sums pairs of cells
@@ -83,15 +49,15 @@ def test_dawa_on_a_derived_vector_estimates_the_root():
     assert abs(root.budget.spent - 1.0) <= 1e-9
 
 
-def test_group_space_shortcut_only_for_groups_of_the_root():
-    n = 64
-    rng = np.random.default_rng(4)
-    x = rng.poisson(5, size=n)
-    P = Partition(np.arange(n) // 8)
-    M = wl.prefix(P.num_groups)
-    root = ektelo.protect(x, epsilon=2.0, seed=1)
-    assert dd._measures_root_groups(root.reduce_by_partition(P).laplace(M, eps=1.0), [P])
-    perm = Sparse(sp.csr_matrix((np.ones(n), (np.arange(n), rng.permutation(n))), shape=(n, n)))
-    shuffled = root.transform(perm)  # same shape as the root, not the root
-    m = shuffled.reduce_by_partition(P).laplace(M, eps=1.0)
-    assert not dd._measures_root_groups(m, [P])
+def test_dawa_plan_is_least_squares_on_its_groups():
+    """The estimate is uniform within each of DAWA's groups and answers the
+    workload as the cells' least squares on the same measurement would."""
+    x = _skewed((32, 32), 4)
+    W = wl.random_range((32, 32), 30, seed=2)
+    out = plans.dawa(ektelo.protect(x, epsilon=1.0, seed=5), W, 1.0)
+    X = ektelo.protect(x, epsilon=1.0, seed=5)  # the same random bits, step by step
+    P = X.dawa_partition(eps=0.25, approximate=None, ratio=0.25)
+    m = X.reduce_by_partition(P).laplace(selection.greedy_h_on_partition(P, W), eps=0.75)
+    np.testing.assert_allclose(out, P.expand(P.reduce(out)), rtol=1e-12, atol=1e-12)
+    on_cells = inference.least_squares([m]).x.reshape(-1)
+    np.testing.assert_allclose(W @ out, W @ on_cells, rtol=1e-6, atol=1e-6 * x.sum())

@@ -1,7 +1,9 @@
-"""The MWEM family (mwem, mwem_b, mwem_c, mwem_d) and the multiplicative-weights
-update they rely on: budget spent exactly, research-mode determinism, accuracy
-against the uniform estimate, no state, and the fast MW evaluation against a
-literal reference loop."""
+"""The MWEM family (one plan, `mwem`, registered as mwem, mwem_b, mwem_c and
+mwem_d with the published choices) and the multiplicative-weights update it
+relies on: budget spent exactly, research-mode determinism, accuracy against
+the uniform estimate, no state, and the fast MW evaluation against a literal
+reference loop. (Its NNLS inference, ``nnls(groups="columns")``, is tested in
+tests/inference/test_columns.py.)"""
 
 from __future__ import annotations
 
@@ -11,8 +13,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from scipy.optimize import nnls as so_nnls
 
 import ektelo
 from ektelo import inference, plans
@@ -105,9 +105,39 @@ def test_plan_module_has_no_mutable_state() -> None:
             assert not isinstance(value, (list, dict, set, np.ndarray)), key
     for name in MWEM_PLANS:
         fn = getattr(module, name)
-        assert not fn.__closure__
+        assert not getattr(fn, "func", fn).__closure__
         for p in inspect.signature(fn).parameters.values():
             assert not isinstance(p.default, (list, dict, set, np.ndarray)), (name, p.name)
+
+
+@pytest.mark.parametrize(
+    ("name", "choices"),
+    [("mwem", {"select": "worst", "infer": "mw", "passes": 100}),
+     ("mwem_b", {"select": "augmented", "infer": "mw", "passes": 50}),
+     ("mwem_c", {"select": "worst", "infer": "nnls"}),
+     ("mwem_d", {"select": "augmented", "infer": "nnls"})],
+)  # fmt: skip
+def test_the_variants_are_mwem_with_the_published_choices(name: str, choices: dict) -> None:
+    """§9.1: (b) augmented selection, (c) NNLS inference, (d) both — one plan,
+    registered under four names; each name runs what `mwem` runs with its
+    choices (the same random bits, the same estimate)."""
+    info = plans.get(name)
+    assert getattr(info.function, "func", info.function) is plans.mwem
+    assert {k: info.parameters[k] for k in choices} == choices
+    assert info.data_dependent and info.citation and "Budget" in (info.function.__doc__ or "")
+    x = _skewed(64)
+    W = wl.random_range(64, 20, seed=4)
+    by_name = plans.run(name, ektelo.protect(x, epsilon=1.0, seed=2), W, 1.0, rounds=3)
+    direct = plans.mwem(ektelo.protect(x, epsilon=1.0, seed=2), W, 1.0, rounds=3, **choices)
+    np.testing.assert_array_equal(by_name, direct)
+
+
+@pytest.mark.parametrize("bad", [{"select": "best"}, {"infer": "ls"}, {"select": None}])
+def test_unknown_operator_choices_are_refused_before_spending(bad: dict) -> None:
+    x = ektelo.protect(_skewed(32), epsilon=1.0, seed=1)
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        plans.mwem(x, wl.prefix(32), 1.0, **bad)
+    assert x.budget.spent == 0
 
 
 @pytest.mark.parametrize("name", MWEM_PLANS)
@@ -424,104 +454,3 @@ def test_mw_survives_absurd_noise_like_the_literal_loop() -> None:
     est = inference.multiplicative_weights([m], total=T, maxiter=3).x.reshape(-1)
     np.testing.assert_allclose(est, _literal_mw([m], T, np.ones(n), 3), rtol=1e-9, atol=1e-9 * T)
     assert est.sum() == pytest.approx(T)
-
-
-# ---------------------------------------------------------------------------
-# NNLS inference of mwem_c / mwem_d (on the groups of cells the queries fix)
-# ---------------------------------------------------------------------------
-def _mwem_module():
-    return importlib.import_module("ektelo.plans.mwem")
-
-
-def test_cell_groups_are_exactly_the_equal_columns() -> None:
-    module = _mwem_module()
-    shape = (7, 9)
-    queries = [
-        RangeQueries(shape, [[1, 2]], [[5, 6]]),
-        RangeQueries(shape, [[0, 0]], [[3, 8]]),
-        VStack([RangeQueries(63, [0], [9]), RangeQueries(63, [20, 40], [30, 62])]),
-        Weighted(RangeQueries(shape, [[4, 4]], [[6, 8]]), 2.5),
-    ]
-    groups = np.zeros(63, dtype=np.int64)
-    for Q in queries:
-        groups = module._refine(groups, Q.sparse().tocsc())
-    dense = np.vstack([Q.dense() for Q in queries])
-    _, expected = np.unique(dense.T, axis=0, return_inverse=True)
-    same = groups[:, None] == groups[None, :]
-    np.testing.assert_array_equal(same, expected[:, None] == expected[None, :])
-    # overlapping rows in one measurement: no grouping (full-domain fit)
-    assert module._refine(groups, wl.prefix(63).sparse().tocsc()) is None
-
-
-def test_nnls_on_groups_reaches_the_optimum() -> None:
-    """The grouped fit attains the full-domain NNLS optimum (scipy's active set
-    on the dense system), honours the total, and spreads groups evenly."""
-    from scipy.optimize import nnls as scipy_nnls
-
-    module = _mwem_module()
-    rng = np.random.default_rng(5)
-    shape = (16, 12)
-    x = rng.poisson(3.0, shape)
-    x[3:6, 2:9] += 30
-    T = float(x.sum())
-    W = wl.random_range(shape, 12, seed=8)
-    ms = [_measure(RangeQueries(shape, W.lower[i : i + 1], W.upper[i : i + 1]), x, 5.0, rng)
-          for i in range(12)]  # fmt: skip
-    est = module._NNLS(x.size)(ms, T)
-    Q = np.vstack([m.query_on_root.dense() for m in ms])
-    y = np.concatenate([m.answers for m in ms])
-    ref, _ = scipy_nnls(np.vstack([Q, 1e3 * np.ones((1, x.size))]), np.append(y, 1e3 * T),
-                        maxiter=10_000)  # fmt: skip
-
-    def objective(v: np.ndarray) -> float:
-        return float(np.sum((Q @ v - y) ** 2))
-
-    assert np.all(est >= 0)
-    assert est.sum() == pytest.approx(T, rel=1e-9)
-    assert objective(est) <= objective(ref) * (1 + 1e-7) + 1e-9
-    np.testing.assert_allclose(Q @ est, Q @ ref, rtol=1e-5, atol=1e-5 * T)
-    # cells no measured query tells apart get equal estimates
-    cols = np.unique(Q.T, axis=0, return_inverse=True)[1]
-    for g in np.unique(cols):
-        assert np.ptp(est[cols == g]) <= 1e-9 * T
-
-
-def test_warm_started_fit_on_many_groups_is_the_cold_optimum() -> None:
-    """mwem_d's large reduced problems (more than _SMALL groups) start from
-    the last round's estimate: the fit is the cold fit's optimum (scipy's
-    NNLS on the full dense system), whatever the start."""
-    module = _mwem_module()
-    rng = np.random.default_rng(7)
-    shape = (40, 40)
-    n = 1600
-    x = np.where(rng.random(shape) < 0.85, 0, rng.poisson(40.0, shape))
-    T = float(x.sum())
-    ms = []
-    for k, box in enumerate([([0, 0], [29, 31]), ([5, 3], [36, 33])], start=1):
-        chosen = RangeQueries(shape, [box[0]], [box[1]])
-        inside = chosen.dense()[0] > 0
-        length = 2 ** (k - 1)
-        lo = np.arange(0, n, length)
-        hi = lo + length - 1
-        free = np.array([not inside[a : b + 1].any() for a, b in zip(lo, hi, strict=True)])
-        dyadic = RangeQueries(n, lo[free], hi[free])
-        Q = Sparse(sp.vstack([chosen.sparse(), dyadic.sparse()]))
-        ms.append(_measure(Q, x, 20.0, rng))
-    fit = module._NNLS(n)
-    first = fit(ms[:1], T)
-    groups = int(module._refine(fit.groups, ms[1].query_on_root.sparse().tocsc()).max()) + 1
-    assert groups > module._SMALL and 2 * groups <= n  # the warm-started case
-    cold = module._NNLS(n)(ms, T)
-    warm = fit(ms, T, first)
-    Q = np.vstack([m.query_on_root.dense() for m in ms])
-    y = np.concatenate([m.answers for m in ms])
-    A = np.vstack([Q, 1e3 * np.ones((1, n))])  # the total's weight 1/exact_scale
-    ref, _ = so_nnls(A, np.append(y, 1e3 * T), maxiter=50 * n)
-
-    def objective(v: np.ndarray) -> float:
-        return float(np.sum((A @ v - np.append(y, 1e3 * T)) ** 2))
-
-    for est in (cold, warm):
-        assert np.all(est >= 0)
-        assert objective(est) <= objective(ref) * (1 + 1e-9)
-    np.testing.assert_allclose(Q @ warm, Q @ cold, rtol=1e-7, atol=1e-7 * T)

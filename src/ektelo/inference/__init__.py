@@ -25,10 +25,13 @@ The estimators, each in its own module:
   the measurements' structure allows (`structured`: one tree, one Kronecker
   product, disjoint pieces, groups; `tree`);
 * `nnls` (`nonneg`) — the same with x ≥ 0 (`tree_nnls` for one tree);
-* `multiplicative_weights` (`mw`) — MWEM's update, stateless.
+* `multiplicative_weights` (`mw`) — MWEM's update, stateless;
+* `network_distribution` (`bayes_net`) — PrivBayes's inference: a
+  Bayesian network's joint distribution from its noisy marginals.
 """
 
 from ._system import ConvergenceError, Estimate, Estimator, SolveInfo
+from .bayes_net import network_distribution
 from .lsq import least_squares
 from .mw import multiplicative_weights
 from .nonneg import nnls
@@ -40,5 +43,6 @@ __all__ = [
     "SolveInfo",
     "least_squares",
     "multiplicative_weights",
+    "network_distribution",
     "nnls",
 ]

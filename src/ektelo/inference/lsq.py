@@ -14,7 +14,10 @@ measurements chooses an exact solver where one applies (`structured`):
 * one Kronecker product with small factors (HDMM, striped strategies):
   the factors' pseudo-inverses;
 * measurements of disjoint split pieces (striped plans): piece by piece;
-* ``groups=P``: on the groups' totals, spread uniformly within each group.
+* ``groups=P``: on the groups' totals, spread uniformly within each group
+  (``groups="measured"``: the groups the measurements were reduced by);
+* range queries along one axis of a ≥ 2-D root, each within one line of
+  cells (DAWA-Striped): line by line.
 
 All give the estimate LSMR converges to (the minimum-norm one when the
 system is under-determined).
@@ -62,7 +65,7 @@ def least_squares(
     start: Any = None,
     tol: float = 1e-10,
     maxiter: int | None = None,
-    groups: Partition | None = None,
+    groups: Partition | list[Partition] | str | None = None,
     prior: Any = None,
     exact_scale: float = 1e-3,
     method: str = "auto",
@@ -88,6 +91,9 @@ def least_squares(
             from the measurements' queries on the groups' totals (see
             `structured`) — for measurements taken on
             ``x.reduce_by_partition(groups)``, the fit on those totals.
+            ``"measured"``: the partitions the measurements were taken
+            through, read from their records (`structured.measured_groups`),
+            or the cells when they show none.
         prior: public facts: a pair (M, answers) or a list of such pairs, M
             an `EMatrix` on the root domain; honoured like `total`.
         exact_scale: noise scale of public facts relative to the smallest
@@ -99,7 +105,7 @@ def least_squares(
 
     Returns:
         An `Estimate`: ``x`` on the root's domain, ``info`` with the method
-        ("lsmr", "tree", "kronecker", "blocks"), iterations and products.
+        ("lsmr", "tree", "kronecker", "blocks", "lines"), iterations and products.
 
     Raises:
         ConvergenceError: the iteration limit was reached with the optimality
@@ -114,6 +120,7 @@ def least_squares(
     exact_scale = check.unit_interval(exact_scale, "exact_scale", include_one=True)
     facts = public_rows(prior, total, size)
     x0 = None if start is None else start_vector(start, size)
+    groups = structured.chosen_groups(groups, items)
     if groups is None:
         queries = [(m.query_on_root, m.answers, m.noise_scale) for m in items]
         system = build_system(queries, facts, size, exact_scale)
@@ -125,17 +132,23 @@ def least_squares(
         x0 = None if x0 is None else on.reduce(x0)
         expand = on.expand
     try:
-        x, info = _solve(system, x0, tol, maxiter, method)
+        x, info = _solve(system, x0, tol, maxiter, method, root_shape if groups is None else None)
     except ConvergenceError as err:  # the best estimate, on the root
         raise err.on_root(expand, root_shape) from err
     return Estimate(expand(x).reshape(root_shape), info)
 
 
 def _solve(
-    system: System, x0: np.ndarray | None, tol: float, maxiter: Any, method: str
+    system: System,
+    x0: np.ndarray | None,
+    tol: float,
+    maxiter: Any,
+    method: str,
+    shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, SolveInfo]:
     """The estimate on the system's unknowns: an exact structured solve where
-    the method allows, else LSMR."""
+    the method allows, else LSMR. `shape`: the unknowns' shape when they are
+    the root's cells (for ranges along one of its axes)."""
     if method != "lsmr":
         tree = None if system.facts else structured.tree_of(system.A)
         if tree is not None:
@@ -150,6 +163,9 @@ def _solve(
         found = None if system.facts else structured.pieces(system.parts, system.size)
         if found is not None:
             return _blocks(system, found, tol, maxiter)
+        lines = None if system.facts or shape is None else structured.lines_of(system.A, shape)
+        if lines is not None:
+            return _direct(system, structured.solve_lines(lines), "lines")
     return _lsmr_solve(system, x0, tol, maxiter)
 
 

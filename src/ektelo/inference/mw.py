@@ -55,7 +55,7 @@ def multiplicative_weights(
     start: Any = None,
     tol: float | None = None,
     maxiter: int = 100,
-    groups: Partition | None = None,
+    groups: Partition | list[Partition] | str | None = None,
     mode: str = "cyclic",
 ) -> Estimate:
     """MWEM's multiplicative-weights inference (see the module; Public).
@@ -107,6 +107,7 @@ def multiplicative_weights(
             (see `structured`), the estimate uniform within each group — what
             MW on the cells gives from a group-uniform start when every
             query is constant on each group, at the cost of the groups.
+            ``"measured"``: as in `least_squares`.
         mode: "cyclic" (the update above, one query at a time) or
             "simultaneous" (all queries of a pass at once:
             x ← x ∘ exp(Qᵀ W (y − Qx) / (2T)), εktelo's vectorised variant:
@@ -121,6 +122,7 @@ def multiplicative_weights(
     tol = None if tol is None else check.probability(tol, "tol")
     if mode not in ("cyclic", "simultaneous"):
         raise ValueError(f"mode must be 'cyclic' or 'simultaneous', got {mode!r}")
+    groups = structured.chosen_groups(groups, items)
     on = None
     if groups is not None:
         on = structured.groups_of(groups, size, orthonormal=False)
@@ -178,7 +180,7 @@ class _Passes:
     weights: tuple[float, ...]
     n: int
     T: float
-    groups: Partition | None
+    groups: Partition | list[Partition] | None
     mode: str
     steps: list[Step] | None
     x: np.ndarray
@@ -189,7 +191,7 @@ class _Passes:
         weights: list[float],
         n: int,
         T: float,
-        groups: Partition | None,
+        groups: Partition | list[Partition] | None,
         mode: str,
     ) -> bool:
         """Whether a call with these arguments continues this one: the same

@@ -14,6 +14,9 @@ The methods (`nnls` documents when each runs):
   (or exactly, on few free columns: `_FreeBlock`), then Bertsekas' (SIAM J.
   Control Optim. 1982) projected Newton to convergence;
 * "lbfgsb" — scipy's L-BFGS-B with bounds x ≥ 0 (the original εktelo choice).
+
+``groups="columns"`` (`columns`): on the groups of cells the measurements
+cannot tell apart, solved to the optimum (MWEM's NNLS variants, §9.1).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from scipy.sparse.linalg import lsmr
 from .. import _validate as check
 from ..matrix import EMatrix, Hierarchy, Partition
 from ..measurement import Measurement
-from . import structured, tree_nnls
+from . import columns, structured, tree_nnls
 from ._system import (
     FAIL_FACTOR,
     ConvergenceError,
@@ -63,7 +66,7 @@ def nnls(
     start: Any = None,
     tol: float = 1e-6,
     maxiter: int | None = None,
-    groups: Partition | None = None,
+    groups: Partition | list[Partition] | str | None = None,
     prior: Any = None,
     exact_scale: float = 1e-3,
     method: str = "auto",
@@ -80,8 +83,8 @@ def nnls(
     total, at 1.29× the optimal objective. Measured against the
     measurements' own scale instead, the penalised problem is too ill
     conditioned for the projected steps to converge; pass a tighter tol
-    (and a larger exact_scale) when the optimum matters, as `plans.mwem`
-    does on its reduced problems. The limitation does not apply where the
+    (and a larger exact_scale) when the optimum matters, as
+    ``groups="columns"`` does on its reduced problems. The limitation does not apply where the
     active-set steps are exact (few free variables, see below): they run
     to the optimum's KKT conditions whatever the tolerance.
 
@@ -132,6 +135,13 @@ def nnls(
         total, tol, groups, prior, exact_scale: as in `least_squares`
             (``groups``: NNLS on the groups, in the orthonormal basis of
             group-uniform vectors; x ≥ 0 there iff on the groups).
+            ``groups="columns"``: the coarsest partition the measured
+            queries determine (cells whose columns are equal in every
+            query), found exactly when each measurement's rows are disjoint
+            (MWEM's), solved to the optimum — see `columns`: the tolerance
+            tightened on up to 512 groups, a warm `start` (or a previous
+            call's `Estimate`, which also keeps the queries and groups it
+            found) tried first beyond. ``"measured"``: as in `least_squares`.
 
     Returns:
         An `Estimate` (x ≥ 0 on the root's domain).
@@ -148,7 +158,12 @@ def nnls(
     root_shape, size = check_root(items)
     tol = check.probability(tol, "tol")
     exact_scale = check.unit_interval(exact_scale, "exact_scale", include_one=True)
+    if isinstance(groups, str) and groups == "columns":
+        options = {"total": total, "tol": tol, "maxiter": maxiter, "prior": prior,
+                   "exact_scale": exact_scale, "method": method}  # fmt: skip
+        return columns.nnls_on_columns(items, size, start, nnls, **options)
     facts = public_rows(prior, total, size)
+    groups = structured.chosen_groups(groups, items)
     on = None
     if groups is not None:
         on = structured.groups_of(groups, size, orthonormal=True)

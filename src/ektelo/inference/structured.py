@@ -18,6 +18,10 @@ instead of a plan choosing a solver:
   cells' problem restricted; x ≥ 0 ⟺ u ≥ 0). Multiplicative weights works
   on the totals, its own coordinates (MW on the cells from a group-uniform
   start stays group-uniform and moves the totals exactly so).
+  ``groups="measured"`` reads the chain from the records instead
+  (`measured_groups`): the partitions every measurement was reduced by on
+  its way from the root, or the cells when the records show none (the
+  measured vector derives from the root by another transformation).
 * **tree** — one measurement whose query on the root is a `Hierarchy` with
   every leaf measured: the exact two-pass solve (`tree.lstsq`, Hay et al.
   2010) or the tree NNLS (`tree_nnls`).
@@ -28,18 +32,36 @@ instead of a plan choosing a solver:
   cells), no public facts: least squares is block diagonal, solved piece by
   piece; pieces measured by the same matrices with the same weights share
   one dense factorisation with a right-hand side each (HB-Striped, §9.2).
+* **lines** — one set of (weighted) range queries on a ≥ 2-D root, each
+  along the same axis within one line of cells (DAWA-Striped's union of
+  every stripe's GreedyH ranges, §9.2): least squares is block diagonal
+  over the lines, each solved densely on the atoms its ranges' endpoints
+  cut it into (`lines_of`, `solve_lines`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lstsq as dense_lstsq
 
-from ..matrix import Dense, Diagonal, EMatrix, Hierarchy, Kronecker, Partition, Product, Sparse
+from ..matrix import (
+    Dense,
+    Diagonal,
+    EMatrix,
+    Hierarchy,
+    Kronecker,
+    Partition,
+    Product,
+    RangeQueries,
+    Sparse,
+    Weighted,
+)
 from ..measurement import Measurement
 
 # ---------------------------------------------------------------------------
@@ -291,3 +313,237 @@ def solve_pieces(
         X = np.linalg.lstsq(A, Y, rcond=None)[0]
         x[np.column_stack([p.cells for p in members])] = X
     return x
+
+
+# ---------------------------------------------------------------------------
+# groups="measured": the reductions read from the records
+# ---------------------------------------------------------------------------
+
+
+def chosen_groups(
+    groups: Partition | list[Partition] | str | None, items: list[Measurement]
+) -> Partition | list[Partition] | None:
+    """``groups=`` as given, or for ``"measured"`` the chain read from the
+    records (`measured_groups`); another string is refused."""
+    if isinstance(groups, str):
+        if groups != "measured":
+            raise ValueError(
+                f"groups must be a Partition, a list of them or 'measured', got {groups!r}"
+            )
+        return measured_groups(items)
+    return groups
+
+
+def measured_groups(items: list[Measurement]) -> list[Partition] | None:
+    """``groups="measured"``: the partitions every measurement was taken
+    through, read from its record — ``query_on_root = Q·R_k⋯R_1`` with each
+    R_i the sums over a partition's groups (x.reduce_by_partition(P1)
+    .reduce_by_partition(P2)… gives [P1, P2, …]) — when all the measurements
+    share them; None otherwise (a measured vector derived from the root by
+    another transformation, or by different reductions): then the cells."""
+    chain: list[Partition] | None = None
+    for m in items:
+        found = _reductions(m.query_on_root)
+        if found is None:
+            return None
+        if chain is None:
+            chain = found
+        elif len(found) != len(chain) or any(
+            not np.array_equal(P.groups, Q.groups) for P, Q in zip(found, chain, strict=True)
+        ):
+            return None
+    return chain
+
+
+def _reductions(Q: EMatrix) -> list[Partition] | None:
+    """The partitions of ``Q = A·(R_k·(…·R_1))``, root first (the kernel
+    records a vector's map to the root so, each step on the left)."""
+    if type(Q) is not Product:
+        return None
+    steps = []
+    T = Q.B
+    while type(T) is Product:
+        steps.append(T.A)
+        T = T.B
+    steps.append(T)
+    chain: list[Partition] = []
+    renumbered = None  # the last step's outputs as its Partition numbers them
+    for R in reversed(steps):
+        labels = _group_labels(R) if type(R) is Sparse else None
+        if labels is None or np.unique(labels).size != R.shape[0]:
+            return None  # not the sums over a partition's (non-empty) groups
+        if renumbered is not None:  # its inputs in the numbering of the step before
+            inputs = np.empty_like(labels)
+            inputs[renumbered] = labels
+            labels = inputs
+        P = Partition(labels)
+        renumbered = np.empty(P.num_groups, dtype=np.int64)
+        renumbered[labels] = P.groups  # output o of R is group renumbered[o]
+        chain.append(P)
+    return chain
+
+
+# ---------------------------------------------------------------------------
+# Lines: weighted ranges, each along one axis within one line of the domain
+# ---------------------------------------------------------------------------
+
+# A line is solved densely when its ranges cut it into at most this many atoms.
+_LINE_ATOMS = 4096
+
+
+@dataclass(frozen=True)
+class _LineBlock:
+    """Lines measured by the same ranges with the same weights: the cuts of
+    the atoms along the axis, every row's first and last atom and weight,
+    and per line its first cell and its rows in the system."""
+
+    cuts: np.ndarray
+    first_atom: np.ndarray
+    last_atom: np.ndarray
+    weight: np.ndarray
+    lines: list[tuple[int, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Lines:
+    """A system of ranges along `axis` of a ≥ 2-D domain, each within one
+    line (all other coordinates fixed), grouped into blocks of equal lines;
+    `stride` is the step between a line's cells."""
+
+    size: int
+    stride: int
+    blocks: list[_LineBlock]
+
+
+def lines_of(A: EMatrix, shape: tuple[int, ...]) -> Lines | None:
+    """A (the system's matrix on a root of `shape`) as `Lines` when its rows
+    are weighted ranges, every one along the same axis within one line of a
+    ≥ 2-D domain, spread over at least two lines, none cut into more than
+    `_LINE_ATOMS` atoms; else None.
+
+    Read from (weighted) `RangeQueries`, or from an explicit `Sparse` matrix
+    whose every row is one constant value on consecutive cells along one
+    axis — as the kernel holds a `Product` it measured, e.g. DAWA-Striped's
+    one measurement of every stripe's GreedyH ranges (§9.2). Such a system
+    is block diagonal over the lines (`solve_lines`)."""
+    if len(shape) < 2 or math.prod(shape) != A.shape[1]:
+        return None
+    found = _ranges_along(A, shape) if type(A) is not Sparse else _sparse_along(A, shape)
+    if found is None:
+        return None
+    axis, rows, first, lo, hi, weight = found
+    order = np.argsort(first, kind="stable")
+    lines, starts = np.unique(first[order], return_index=True)
+    if lines.size < 2:
+        return None
+    bounds = np.append(starts, order.size)
+    blocks: dict[bytes, _LineBlock] = {}
+    for j, cell in enumerate(lines):
+        at = order[bounds[j] : bounds[j + 1]]
+        a_lo, a_hi, w = lo[at], hi[at], weight[at]
+        cuts = np.unique(np.concatenate([a_lo, a_hi + 1]))
+        if cuts.size - 1 > _LINE_ATOMS:
+            return None
+        first_atom = np.searchsorted(cuts, a_lo)
+        last_atom = np.searchsorted(cuts, a_hi + 1) - 1
+        key = b"".join(v.tobytes() for v in (cuts, first_atom, last_atom, w))
+        if key not in blocks:
+            blocks[key] = _LineBlock(cuts, first_atom, last_atom, w, [])
+        blocks[key].lines.append((int(cell), rows[at]))
+    return Lines(A.shape[1], math.prod(shape[axis + 1 :]), list(blocks.values()))
+
+
+_Along = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _ranges_along(A: EMatrix, shape: tuple[int, ...]) -> _Along | None:
+    """(axis, rows, first cell of each row's line, first and last coordinate
+    along the axis, weight) of (weighted) `RangeQueries` that are lines."""
+    R, weight = A, None
+    if type(A) is Weighted and type(A.base) is RangeQueries:
+        R = A.base
+    elif type(A) is Product and type(A.A) is Diagonal and type(A.B) is RangeQueries:
+        R, weight = A.B, A.A.d
+    if type(R) is not RangeQueries or R.transposed or R.domain_shape != tuple(shape):
+        return None
+    if weight is None:
+        weight = np.full(R.shape[0], A.weight if type(A) is Weighted else 1.0)
+    thin = R.lower == R.upper
+    axis = next((a for a in reversed(range(len(shape))) if np.delete(thin, a, 1).all()), None)
+    if axis is None:
+        return None
+    corner = R.lower.copy()
+    corner[:, axis] = 0
+    first = np.ravel_multi_index(tuple(corner.T), shape)
+    rows = np.arange(R.shape[0])
+    return axis, rows, first, R.lower[:, axis], R.upper[:, axis], np.asarray(weight, float)
+
+
+def _sparse_along(A: Sparse, shape: tuple[int, ...]) -> _Along | None:
+    """The same for an explicit matrix: every non-empty row one value on
+    consecutive cells along one axis (the stride of that axis apart), within
+    one line. Empty rows are left out (they do not depend on x)."""
+    Q = A.matrix.tocsr()
+    if not Q.has_sorted_indices:
+        Q = Q.sorted_indices()
+    counts = np.diff(Q.indptr)
+    rows = np.flatnonzero(counts)
+    if rows.size == 0:
+        return None
+    head = Q.indptr[rows]
+    length = counts[rows]
+    row_of = np.repeat(np.arange(Q.shape[0]), counts)
+    if not np.array_equal(Q.data, Q.data[Q.indptr[row_of]]):
+        return None  # not one value per row
+    steps = np.diff(Q.indices)[np.diff(row_of) == 0]  # between neighbours in a row
+    strides = [math.prod(shape[a + 1 :]) for a in range(len(shape))]
+    if steps.size == 0:
+        axis = len(shape) - 1  # single cells: lines along the last axis
+    else:
+        if not np.all(steps == steps[0]):
+            return None
+        axis = next((a for a in range(len(shape)) if strides[a] == steps[0] and shape[a] > 1), -1)
+        if axis < 0:
+            return None
+    start = Q.indices[head].astype(np.int64)
+    lo = (start // strides[axis]) % shape[axis]
+    hi = lo + length - 1
+    if np.any(hi >= shape[axis]):
+        return None  # a run wraps past the end of its line
+    first = start - lo * strides[axis]
+    return axis, rows, first, lo, hi, np.asarray(Q.data[head], dtype=np.float64)
+
+
+def solve_lines(found: Lines) -> Callable[[np.ndarray], np.ndarray]:
+    """b ↦ the minimum-norm least-squares solution of the lines' system, line
+    by line.
+
+    On a line the ranges' endpoints cut the cells into atoms (runs no range
+    tells apart); with M the line's ranges on its k atoms and D = diag(atom
+    sizes), the line's solution is x = Eᵀ D^(−1/2) w, E the atoms'
+    indicator, for the minimum-norm solution w of (M D^(1/2)) w = b: the
+    minimum-norm solution on the cells lies in the span of the ranges' rows
+    (uniform on atoms), where x ↦ w is an isometry. So a k-column dense solve
+    per line; lines with the same ranges and weights share one factorisation
+    with a right-hand side each. Cells no range covers get 0."""
+
+    def solve(b: np.ndarray) -> np.ndarray:
+        x = np.zeros(found.size)
+        for block in found.blocks:
+            sizes = np.diff(block.cuts)
+            k, rows = sizes.size, np.arange(block.first_atom.size)
+            M = np.zeros((rows.size, k + 1))
+            M[rows, block.first_atom] = 1.0
+            M[rows, block.last_atom + 1] = -1.0  # first ≤ last: never the same entry
+            M = np.cumsum(M, axis=1)[:, :k] * block.weight[:, None]
+            root = np.sqrt(sizes)
+            Y = np.column_stack([b[r] for _, r in block.lines])
+            # min-norm LS by complete orthogonal factorisation (xGELSY): the
+            # same solution as the SVD's, a third of its time at these sizes
+            W = dense_lstsq(M * root, Y, lapack_driver="gelsy", check_finite=False)[0]
+            spread = np.repeat(W / root[:, None], sizes, axis=0)  # an atom's total, evenly
+            along = (block.cuts[0] + np.arange(spread.shape[0])) * found.stride
+            x[along[:, None] + np.array([c for c, _ in block.lines])[None, :]] = spread
+        return x
+
+    return solve

@@ -24,9 +24,18 @@ Operators and their sources:
 * `uniform_grid`, `ag_first_level`, `ag_second_level`, `adaptive_grid` —
   UniformGrid and AdaptiveGrid (Qardaji, Yang & Li, ICDE 2013).
 * `stripe` — a 1-D strategy on one attribute ⊗ Identity on the rest (§9.2).
+* `network_marginals` — the marginals a Bayesian network needs (PrivBayes,
+  Zhang et al., TODS 2017): those of its maximal cliques.
+* `workload_row` — one query of a workload as a one-row matrix (MWEM's
+  measurement of the query it selected).
 * `greedy_h` (and `greedy_h_many`, one call per piece of a domain) — DAWA's
   GreedyH (Li, Hay & Miklau, PVLDB 2014): a hierarchy of 1-D intervals with
   weights chosen greedily, bottom-up, for the workload.
+* `greedy_h_on_partition` — GreedyH on a partition's groups, along DAWA's
+  1-D order (the Hilbert curve in 2-D): DAWA's second step;
+  `greedy_h_stripes` — the same on every stripe of a domain, as one matrix
+  (DAWA-Striped, §9.2), from `stripe_workloads` (the workload restricted to
+  each stripe) and `stripe_union` (the stripes' strategies on the domain).
 * `hdmm` — HDMM (McKenna, Miklau, Hay & Machanavajjhala, PVLDB 2018):
   p-Identity strategies optimised for the workload (OPT_0), per attribute
   for Kronecker workloads and unions of them (OPT_⊗), weighted marginals for
@@ -59,6 +68,7 @@ import scipy.sparse as sp
 from .. import _validate as check
 from .. import workload as _workload
 from ..matrix import (
+    Dense,
     EMatrix,
     Hierarchy,
     Identity,
@@ -74,6 +84,12 @@ from ..matrix import (
     rebuild,
 )
 from ._greedy_h import greedy_h, greedy_h_many
+from ._greedy_h_groups import (
+    greedy_h_on_partition,
+    greedy_h_stripes,
+    stripe_union,
+    stripe_workloads,
+)
 from ._hdmm import hdmm
 
 __all__ = [
@@ -82,6 +98,8 @@ __all__ = [
     "ag_second_level",
     "greedy_h",
     "greedy_h_many",
+    "greedy_h_on_partition",
+    "greedy_h_stripes",
     "h2",
     "hb",
     "hb_branching",
@@ -90,13 +108,17 @@ __all__ = [
     "identity",
     "marginal",
     "marginals",
+    "network_marginals",
     "prefix",
     "quadtree",
     "stripe",
+    "stripe_union",
+    "stripe_workloads",
     "total",
     "uniform_grid",
     "wavelet",
     "workload",
+    "workload_row",
 ]
 
 Shape = int | Sequence[int]
@@ -707,3 +729,33 @@ def stripe(shape: Shape, axis: int, strategy_1d: EMatrix | Callable[[int], EMatr
     if len(dims) == 1:
         return S
     return Kronecker([S if i == axis else Identity(s) for i, s in enumerate(dims)])
+
+
+def workload_row(W: EMatrix, i: int) -> EMatrix:
+    """Query i of the workload W as a one-row matrix (Public): what MWEM
+    measures after selecting query i (Hardt, Ligett & McSherry 2012). Range
+    queries stay implicit (a one-row `RangeQueries`); any other workload's
+    row is held densely."""
+    if not isinstance(W, EMatrix):
+        raise TypeError(f"W must be an EMatrix, got {type(W).__name__}")
+    i = check.integer(i, "i", minimum=0)
+    if i >= W.shape[0]:
+        raise IndexError(f"query {i} out of range for a workload of {W.shape[0]} queries")
+    if type(W) is RangeQueries and not W.transposed:
+        return RangeQueries(W.domain_shape, W.lower[i : i + 1], W.upper[i : i + 1])
+    return Dense(W.row(i).reshape(1, -1))
+
+
+def network_marginals(shape: Shape, cliques: Sequence[Sequence[int]]) -> VStack:
+    """The marginals a Bayesian network needs (Public; PrivBayes, Zhang,
+    Cormode, Procopiuc, Srivastava & Xiao, TODS 2017, §3): those of its
+    maximal cliques, stacked in the cliques' order. The first k+1 cliques of
+    a degree-k network are nested and the smaller ones' conditionals are read
+    off the largest (`inference.network_distribution`), so the sensitivity is
+    the number of maximal cliques (d − k), not d."""
+    dims = check.shape(shape)
+    sets = [tuple(check.axis(a, len(dims), "clique") for a in c) for c in cliques]
+    measured = [c for c in sets if not any(set(c) < set(d) for d in sets)]
+    if not measured:
+        raise ValueError("a network needs at least one clique")
+    return VStack([marginal(dims, c) for c in measured])

@@ -1,12 +1,14 @@
 """The plan library (εktelo §6, §9): every algorithm as a short function.
 
 One signature everywhere: `plan(x, workload, eps, *, <hyper-parameters with
-published defaults>)`, x a protected vector (or table, for table plans).
-`names()` lists the registered plans, `run(name, ...)` runs one by name, and
-every plan is also a plain function of this module.
+published defaults>) -> np.ndarray`, x a `ProtectedVector` (or a
+`ProtectedTable`, for table plans). A plan body is the operator calls of its
+pseudocode; the machinery lives in the operators (`ektelo.operators`) and
+the estimators (`ektelo.inference`). `names()` lists the registered plans,
+`run(name, ...)` runs one by name, and every plan is also a plain function
+of this module (the MWEM variants are `mwem` with other defaults).
 """
 
-from ._registry import PlanInfo, get, names, register, run
 from .budget import split
 from .cdf import cdf_estimator
 from .data_dependent import adaptive_grid, ahp, dawa, uniform, uniform_grid
@@ -23,6 +25,7 @@ from .data_independent import (
 from .mwem import mwem, mwem_b, mwem_c, mwem_d
 from .naive_bayes import nb_select_ls, nb_workload, nb_workload_ls
 from .privbayes import privbayes, privbayes_ls
+from .registry import PlanInfo, get, names, register, register_variant, run
 from .striped import dawa_striped, hb_striped, hb_striped_kron
 
 __all__ = [
@@ -53,6 +56,7 @@ __all__ = [
     "privelet",
     "quadtree",
     "register",
+    "register_variant",
     "run",
     "split",
     "strategy_for",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from ..kernel import Predicate, ProtectedTable
 from ..matrix import EMatrix, Identity, Prefix
-from ._registry import register
 from .budget import check_eps, split
 from .common import estimate
+from .registry import register
 
 __all__ = ["cdf_estimator"]
 
@@ -23,12 +22,12 @@ __all__ = ["cdf_estimator"]
     returns="answers",
 )
 def cdf_estimator(
-    table: Any,
+    table: ProtectedTable,
     workload: EMatrix | None,
     eps: float,
     *,
     attribute: str,
-    where: Any = None,
+    where: Predicate | None = None,
     ratio: float = 0.5,
 ) -> np.ndarray:
     """Algorithm 1. `table` is a protected table; `where` an optional row

@@ -4,17 +4,14 @@ strategy. Each returns the estimate x̂ (flattened, C order) on x's domain."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from ..kernel import ProtectedVector
 from ..matrix import EMatrix
 from ..operators import selection
-from ..operators.selection import greedy_h as greedy_h_strategy
-from ..operators.selection import hdmm as hdmm_strategy
-from ._registry import register
 from .budget import check_eps
-from .common import measure_and_infer, reduce_for_workload
+from .common import estimate, reduce_for_workload
+from .registry import register
 
 __all__ = [
     "greedy_h",
@@ -35,26 +32,14 @@ __all__ = [
     data_dependent=False,
 )
 def identity(
-    x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
 ) -> np.ndarray:
     """Identity: all of ε on the identity strategy (Laplace mechanism), then LS.
-
-    Budget: ε to the single measurement. Returns x̂ on x's domain.
-    """
+    With `workload_reduction`, on the workload's groups (§8). Returns x̂."""
     eps = check_eps(eps)
-    x_red, _, _ = reduce_for_workload(x, workload, workload_reduction)
-    return measure_and_infer(x_red, selection.identity(x_red.size), eps)
-
-
-def _on_shape(
-    x: Any, workload: EMatrix, eps: float, strategy: Any, workload_reduction: bool
-) -> np.ndarray:
-    """ε on `strategy(shape)` for x's shape — or, after workload-based
-    reduction, for the 1-D vector of the workload's groups — then LS."""
-    eps = check_eps(eps)
-    x_red, _, P = reduce_for_workload(x, workload, workload_reduction)
-    shape = x.shape if P is None else (x_red.size,)
-    return measure_and_infer(x_red, strategy(shape), eps)
+    x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
+    y = x.laplace(selection.identity(x.size), eps=eps)  # Private→Public
+    return estimate([y])  # Public: LS
 
 
 @register(
@@ -64,11 +49,14 @@ def _on_shape(
     data_dependent=False,
 )
 def privelet(
-    x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
 ) -> np.ndarray:
     """Privelet: ε on the (n-D) Haar wavelet strategy, then LS. Returns x̂.
     With `workload_reduction`, the 1-D wavelet over the workload's groups."""
-    return _on_shape(x, workload, eps, selection.wavelet, workload_reduction)
+    eps = check_eps(eps)
+    x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
+    y = x.laplace(selection.wavelet(x.shape), eps=eps)  # Private→Public
+    return estimate([y])  # Public: LS
 
 
 @register(
@@ -77,10 +65,15 @@ def privelet(
     summary="binary hierarchy of range queries, least-squares inference",
     data_dependent=False,
 )
-def h2(x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False) -> np.ndarray:
+def h2(
+    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+) -> np.ndarray:
     """H2: ε on the binary hierarchy, then LS (the paper's consistency step).
     With `workload_reduction`, the hierarchy over the workload's groups."""
-    return _on_shape(x, workload, eps, selection.h2, workload_reduction)
+    eps = check_eps(eps)
+    x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
+    y = x.laplace(selection.h2(x.shape), eps=eps)  # Private→Public
+    return estimate([y])  # Public: LS (the tree's two passes)
 
 
 @register(
@@ -89,10 +82,15 @@ def h2(x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = Fals
     summary="hierarchy with the variance-optimal branching factor",
     data_dependent=False,
 )
-def hb(x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False) -> np.ndarray:
+def hb(
+    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+) -> np.ndarray:
     """HB: ε on the hierarchy with the optimal branching factor, then LS.
     With `workload_reduction`, the hierarchy over the workload's groups."""
-    return _on_shape(x, workload, eps, selection.hb, workload_reduction)
+    eps = check_eps(eps)
+    x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
+    y = x.laplace(selection.hb(x.shape), eps=eps)  # Private→Public
+    return estimate([y])  # Public: LS (the tree's two passes)
 
 
 @register(
@@ -101,9 +99,10 @@ def hb(x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = Fals
     summary="2-D quadtree of range queries, least-squares inference",
     data_dependent=False,
 )
-def quadtree(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
+def quadtree(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
     """QuadTree: ε on the quadtree over a 2-D domain, then LS."""
-    return measure_and_infer(x, selection.quadtree(x.shape), check_eps(eps))
+    y = x.laplace(selection.quadtree(x.shape), eps=check_eps(eps))  # Private→Public
+    return estimate([y])  # Public: LS
 
 
 @register(
@@ -113,12 +112,13 @@ def quadtree(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     data_dependent=False,
 )
 def greedy_h(
-    x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
 ) -> np.ndarray:
     """GreedyH: ε on a hierarchy weighted for the workload, then LS."""
     eps = check_eps(eps)
-    x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
-    return measure_and_infer(x_red, greedy_h_strategy(x_red.size, W_red), eps)
+    x, W, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
+    y = x.laplace(selection.greedy_h(x.size, W), eps=eps)  # Public, then Private→Public
+    return estimate([y])  # Public: LS
 
 
 @register(
@@ -128,14 +128,19 @@ def greedy_h(
     data_dependent=False,
 )
 def hdmm(
-    x: Any, workload: EMatrix, eps: float, *, workload_reduction: bool = False, seed: int = 0
+    x: ProtectedVector,
+    workload: EMatrix,
+    eps: float,
+    *,
+    workload_reduction: bool = False,
+    seed: int = 0,
 ) -> np.ndarray:
-    """HDMM: ε on the strategy optimised for the workload (public), then LS."""
+    """HDMM: ε on the strategy optimised for the workload (public, memoised
+    by the operator), then LS."""
     eps = check_eps(eps)
-    x_red, W_red, _ = reduce_for_workload(x, workload, workload_reduction)
-    # The strategy is memoised by the operator: trials, datasets and
-    # `strategy_for` on one workload optimise once.
-    return measure_and_infer(x_red, hdmm_strategy(W_red, seed=seed), eps)
+    x, W, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
+    y = x.laplace(selection.hdmm(W, seed=seed), eps=eps)  # Public, then Private→Public
+    return estimate([y])  # Public: LS
 
 
 def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatrix | None:
@@ -149,8 +154,8 @@ def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatri
         "h2": lambda: selection.h2(shape),
         "hb": lambda: selection.hb(shape),
         "quadtree": lambda: selection.quadtree(shape),
-        "greedy_h": lambda: greedy_h_strategy(n, workload),
-        "hdmm": lambda: hdmm_strategy(workload, seed=0),
+        "greedy_h": lambda: selection.greedy_h(n, workload),
+        "hdmm": lambda: selection.hdmm(workload, seed=0),
         "hb_striped_kron": lambda: selection.stripe(
             shape, len(shape) - 1, selection.hb((shape[-1],))
         ),

@@ -6,17 +6,15 @@ workload answers (the stacked histograms, in `workload` row order)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import scipy.sparse as sp
 
+from ..kernel import ProtectedVector
 from ..matrix import EMatrix, Identity, Sparse
-from ..operators import partition as partition_ops
-from ..operators.selection import greedy_h as greedy_h_strategy
-from ._registry import register
+from ..operators import partition, selection
 from .budget import check_eps, split
 from .common import estimate
+from .registry import register
 
 __all__ = ["nb_select_ls", "nb_workload", "nb_workload_ls"]
 
@@ -28,9 +26,9 @@ __all__ = ["nb_select_ls", "nb_workload", "nb_workload_ls"]
     data_dependent=False,
     returns="answers",
 )
-def nb_workload(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
+def nb_workload(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
     """Workload: all of ε on the workload matrix; returns its noisy answers."""
-    return np.array(x.laplace(workload, eps=check_eps(eps)).answers)
+    return np.array(x.laplace(workload, eps=check_eps(eps)).answers)  # Private→Public
 
 
 @register(
@@ -40,10 +38,11 @@ def nb_workload(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     data_dependent=False,
     returns="answers",
 )
-def nb_workload_ls(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
+def nb_workload_ls(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
     """WorkloadLS: all of ε on the workload matrix, then LS; returns W·x̂
     (histograms with consistent totals)."""
-    return workload @ estimate([x.laplace(workload, eps=check_eps(eps))])
+    y = x.laplace(workload, eps=check_eps(eps))  # Private→Public
+    return workload @ estimate([y])  # Public: LS
 
 
 @register(
@@ -54,7 +53,7 @@ def nb_workload_ls(x: Any, workload: EMatrix, eps: float) -> np.ndarray:
     returns="answers",
 )
 def nb_select_ls(
-    x: Any, workload: EMatrix, eps: float, *, threshold: int = 80, ratio: float = 0.25
+    x: ProtectedVector, workload: EMatrix, eps: float, *, threshold: int = 80, ratio: float = 0.25
 ) -> np.ndarray:
     """SelectLS. Budget: ε/k to each predictor's histogram (Xᵢ, Y), k the
     number of predictors (sequential composition). A histogram with more than
@@ -68,20 +67,18 @@ def nb_select_ls(
     k = label
     if k < 1:
         raise ValueError("Naive Bayes needs at least one predictor and a label axis")
-    shares = split(eps, *([1 / k] * k))
-    measurements = []
-    for i, eps_i in zip(range(k), shares, strict=True):
-        hist = x.reduce_by_partition(partition_ops.marginal(x.shape, (i, label)))
+    ys = []
+    for i, eps_i in enumerate(split(eps, *([1 / k] * k))):
+        hist = x.reduce_by_partition(partition.marginal(x.shape, (i, label)))  # Private, 1-stable
         if hist.size > threshold:
-            hist = hist.transform(_label_major(x.shape[i], x.shape[label]))  # 1-stable
+            hist = hist.transform(_label_major(x.shape[i], x.shape[label]))  # Private, 1-stable
             eps_part, eps_meas = split(eps_i, ratio, 1 - ratio)
-            P = hist.dawa_partition(eps=eps_part, ratio=ratio)
-            groups = hist.reduce_by_partition(P)
-            M = greedy_h_strategy(P.num_groups, P.reduce_workload(Identity(hist.size)))
-            measurements.append(groups.laplace(M, eps=eps_meas))
+            P = hist.dawa_partition(eps=eps_part, ratio=ratio)  # Private→Public
+            M = selection.greedy_h_on_partition(P, Identity(hist.size))  # Public
+            ys.append(hist.reduce_by_partition(P).laplace(M, eps=eps_meas))  # Private→Public
         else:
-            measurements.append(hist.laplace(Identity(hist.size), eps=eps_i))
-    return workload @ estimate(measurements)
+            ys.append(hist.laplace(Identity(hist.size), eps=eps_i))  # Private→Public
+    return workload @ estimate(ys)  # Public: LS on all histograms
 
 
 def _label_major(n_x: int, n_y: int) -> Sparse:

@@ -1,18 +1,22 @@
 """The plan registry: names, citations and one-line descriptions.
 
-Plans register themselves with `@register(...)`; `ektelo.plans.run` looks them
-up by name and refuses unknown names and unknown hyper-parameters (an
-unknown option is an error, never silently ignored).
+Plans register themselves with `@register(...)`, and a published variant of
+a plan — the same function with other defaults for some hyper-parameters
+(the MWEM variants of §9.1) — with `register_variant(...)`;
+`ektelo.plans.run` looks them up by name and refuses unknown names and
+unknown hyper-parameters (an unknown option is an error, never silently
+ignored).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PlanInfo", "get", "names", "register", "run"]
+__all__ = ["PlanInfo", "get", "names", "register", "register_variant", "run"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,33 @@ def register(
         return fn
 
     return wrap
+
+
+def register_variant(
+    name: str, plan: Callable[..., Any], *, citation: str, summary: str, doc: str, **choices: Any
+) -> Callable[..., Any]:
+    """Register `plan` with the hyper-parameters `choices` as its defaults
+    under `name`, and return that variant (a `functools.partial` of the plan:
+    the same function, documented by `doc`). The variant inherits the plan's
+    registered kind (data dependence, input, result)."""
+    base = next((info for info in _PLANS.values() if info.function is plan), None)
+    if base is None:
+        raise ValueError(f"register {plan.__name__} before its variants")
+    unknown = set(choices) - set(base.parameters)
+    if unknown:
+        raise TypeError(f"{base.name} has no parameter(s) {sorted(unknown)}")
+    variant = functools.partial(plan, **choices)
+    variant.__doc__ = doc  # type: ignore[misc]
+    variant.__name__ = name  # type: ignore[attr-defined]
+    register(
+        name,
+        citation=citation,
+        summary=summary,
+        data_dependent=base.data_dependent,
+        input_kind=base.input_kind,
+        returns=base.returns,
+    )(variant)
+    return variant
 
 
 def names() -> list[str]:

@@ -1,0 +1,178 @@
+"""GreedyH on a partition's groups (`selection.greedy_h_on_partition`, DAWA's
+second step) and stripe by stripe (`stripe_workloads`, `stripe_union`,
+`greedy_h_stripes`: DAWA-Striped, εktelo §9.2), against the definitions:
+W P⁺ on the groups (in the curve's order in 2-D), the restricted Gram per
+stripe, the union's rows on each stripe's cells."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ektelo import workload as wl
+from ektelo.kernel.dawa import dawa_partition
+from ektelo.kernel.noise import RandomSource
+from ektelo.matrix import (
+    Diagonal,
+    Identity,
+    Kronecker,
+    Partition,
+    Prefix,
+    Product,
+    RangeQueries,
+    Sparse,
+    Total,
+    VStack,
+)
+from ektelo.operators import partition, selection
+from ektelo.operators._greedy_h_groups import reduced_ranges
+
+
+def _skewed(shape: tuple[int, int], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.poisson(0.3, size=shape)
+    x[: shape[0] // 4, : shape[1] // 3] += rng.poisson(40, size=(shape[0] // 4, shape[1] // 3))
+    return x
+
+
+def _curve_order(P: Partition) -> tuple[np.ndarray, Sparse]:
+    """The groups in Hilbert-curve order, and the permutation C to it."""
+    k = P.num_groups
+    along = P.groups[partition.hilbert_order(P.domain_shape)]
+    first = np.full(k, along.size)
+    np.minimum.at(first, along, np.arange(along.size))
+    order = np.argsort(first)
+    rank = np.argsort(order)
+    return order, Sparse(sp.csr_matrix((np.ones(k), (rank, np.arange(k))), shape=(k, k)))
+
+
+# -- one domain -----------------------------------------------------------------------
+def test_on_a_1d_partition_it_is_greedy_h_on_the_reduced_workload():
+    P = Partition(np.repeat(np.arange(6), [3, 1, 5, 2, 4, 1]))
+    W = wl.random_range(16, 12, seed=3)
+    M = selection.greedy_h_on_partition(P, W)
+    assert selection.greedy_h(P.num_groups, P.reduce_workload(W)) == M
+    assert M.sensitivity(1) == pytest.approx(1.0)
+
+
+def test_on_a_2d_partition_the_tree_follows_the_hilbert_curve():
+    """M = G·C, G GreedyH's strategy for W P⁺ Cᵀ (the groups along the curve)."""
+    x = _skewed((16, 16), 1)
+    P = dawa_partition(x, 0.5, RandomSource(2))
+    W = wl.random_range((16, 16), 20, seed=4)
+    _, C = _curve_order(P)
+    M = selection.greedy_h_on_partition(P, W)
+    G = selection.greedy_h(P.num_groups, P.reduce_workload(W) @ C.T)
+    np.testing.assert_allclose(M.dense(), (G @ C).dense(), rtol=1e-12, atol=1e-12)
+    assert M.shape[1] == P.num_groups
+    assert M.sensitivity(1) == pytest.approx(1.0)
+
+
+def test_dense_reduced_ranges_match_the_implicit_product():
+    x = _skewed((64, 64), 1)  # 4096 cells: the dyadic (approximate) partition
+    W = wl.random_range((64, 64), 50, seed=4)
+    for seed in range(3):
+        P = dawa_partition(x, 0.5, RandomSource(seed))
+        order, C = _curve_order(P)
+        dense = reduced_ranges(P, W, order)
+        assert dense is not None, "dyadic Hilbert buckets are rectangles"
+        implicit = (P.reduce_workload(W) @ C.T).dense()
+        np.testing.assert_allclose(dense.dense(), implicit, rtol=1e-12, atol=1e-12)
+
+
+def test_dense_reduced_ranges_decline_non_rectangular_groups():
+    groups = np.ones((8, 8), dtype=int)
+    groups[0, :2] = 0  # an L-shaped group: (0, 0), (0, 1), (1, 0)
+    groups[1, 0] = 0
+    P = Partition(groups)
+    W = wl.random_range((8, 8), 5, seed=1)
+    order, _ = _curve_order(P)
+    assert reduced_ranges(P, W, order) is None
+    M = selection.greedy_h_on_partition(P, W)  # through the implicit product instead
+    assert M.shape == (M.shape[0], 2)
+
+
+def test_greedy_h_on_partition_checks_its_arguments():
+    with pytest.raises(TypeError):
+        selection.greedy_h_on_partition(np.zeros(4, dtype=int), Identity(4))  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        selection.greedy_h_on_partition(Partition(np.arange(4) // 2), Identity(5))
+
+
+# -- stripe by stripe -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "W",
+    [
+        Kronecker([VStack([Identity(3), Total(3)]), VStack([Identity(2), Total(2)]), Prefix(6)]),
+        wl.marginals((3, 2, 6), 2),
+        Identity(36),
+        wl.random_range((3, 2, 6), 7, seed=4),
+        Sparse(sp.random(9, 36, density=0.3, random_state=2, format="csr")),
+    ],
+)
+@pytest.mark.parametrize("axis", [2, 0, -1])
+def test_stripe_workloads_have_the_restricted_gram(W, axis):
+    shape = (3, 2, 6)
+    R = partition.stripe(shape, axis)
+    Wd = W.dense()
+    stripes = selection.stripe_workloads(W, shape, axis)
+    assert len(stripes) == R.num_groups
+    for g, Ws in enumerate(stripes):
+        cols = Wd[:, R.cells(g)]
+        np.testing.assert_allclose(Ws.dense().T @ Ws.dense(), cols.T @ cols, atol=1e-12)
+
+
+def test_stripe_workloads_share_equal_restrictions():
+    shape = (4, 8)
+    stripes = selection.stripe_workloads(Kronecker([Identity(4), Prefix(8)]), shape, 1)
+    assert len({id(W) for W in stripes}) == 1
+
+
+def test_stripe_union_measures_every_stripe_on_its_groups():
+    """Row block g reads stripe g's cells only, as A_g·(group sums of P_g)."""
+    rng = np.random.default_rng(4)
+    shape, axis = (3, 10, 4), 1
+    R = partition.stripe(shape, axis)
+    partitions, strategies = [], []
+    for _ in range(R.num_groups):
+        cuts = np.sort(rng.choice(np.arange(1, 10), size=3, replace=False))
+        P = Partition(np.searchsorted(cuts, np.arange(10), side="right"))
+        lo = np.array([0, 1, 0])
+        hi = np.array([P.num_groups - 1, 2, 0])
+        A = Product(Diagonal(rng.random(3) + 0.1), RangeQueries(P.num_groups, lo, hi))
+        strategies.append(A)
+        partitions.append(P)
+    D = selection.stripe_union(shape, axis, partitions, strategies).dense()
+    offsets = np.cumsum([0] + [A.shape[0] for A in strategies])
+    for g, (P, A) in enumerate(zip(partitions, strategies, strict=True)):
+        expected = np.zeros((A.shape[0], D.shape[1]))
+        expected[:, R.cells(g)] = A.dense() @ P.reduce_matrix().dense()
+        np.testing.assert_allclose(D[offsets[g] : offsets[g + 1]], expected, rtol=1e-15)
+
+
+def test_stripe_union_refuses_what_is_not_intervals_of_weighted_ranges():
+    P = Partition(np.array([0, 1, 0, 1]))  # not intervals
+    A = Product(Diagonal([1.0]), RangeQueries(2, [0], [1]))
+    with pytest.raises(ValueError, match="intervals"):
+        selection.stripe_union((2, 4), 1, [P, P], [A, A])
+    with pytest.raises(TypeError, match="weighted ranges"):
+        selection.stripe_union((2, 4), 1, [Partition(np.arange(4) // 2)] * 2, [Identity(2)] * 2)
+    with pytest.raises(ValueError, match="stripes"):
+        selection.stripe_union((2, 4), 1, [Partition(np.arange(4) // 2)], [A])
+
+
+def test_greedy_h_stripes_is_greedy_h_on_each_stripe():
+    """Each stripe's rows: GreedyH for the stripe's workload on its groups."""
+    shape, axis = (3, 12), 1
+    rng = np.random.default_rng(1)
+    W = wl.random_range(shape, 9, seed=6)
+    workloads = selection.stripe_workloads(W, shape, axis)
+    partitions = [Partition(np.sort(rng.integers(0, 4, 12))) for _ in range(3)]
+    partitions = [Partition(np.unique(P.groups, return_inverse=True)[1]) for P in partitions]
+    M = selection.greedy_h_stripes(shape, axis, partitions, workloads)
+    each = [selection.greedy_h(P.num_groups, P.reduce_workload(Ws))
+            for P, Ws in zip(partitions, workloads, strict=True)]  # fmt: skip
+    expected = selection.stripe_union(shape, axis, partitions, each)
+    np.testing.assert_allclose(M.dense(), expected.dense(), rtol=1e-12, atol=1e-12)
+    assert M.sensitivity(1) == pytest.approx(1.0)
