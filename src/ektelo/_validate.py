@@ -2,8 +2,8 @@
 workloads, the CLI): one definition of "a positive number", "a probability",
 "a positive integer", "a shape", each raising with the argument's name.
 
-The convention, the same as the kernel's own (audited, separate) checks in
-`ektelo.kernel`:
+The convention, the one the kernel's ledger applies to ε and ρ in its own
+(audited, separate) checks:
 
 * a *real number* is any `numbers.Real` except a boolean: Python `int` and
   `float`, every NumPy integer and floating type (`np.float32` included),

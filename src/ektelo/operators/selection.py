@@ -138,10 +138,10 @@ def _count(value: Any, name: str) -> float:
     return max(check.real(value, name), 0.0)
 
 
-def _rule(rule: str) -> str:
+def _rule(rule: str) -> GridRule:
     if rule not in ("dpbench", "paper"):
         raise ValueError(f"rule must be 'dpbench' or 'paper', got {rule!r}")
-    return rule
+    return "paper" if rule == "paper" else "dpbench"
 
 
 # -- simple strategies ---------------------------------------------------------
@@ -211,10 +211,10 @@ def _split_axis(lo: list[np.ndarray], hi: list[np.ndarray], axis: int, branching
         new_hi = (lo[axis][:, None] + last).reshape(-1)
     else:
         reps = np.minimum(side, branching)
-        q, r = np.divmod(side, reps)
+        qs, rs = np.divmod(side, reps)
         owner = np.repeat(np.arange(side.size), reps)
         j = np.arange(owner.size, dtype=np.int64) - (np.cumsum(reps) - reps)[owner]
-        q_o, r_o = q[owner], r[owner]
+        q_o, r_o = qs[owner], rs[owner]
         new_lo = lo[axis][owner] + j * q_o + np.minimum(j, r_o)
         new_hi = new_lo + q_o + (j < r_o) - 1
     return (
@@ -508,8 +508,8 @@ def _grid_cells(
     rows: tuple[np.ndarray, np.ndarray], cols: tuple[np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Corners of the cells of a grid, in C order (row cut, then column cut)."""
-    i, j = np.meshgrid(np.arange(rows[0].size), np.arange(cols[0].size), indexing="ij")
-    i, j = i.reshape(-1), j.reshape(-1)
+    grid = np.meshgrid(np.arange(rows[0].size), np.arange(cols[0].size), indexing="ij")
+    i, j = grid[0].reshape(-1), grid[1].reshape(-1)
     lo = np.stack([rows[0][i], cols[0][j]], axis=1)
     hi = np.stack([rows[1][i], cols[1][j]], axis=1)
     return lo, hi
@@ -605,7 +605,7 @@ def _level1_cells(dims: tuple[int, int], level1: Any) -> tuple[np.ndarray, np.nd
     # A grid: its row intervals tile the rows, its column intervals tile the
     # columns, and the cells are each (row, column) pair once — O(m log m),
     # without touching the N cells of the domain.
-    axes = []
+    axes: list[tuple[int, np.ndarray]] = []  # per axis: (intervals, each cell's interval)
     for a in range(2):
         spans, which = np.unique(
             np.column_stack([lower[:, a], upper[:, a]]), axis=0, return_inverse=True
