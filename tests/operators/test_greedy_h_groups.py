@@ -26,6 +26,9 @@ from ektelo.matrix import (
     VStack,
 )
 from ektelo.operators import partition, selection
+
+# private `reduced_ranges`: its dense fast path is checked against the implicit
+# product it replaces (greedy_h_on_partition returns only the strategy)
 from ektelo.operators._greedy_h_groups import reduced_ranges
 
 
