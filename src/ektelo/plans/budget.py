@@ -5,17 +5,15 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from .._validate import positive, unit_interval
+
 __all__ = ["check_eps", "split"]
 
 
 def check_eps(eps: float, name: str = "eps") -> float:
-    """Validate a privacy budget: a finite positive real number."""
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"{name} must be a positive real number, got {type(eps).__name__}")
-    value = float(eps)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be finite and > 0, got {eps!r}")
-    return value
+    """Validate a privacy budget: a finite positive real number (the library's
+    one convention, `ektelo._validate.positive`: NumPy scalars accepted)."""
+    return positive(eps, name)
 
 
 def split(eps: float, *fractions: float) -> list[float]:
@@ -27,8 +25,8 @@ def split(eps: float, *fractions: float) -> list[float]:
     total = check_eps(eps)
     if not fractions:
         raise ValueError("split needs at least one fraction")
-    if any(not (isinstance(f, (int, float)) and 0 < f <= 1) for f in fractions):
-        raise ValueError(f"fractions must lie in (0, 1], got {fractions}")
+    for f in fractions:
+        unit_interval(f, "fractions", include_one=True)
     if abs(math.fsum(fractions) - 1.0) > 1e-9:
         raise ValueError(f"fractions must sum to 1, got {math.fsum(fractions)}")
     shares = [total * f for f in fractions[:-1]]

@@ -81,7 +81,7 @@ def register_variant(
     if unknown:
         raise TypeError(f"{base.name} has no parameter(s) {sorted(unknown)}")
     variant = functools.partial(plan, **choices)
-    variant.__doc__ = doc  # type: ignore[misc]
+    variant.__doc__ = doc
     variant.__name__ = name  # type: ignore[attr-defined]
     register(
         name,
