@@ -11,7 +11,7 @@ import pytest
 
 import ektelo
 from ektelo import Domain
-from ektelo.matrix import Identity, Partition, Prefix
+from ektelo.matrix import Identity, Ones, Partition, Prefix
 
 F = Fraction
 
@@ -111,3 +111,17 @@ def test_partition_operators_refuse_non_integral_lineage():
         with pytest.raises(ValueError, match="needs a vector of counts"):
             operator(eps=0.1)
     assert x.budget.spent == before
+
+
+def test_public_limits_of_the_exponential_mechanism_are_checked_before_the_charge():
+    """Limits that depend only on public values (ε per choice, the number of
+    candidates) refuse before charging instead of raising after it."""
+    frame = pd.DataFrame({c: [0, 1, 1, 0] for c in "abcdef"})
+    t = ektelo.protect(frame, Domain.from_json({c: 2 for c in "abcdef"}), epsilon=1.0, seed=0)
+    with pytest.raises(ValueError, match="too small"):
+        t.privbayes_select(eps=1e-9)  # 1e-9 / 5 choices is below the mechanism's floor
+    assert t.budget.spent == 0 and t.history() == ()
+    x = ektelo.protect(np.zeros(4, dtype=np.int64), epsilon=1.0, seed=0)
+    with pytest.raises(ValueError, match="2\\*\\*23"):
+        x.worst_approx(Ones(2**23, 4), np.zeros(4), eps=0.5)
+    assert x.budget.spent == 0

@@ -535,6 +535,8 @@ class Kernel:
     ) -> tuple[EMatrix, np.ndarray, float]:
         """Checks for MWEM's selection (mwem.py S1–S3), all before the charge."""
         W, xh = _checked_matrix(workload, v, "workload"), _estimate(x_hat, v)
+        if W.shape[0] >= 2**23:  # the exponential mechanism's exact weights (noise.py E2)
+            raise ValueError(f"the workload has {W.shape[0]} queries; must be < 2**23")
         f = query_facts(W, "workload")
         if not (v.integral and f.integral):
             raise ValueError(
@@ -607,6 +609,10 @@ class Kernel:
         eps = check_epsilon(eps)
         opts = privbayes.check_options(**_plain_options(options))
         shape = t.domain.shape
+        if math.prod(shape) >= 2**62:
+            raise ValueError("the attribute domain is too large for int64 cell codes")
+        if len(shape) > 1 and eps / (len(shape) - 1) <= 2.0**-32:  # noise.py E4, per choice
+            raise ValueError(f"eps={eps!r} is too small for {len(shape) - 1} network choices")
         self._spend(node, "privbayes_select", eps=eps)
         codes = np.array(t.rows.selected(), copy=True)
         cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
