@@ -5,10 +5,6 @@ trees against `inference.least_squares` through the kernel."""
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections import deque
-
 import numpy as np
 import pytest
 
@@ -17,45 +13,9 @@ from ektelo import inference
 from ektelo.inference import tree
 from ektelo.matrix import Hierarchy
 from ektelo.operators import selection
+from tests.reference_trees import ref_dense
 
 # -- oracles -------------------------------------------------------------------------
-
-
-def ref_parts(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
-    """min(b, side) near-equal parts of [lo, hi], larger ones first."""
-    side = hi - lo + 1
-    k = min(b, side)
-    out, start = [], lo
-    for i in range(k):
-        size = side // k + (1 if i < side % k else 0)
-        out.append((start, start + size - 1))
-        start += size
-    return out
-
-
-def ref_dense(dims, b, root=True, weights=None) -> np.ndarray:
-    """Leaves (C order, weighted by the depth where each cell became a leaf),
-    then the inner nodes in breadth-first order, each weighted by its depth."""
-    n = math.prod(dims)
-    leaf_depth = np.zeros(dims, dtype=int)
-    inner = []
-    queue = deque([(tuple((0, s - 1) for s in dims), 0)])
-    while queue:
-        box, depth = queue.popleft()
-        if all(lo == hi for lo, hi in box):
-            leaf_depth[tuple(lo for lo, _ in box)] = depth
-            continue
-        if root or depth > 0:
-            inner.append((box, depth))
-        for child in itertools.product(*[ref_parts(lo, hi, b) for lo, hi in box]):
-            queue.append((child, depth + 1))
-    w = [1.0] * 64 if weights is None else list(weights)
-    rows = [np.diag([w[d] for d in leaf_depth.reshape(-1)])]
-    for box, depth in inner:
-        x = np.zeros(dims)
-        x[tuple(slice(lo, hi + 1) for lo, hi in box)] = w[depth]
-        rows.append(x.reshape(1, n))
-    return np.vstack(rows)
 
 
 SHAPES_1D = [(n,) for n in [1, 2, 3, 4, 5, 7, 8, 9, 10, 13, 16, 17, 27, 31, 33, 64, 100]]
