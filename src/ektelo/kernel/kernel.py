@@ -272,16 +272,23 @@ class Kernel:
         self._sources[node] = vec
         return node
 
-    def _resolve(self, source: Any, kind: str) -> int:
+    def _resolve(self, source: Any, kind: str | None) -> int:
+        """The id of an existing source of `kind` ("table", "vector", or either
+        when None), or TypeError/ValueError from public facts alone."""
         if isinstance(source, bool) or not isinstance(source, numbers.Integral):
             raise TypeError(f"a source variable is named by an int, got {type(source).__name__}")
         node = int(source)
         if not 0 <= node < len(self._ledger):
             raise ValueError(f"unknown source variable {source!r}")
         actual = self._ledger.kind(node)
-        if actual != kind:
-            raise TypeError(f"source variable {node} is a {actual}, not a {kind}")
+        if actual != kind and (kind is not None or actual == "partition"):
+            wanted = kind or "table or vector"
+            raise TypeError(f"source variable {node} is a {actual}, not a {wanted}")
         return node
+
+    def _table_root(self, node: int, names: tuple[str, ...]) -> str:
+        """The root id of the vectorization of table `node` over `names`."""
+        return f"{self.id}/t{node}/" + "|".join(names)
 
     def _table(self, source: Any) -> tuple[int, _Table]:
         node = self._resolve(source, "table")
@@ -318,16 +325,10 @@ class Kernel:
     @_private
     def describe(self, source: Any) -> SourceInfo:
         """The public description of a source variable."""
-        if isinstance(source, bool) or not isinstance(source, numbers.Integral):
-            raise TypeError(f"a source variable is named by an int, got {type(source).__name__}")
-        node = int(source)
-        if not 0 <= node < len(self._ledger):
-            raise ValueError(f"unknown source variable {source!r}")
-        if node not in self._sources:
-            raise TypeError(f"source variable {node} is a partition, not a table or vector")
+        node = self._resolve(source, None)
         item = self._sources[node]
         if isinstance(item, _Table):
-            root = f"{self.id}/t{node}/" + "|".join(item.domain.names)
+            root = self._table_root(node, tuple(item.domain.names))
             shape = item.domain.shape
             return SourceInfo(node, "table", item.domain, shape, True, root, shape, self.seed)
         return SourceInfo(
@@ -382,7 +383,7 @@ class Kernel:
             raise ValueError(f"vectorize over {shape} has too many cells; select fewer")
         cols = [t.domain.index(n) for n in names]
         values = tables.vectorize_rows(t.rows, cols, shape)
-        root_id = f"{self.id}/t{node}/" + "|".join(names)
+        root_id = self._table_root(node, tuple(names))
         vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names))
         return self._add_vector(node, "vectorize", 1, vec)
 
@@ -508,7 +509,7 @@ class Kernel:
         draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
         self._noted(record, noise_scale=draw.scale)
         Q = Total(t.domain.size)
-        root_id = f"{self.id}/t{node}/" + "|".join(t.domain.names)
+        root_id = self._table_root(node, tuple(t.domain.names))
         return Measurement(
             answers=draw.values, query=Q, query_on_root=Q, noise=Laplace(draw.scale, draw.grid),
             epsilon=eps, root_id=root_id, root_shape=t.domain.shape, seed=self.seed,
