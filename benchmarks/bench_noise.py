@@ -23,6 +23,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 
 from ektelo.kernel import gaussian, noise
+from ektelo.kernel.gaussian import gaussian_draw
 from ektelo.kernel.noise import RandomSource
 
 SENS, EPS, RHO = 1.0, 0.5, 0.125  # Laplace scale 2, Gaussian sigma 2
@@ -54,11 +55,11 @@ def samplers(n: int) -> dict[str, Callable[[], object]]:
         ),
         "laplace research, integral": lambda: research.laplace(zeros, **lap, integral=True),
         "numpy Generator.normal": lambda: rng.normal(0.0, SENS / np.sqrt(2 * RHO), size=n),
-        "gaussian secure, integral": lambda: secure.gaussian(zeros, **gau, integral=True),
-        "gaussian secure, non-integral": lambda: secure.gaussian(
-            reals, **gau, integral=False, max_column_nnz=NNZ
+        "gaussian secure, integral": lambda: gaussian_draw(secure, zeros, **gau, integral=True),
+        "gaussian secure, non-integral": lambda: gaussian_draw(
+            secure, reals, **gau, integral=False, max_column_nnz=NNZ
         ),
-        "gaussian research, integral": lambda: research.gaussian(zeros, **gau, integral=True),
+        "gaussian research, integral": lambda: gaussian_draw(research, zeros, **gau, integral=True),
     }
 
 
@@ -94,15 +95,17 @@ def _former_table(c: int) -> list[int]:
 def fixed_cost(scales: int) -> None:
     src, one = RandomSource(), np.zeros(1)
     src.laplace(one, sensitivity=1.0, epsilon=0.77, integral=True)  # once per process:
-    src.gaussian(one, sensitivity=1.0, rho=0.77, integral=True)  # universal tables
+    gaussian_draw(src, one, sensitivity=1.0, rho=0.77, integral=True)  # universal tables
     draws = {
         "laplace, integral": lambda e: src.laplace(one, sensitivity=1.0, epsilon=e, integral=True),
         "laplace, non-integral": lambda e: src.laplace(
             one, sensitivity=1.0, epsilon=e, integral=False, max_column_nnz=NNZ
         ),
-        "gaussian, integral": lambda e: src.gaussian(one, sensitivity=1.0, rho=e, integral=True),
-        "gaussian, non-integral": lambda e: src.gaussian(
-            one, sensitivity=1.0, rho=e, integral=False, max_column_nnz=NNZ
+        "gaussian, integral": lambda e: gaussian_draw(
+            src, one, sensitivity=1.0, rho=e, integral=True
+        ),
+        "gaussian, non-integral": lambda e: gaussian_draw(
+            src, one, sensitivity=1.0, rho=e, integral=False, max_column_nnz=NNZ
         ),
     }
     rng = np.random.default_rng(11)
