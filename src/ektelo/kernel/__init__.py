@@ -8,12 +8,14 @@ port and `protect`), `handles` (opaque `ProtectedTable`/`ProtectedVector`
 over a port), `sensitivity` (the kernel's own structural rules), `tables`
 (table transformations on rows and masks), `predicates` (row predicates for
 `where`), `noise` (secure/research `RandomSource`), and the private
-operators `ahp`, `dawa`, `mwem`, `privbayes`.
+operators `ahp`, `dawa`, `mwem`, `privbayes`. `port` is public (its request
+and response types are what a server's wire format carries, `ektelo.wire`).
 """
 
+from . import port
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
-from .ledger import Budget, BudgetExceeded
+from .ledger import Budget, BudgetExceeded, NodeState
 from .local import LocalPort, protect
 from .port import Port, QueryRecord
 from .predicates import Predicate, col
@@ -23,11 +25,13 @@ __all__ = [
     "BudgetExceeded",
     "Kernel",
     "LocalPort",
+    "NodeState",
     "Port",
     "Predicate",
     "ProtectedTable",
     "ProtectedVector",
     "QueryRecord",
     "col",
+    "port",
     "protect",
 ]
