@@ -27,27 +27,48 @@ float value. The one documented slack: the root admits a request when the
 exact new total is ≤ total·(1 + 10⁻⁹), so that float splits such as ε/3
 three times, ε·0.3 + ε·0.7 or ε/10 ten times fit. The guarantee of the kernel
 is therefore total·(1 + 10⁻⁹) (ε-DP or ρ-zCDP), and `spent` never exceeds it.
+
+The kernel talks to its ledger through `Accountant` — reserve a charge
+(Algorithm 2, all or nothing), compute, release the public answer — so the
+same kernel runs over this in-memory `Ledger` or a durable one
+(`kernel.store`, issue #26) that persists the graph and the charges before
+any noise is drawn. `algorithm2` is the one implementation of the chain rule
+both use. A client `request_id` makes a retry idempotent: the same id with
+the same request content (`request_digest`) returns the stored answer
+without a new charge; the same id with other content is a `RequestConflict`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import numbers
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from ..budget import ZCDP, PureDP
 
 __all__ = [
     "EPS_FLOOR",
     "SLACK",
+    "Accountant",
     "Budget",
     "BudgetExceeded",
     "Ledger",
     "NodeState",
+    "RequestConflict",
+    "Reservation",
+    "algorithm2",
+    "amount_in",
     "check_epsilon",
+    "check_request_id",
     "check_rho",
+    "node_digest",
+    "request_digest",
 ]
 
 SLACK = Fraction(1, 10**9)
@@ -60,6 +81,12 @@ class BudgetExceeded(Exception):  # noqa: N818 - the name the API promises
 
     Raised before anything changes: the ledger and the data are as before.
     """
+
+
+class RequestConflict(ValueError):  # noqa: N818 - names what happened, like BudgetExceeded
+    """A request id was used before for a different request, or its earlier
+    request was charged but has no stored answer (in flight, or lost in a
+    crash: its charge stands; retry under a new id). Raised before any charge."""
 
 
 # The smallest ε any request may carry: below it (subnormals, 1e-300) the
@@ -133,6 +160,138 @@ class _Node:
     stability: Fraction
     operation: str
     spent: Fraction = Fraction(0)
+    digest: str = ""
+
+
+def amount_in(
+    unit: Literal["epsilon", "rho"], *, eps: float | None = None, rho: float | None = None
+) -> Fraction:
+    """A request's cost in `unit` (exact): ε, or ε²/2 or ρ in ρ. Refuses a
+    zCDP request on a pure-ε ledger (before anything changes)."""
+    if (eps is None) == (rho is None):
+        raise TypeError("a request carries exactly one of eps= and rho=")
+    if eps is not None:
+        e = Fraction(check_epsilon(eps))
+        return e if unit == "epsilon" else e * e / 2
+    r = Fraction(check_rho(rho))
+    if unit == "epsilon":
+        raise ValueError(
+            "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
+            "a kernel protected with rho= or with epsilon= and delta="
+        )
+    return r
+
+
+Link = tuple[Kind, Fraction, Fraction]  # (kind, stability to the parent, B) of one variable
+
+
+def algorithm2(
+    path: Sequence[Link], sigma: Fraction, unit: Literal["epsilon", "rho"], total: Fraction,
+    limit: Fraction,
+) -> list[Fraction]:  # fmt: skip
+    """Request(sv, σ) of Algorithm 2 (§4.4) on the chain `path` from the
+    requested variable (first) to the root (last): the increment of B at each
+    variable, or BudgetExceeded when the root would pass `limit`. Pure: the
+    caller commits the increments (in memory, or in one database transaction).
+    """
+    increments: list[Fraction] = []
+    for i, (kind, stability, spent) in enumerate(path):
+        if i == len(path) - 1:  # the root
+            if spent + sigma > limit:
+                raise BudgetExceeded(
+                    f"request needs {float(sigma):.6g} more at the root; spent "
+                    f"{float(spent):.6g} of {float(total):.6g}"
+                )
+            increments.append(sigma)
+            break
+        if kind == "partition":
+            if i == 0:  # pragma: no cover - callers refuse requests at partitions
+                raise ValueError("partition variables receive requests from children only")
+            child_spent = path[i - 1][2]
+            r = max(child_spent + sigma - spent, Fraction(0))
+            increments.append(r)
+            sigma = r
+        else:
+            increments.append(sigma)
+            sigma = (stability if unit == "epsilon" else stability**2) * sigma
+    return increments
+
+
+def check_request_id(request_id: object) -> str | None:
+    """A client's request id: None, or a non-empty printable str of ≤ 200 characters."""
+    if request_id is None:
+        return None
+    if not isinstance(request_id, str):
+        raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
+    if not 0 < len(request_id) <= 200 or not request_id.isprintable():
+        raise ValueError("request_id must be 1 to 200 printable characters")
+    return request_id
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def node_digest(parent: str | None, operation: str, spec: str) -> str:
+    """A structural name of a source variable: its parent's digest, the
+    transformation and its public arguments. Two sessions that derive the same
+    source the same way give it the same digest (so a retry from a new session
+    matches its first try)."""
+    return _sha256(json.dumps([parent, operation, spec]))
+
+
+def request_digest(node: str, content: Mapping[str, Any]) -> str:
+    """The digest of a Private→Public request: the source's digest and the
+    request's public content (operation, ε/ρ, the query's spec, options)."""
+    return _sha256(json.dumps([node, dict(content)], sort_keys=True, default=str))
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A granted (or replayed) charge. `steps` are the increments of B from the
+    requested variable to the root; `replay` is the stored answer when the
+    request repeats an earlier one (nothing was charged then); `token` is the
+    store's reservation id."""
+
+    request_id: str
+    steps: tuple[tuple[int, Fraction], ...]
+    charged: Fraction
+    replay: Mapping[str, Any] | None = None
+    token: int | None = None
+
+
+class Accountant(Protocol):
+    """What the kernel needs of a ledger: the graph, and reserve → release.
+
+    `reserve` checks the whole chain (and, durably, the dataset cap and the
+    analyst's quota) and commits the charge before the kernel computes;
+    `release` stores the public answer with it."""
+
+    unit: Literal["epsilon", "rho"]
+
+    def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction: ...
+
+    def add_root(self, kind: Kind, operation: str) -> int: ...
+
+    def add_child(
+        self, parent: int, kind: Kind, stability: float | Fraction, operation: str,
+        spec: str = "",
+    ) -> int: ...  # fmt: skip
+
+    def kind(self, node: int) -> Kind: ...
+
+    def __len__(self) -> int: ...
+
+    def budget(self) -> Budget: ...
+
+    def snapshot(self) -> tuple[NodeState, ...]: ...
+
+    def reserve(
+        self, node: int, amount: Fraction, *, operation: str, request_id: str | None,
+        content: Mapping[str, Any],
+    ) -> Reservation: ...  # fmt: skip
+
+    def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None: ...
 
 
 class Ledger:
@@ -146,22 +305,13 @@ class Ledger:
         self.total = Fraction(budget.total)
         self.limit = self.total * (1 + SLACK)
         self._nodes: list[_Node] = []
+        # explicit request ids → (request digest, stored answer); a request
+        # without an id gets a fresh one and nothing is kept
+        self._requests: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
 
     def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
-        """A request's cost in the ledger's unit (exact): ε, or ε²/2 or ρ in ρ.
-        Refuses a zCDP request on a pure-ε ledger (before anything changes)."""
-        if (eps is None) == (rho is None):
-            raise TypeError("a request carries exactly one of eps= and rho=")
-        if eps is not None:
-            e = Fraction(check_epsilon(eps))
-            return e if self.unit == "epsilon" else e * e / 2
-        r = Fraction(check_rho(rho))
-        if self.unit == "epsilon":
-            raise ValueError(
-                "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
-                "a kernel protected with rho= or with epsilon= and delta="
-            )
-        return r
+        """A request's cost in the ledger's unit (see `amount_in`)."""
+        return amount_in(self.unit, eps=eps, rho=rho)
 
     # -- graph ---------------------------------------------------------------
     def add_root(self, kind: Kind, operation: str) -> int:
@@ -170,13 +320,15 @@ class Ledger:
             raise ValueError("the ledger already has a root")
         if kind == "partition":
             raise ValueError("a partition variable cannot be the root")
-        self._nodes.append(_Node(kind, None, Fraction(1), operation))
+        self._nodes.append(_Node(kind, None, Fraction(1), operation, Fraction(0), "root"))
         return 0
 
     def add_child(
-        self, parent: int, kind: Kind, stability: float | Fraction, operation: str
-    ) -> int:
-        """Add a variable derived from `parent` by a `stability`-stable transformation."""
+        self, parent: int, kind: Kind, stability: float | Fraction, operation: str,
+        spec: str = "",
+    ) -> int:  # fmt: skip
+        """Add a variable derived from `parent` by a `stability`-stable
+        transformation; `spec` names its public arguments (for its digest)."""
         self._node(parent)
         s = Fraction(stability)
         if s < 0:
@@ -185,7 +337,8 @@ class Ledger:
             raise ValueError("a partition variable is 1-stable relative to its parent")
         if self._nodes[parent].kind == "partition" and (kind == "partition" or s != 1):
             raise ValueError("children of a partition variable are 1-stable tables or vectors")
-        self._nodes.append(_Node(kind, parent, s, operation))
+        digest = node_digest(self._nodes[parent].digest, operation, spec)
+        self._nodes.append(_Node(kind, parent, s, operation, Fraction(0), digest))
         return len(self._nodes) - 1
 
     def kind(self, node: int) -> Kind:
@@ -206,32 +359,16 @@ class Ledger:
             raise ValueError(f"a request must be positive, got {float(sigma)!r}")
         if self._node(node).kind == "partition":
             raise ValueError("requests are made at tables or vectors, not partition variables")
-        steps: list[tuple[int, Fraction]] = []
-        child: int | None = None
-        current: int = node
-        while True:
-            n = self._nodes[current]
-            if n.parent is None:  # the root
-                if n.spent + sigma > self.limit:
-                    raise BudgetExceeded(
-                        f"request needs {float(sigma):.6g} more at the root; spent "
-                        f"{float(n.spent):.6g} of {float(self.total):.6g}"
-                    )
-                steps.append((current, sigma))
-                break
-            if n.kind == "partition":
-                from_child = self._nodes[child] if child is not None else None
-                if from_child is None:  # pragma: no cover - excluded above
-                    raise ValueError("partition variables receive requests from children only")
-                r = max(from_child.spent + sigma - n.spent, Fraction(0))
-                steps.append((current, r))
-                up = r
-            else:
-                steps.append((current, sigma))
-                factor = n.stability if self.unit == "epsilon" else n.stability**2
-                up = factor * sigma
-            child, current, sigma = current, n.parent, up
-        return steps
+        path: list[int] = []
+        current: int | None = node
+        while current is not None:
+            path.append(current)
+            current = self._nodes[current].parent
+        links = [
+            (self._nodes[i].kind, self._nodes[i].stability, self._nodes[i].spent) for i in path
+        ]
+        increments = algorithm2(links, sigma, self.unit, self.total, self.limit)
+        return list(zip(path, increments, strict=True))
 
     def commit(self, steps: list[tuple[int, Fraction]]) -> Fraction:
         """Apply a plan from `plan`; returns the amount charged at the root."""
@@ -242,6 +379,36 @@ class Ledger:
     def request(self, node: int, amount: float | Fraction) -> Fraction:
         """Algorithm 2: check the whole chain, then commit. Returns the root charge."""
         return self.commit(self.plan(node, amount))
+
+    def digest(self, node: int) -> str:
+        """The structural digest of a variable (`node_digest`)."""
+        return self._node(node).digest
+
+    def reserve(
+        self, node: int, amount: Fraction, *, operation: str, request_id: str | None,
+        content: Mapping[str, Any],
+    ) -> Reservation:  # fmt: skip
+        """Algorithm 2 in memory, with idempotent retries under an explicit id."""
+        rid = check_request_id(request_id)
+        digest = request_digest(self._node(node).digest, {"operation": operation, **content})
+        if rid is not None and rid in self._requests:
+            first, answer = self._requests[rid]
+            if first != digest:
+                raise RequestConflict(f"request_id {rid!r} was used for a different request")
+            if answer is None:
+                raise RequestConflict(f"request {rid!r} was charged but has no released answer")
+            return Reservation(rid, (), Fraction(0), replay=answer)
+        steps = self.plan(node, amount)
+        charged = self.commit(steps)
+        if rid is not None:
+            self._requests[rid] = (digest, None)
+        return Reservation(rid or uuid.uuid4().hex, tuple(steps), charged)
+
+    def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None:
+        """Keep the answer of a request made under an explicit id (for retries)."""
+        held = self._requests.get(reservation.request_id)
+        if held is not None and held[1] is None:
+            self._requests[reservation.request_id] = (held[0], dict(answer))
 
     # -- public views ----------------------------------------------------------
     @property
