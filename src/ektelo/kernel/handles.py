@@ -141,6 +141,28 @@ class ProtectedTable(_Handle):
         )
         return cliques
 
+    def select_marginal(
+        self,
+        candidates: Any,
+        estimates: Any,
+        *,
+        eps: float | None = None,
+        rho: float | None = None,
+        weights: Any = None,
+        penalties: Any = None,
+    ) -> tuple[str, ...]:
+        """Private→Public (MST/AIM selection): one of `candidates` (attribute
+        tuples) chosen by the exponential mechanism with quality
+        w_r·(‖M_r(D) − est_r‖₁ − penalty_r), est_r = estimates[r] a public array
+        over the marginal's cells (C order over r as given), integer weights
+        (default 1) and penalties (default 0). Charged `eps` (pure ε), or on a
+        zCDP kernel `rho` (ε = √(8ρ)) or ε²/8."""
+        request = msg.SelectMarginal(
+            self._node, candidates, estimates, eps, rho, weights, penalties
+        )
+        chosen: tuple[str, ...] = self._port.submit(request)
+        return chosen
+
     def __repr__(self) -> str:
         try:
             return f"ProtectedTable(node={self._node}, {self.domain!r})"

@@ -70,7 +70,7 @@ from ..matrix import (
     rebuild,
 )
 from ..measurement import Gaussian, Laplace, Measurement
-from . import ahp, dawa, mwem, privbayes, tables
+from . import ahp, dawa, marginal_select, mwem, privbayes, tables
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
@@ -618,6 +618,22 @@ class Kernel:
         codes = np.array(t.rows.selected(), copy=True)
         cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
         return [tuple(int(i) for i in c) for c in cliques]
+
+    @_private
+    def select_marginal(
+        self, source: int, candidates: Any, estimates: Any, *, eps: Any = None,
+        rho: Any = None, weights: Any = None, penalties: Any = None,
+    ) -> tuple[str, ...]:  # fmt: skip
+        """MST's and AIM's choice of one marginal (exponential mechanism on
+        w_r·(‖M_r(D) − est_r‖₁ − p_r), marginal_select.py M1–M4): ε-DP, or
+        ε²/8-zCDP on a zCDP ledger (bounded range)."""
+        node, t = self._table(source)
+        request = marginal_select.check_request(t.domain, candidates, estimates, weights, penalties)
+        em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
+        self._spend(node, "select_marginal", sensitivity=request.sensitivity, **charge)
+        # charged: from here on nothing raises on the data (clamps M2–M3)
+        i = marginal_select.select_marginal(t.rows, request, em_eps, self._random)
+        return request.candidates[i]
 
 
 def _checked_matrix(M: Any, v: _Vector, name: str = "M") -> EMatrix:

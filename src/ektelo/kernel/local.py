@@ -75,6 +75,10 @@ class LocalPort:
                 r.source, r.workload, r.x_hat, eps=r.eps, round_index=r.round_index
             ),
             port.PrivBayesSelect: lambda r: k.privbayes_select(r.source, eps=r.eps, **r.options),
+            port.SelectMarginal: lambda r: k.select_marginal(
+                r.source, r.candidates, r.estimates, eps=r.eps, rho=r.rho, weights=r.weights,
+                penalties=r.penalties,
+            ),
         }
 
     def submit(self, request: Any) -> Any:

@@ -38,6 +38,7 @@ __all__ = [
     "QueryRecord",
     "ReduceByPartition",
     "Select",
+    "SelectMarginal",
     "SourceInfo",
     "SplitTable",
     "SplitVector",
@@ -241,3 +242,16 @@ class PrivBayesSelect:
     source: int
     eps: Any
     options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SelectMarginal:
+    """MST/AIM's exponential-mechanism choice of one marginal of a table."""
+
+    source: int
+    candidates: Any  # attribute tuples
+    estimates: Any  # one public array per candidate
+    eps: Any = None
+    rho: Any = None
+    weights: Any = None
+    penalties: Any = None

@@ -1,0 +1,246 @@
+"""Private choice of one marginal by the exponential mechanism — the selection
+step shared by MST (McKenna, Miklau & Sheldon, "Winning the NIST contest: a
+scalable and general approach to differentially private synthetic data",
+JPC 2021, Algorithm 1 "select") and AIM (McKenna, Mullins, Sheldon & Miklau,
+"AIM: an adaptive and iterative mechanism for differentially private
+synthetic data", PVLDB 2022, Algorithm 2 line 8) — Private→Public.
+
+`check_request(domain, candidates, estimates, weights, penalties)` validates
+everything from public values (before the charge); `em_budget(unit, eps=,
+rho=)` says which ε the mechanism runs with and what the ledger charges;
+`select_marginal(rows, request, eps, source)` returns the index of the chosen
+candidate.  The quality of candidate r (an attribute tuple) is
+
+    q_r(D) = w_r · (‖M_r(D) − est_r‖₁ − p_r),
+
+M_r(D) the marginal counts of the table over r (C order over r as given),
+est_r a public estimate (the current model's marginal), w_r a public
+positive integer weight and p_r a public penalty (AIM: w_r = Σ_{s∈W} |r ∩ s|,
+p_r = √(2/π)·σ·n_r; MST: w = 1, p = 0).
+
+Privacy.  Adding or removing one row moves one cell of M_r(D) by 1, so
+‖M_r(D) − est_r‖₁ moves by ≤ 1 and q_r by ≤ w_r ≤ Δ = max_r w_r.  The index
+is drawn with P(r) ∝ exp(ε·q_r/(2Δ)) (`source.exponential_mechanism`,
+noise.py E1–E4, floating-point safe): ε-DP, and ε-bounded-range, hence
+ε²/8-zCDP (Cesar & Rogers, "Bounding, concentrating, and truncating:
+unifying privacy loss composition for data analytics", ALT 2021, Lemma 3.2 —
+the bound MST's and AIM's accounting use).  On a zCDP ledger a request of ρ
+runs with ε = √(8ρ) rounded down, and a request of ε is charged ρ = ε²/8
+rounded up; on a pure-ε ledger ε is charged (ρ is refused).
+
+The scores are computed *exactly* (no floating-point allowance, which would
+have to depend on private sizes).  With the public constants K = 2³⁰ and
+W_MAX = 2¹²:
+M1. est_r is rounded to the grid 2⁻¹⁰ and clamped into [−K, K], p_r likewise
+    (post-processing of public values, done before the charge); w_r is a
+    positive integer ≤ W_MAX (refused otherwise).
+M2. The counts c_i (integers; a masked table's weighted count of 0/1 weights
+    is an exact integer) are clamped into [0, K] — 1-Lipschitz per cell, so
+    neighbours' clamped marginals still differ by ≤ 1 in L1.
+M3. Each term |c_i − e_i| is a multiple of 2⁻¹⁰ below 2³¹: exact.  Their sum
+    in any order of additions is exact while the exact subtotal is ≤ K (every
+    multiple of 2⁻¹⁰ below 2⁴³ is a double) and ≥ K otherwise (rounding is
+    monotone and K is a double; all terms are ≥ 0), so L_r = fmin(Σ, K) is
+    exactly min(‖clamp(c) − e‖₁, K): a function of D with sensitivity 1
+    (clamp, |·| and min are 1-Lipschitz).
+M4. L_r − p_r is a multiple of 2⁻¹⁰ of magnitude ≤ 2³¹ (41 bits) and w_r has
+    ≤ 12 bits, so q_r = w_r·(L_r − p_r) is exact (≤ 53 bits) and finite.
+So each q_r is the exact value of a function with sensitivity w_r ≤ Δ.  After
+the charge nothing raises or branches on the data: the clamps replace every
+check.  The output — a candidate index, i.e. an attribute tuple the client
+gave — is public.  Timing: every candidate's marginal is counted over every
+row (`tables.vectorize_rows`), whatever the data.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..domain import Domain, check_names
+from . import tables
+from .ledger import check_epsilon, check_rho
+
+__all__ = [
+    "CLAMP",
+    "MAX_CANDIDATES",
+    "WEIGHT_MAX",
+    "SelectionRequest",
+    "check_request",
+    "em_budget",
+    "scores",
+    "select_marginal",
+]
+
+CLAMP = 2.0**30  # K of M1–M3
+WEIGHT_MAX = 2**12  # M4
+MAX_CANDIDATES = 2**23 - 1  # the exponential mechanism's exact weights (noise.py E2)
+_GRID = 2.0**-10  # M1
+_EM_EPS_MIN = 2.0**-33  # noise.py E4: the mechanism needs ε > 2·2⁻³⁴
+
+
+@dataclass(frozen=True)
+class SelectionRequest:
+    """A validated selection request (public values only)."""
+
+    candidates: tuple[tuple[str, ...], ...]
+    columns: tuple[tuple[int, ...], ...]
+    shapes: tuple[tuple[int, ...], ...]
+    estimates: tuple[np.ndarray, ...]  # flat, on the grid 2⁻¹⁰, in [−K, K] (M1)
+    weights: np.ndarray  # int64, 1..WEIGHT_MAX
+    penalties: np.ndarray  # float64, on the grid, in [−K, K] (M1)
+
+    @property
+    def sensitivity(self) -> float:
+        """Δ = max_r w_r."""
+        return float(self.weights.max())
+
+
+def _on_grid(values: np.ndarray) -> np.ndarray:
+    """M1: round to the grid 2⁻¹⁰ and clamp into [−K, K] (public values)."""
+    out: np.ndarray = np.clip(np.rint(values / _GRID) * _GRID, -CLAMP, CLAMP)
+    return out
+
+
+def _sequence(value: Any, name: str) -> list[Any]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list, got {type(value).__name__}")
+    return list(value)
+
+
+def check_request(
+    domain: Domain,
+    candidates: Any,
+    estimates: Any,
+    weights: Any = None,
+    penalties: Any = None,
+) -> SelectionRequest:
+    """Validate a selection request from public values alone (before the charge)."""
+    cands = _sequence(candidates, "candidates")
+    if not cands:
+        raise ValueError("candidates is empty: nothing to select")
+    if len(cands) > MAX_CANDIDATES:
+        raise ValueError(f"{len(cands)} candidates; must be fewer than 2**23")
+    names = tuple(check_names(domain, c, "candidates") for c in cands)
+    shapes = tuple(domain.project(list(c)).shape for c in names)
+    for c, shape in zip(names, shapes, strict=True):
+        if math.prod(shape) > tables.MAX_CELLS:
+            raise ValueError(f"candidate {list(c)} has too many cells ({math.prod(shape)})")
+    ests = _sequence(estimates, "estimates")
+    if len(ests) != len(names):
+        raise ValueError(f"{len(ests)} estimates for {len(names)} candidates")
+    flat: list[np.ndarray] = []
+    for c, shape, e in zip(names, shapes, ests, strict=True):
+        try:
+            a = np.array(e, dtype=np.float64, copy=True).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"the estimate for {list(c)} is not an array of numbers") from exc
+        if a.size != math.prod(shape) or not np.all(np.isfinite(a)):
+            raise ValueError(
+                f"the estimate for {list(c)} must be {math.prod(shape)} finite numbers "
+                f"(shape {shape})"
+            )
+        a = _on_grid(a)
+        a.setflags(write=False)
+        flat.append(a)
+    w = _weights(weights, len(names))
+    p = _penalties(penalties, len(names))
+    columns = tuple(tuple(domain.index(n) for n in c) for c in names)
+    return SelectionRequest(names, columns, shapes, tuple(flat), w, p)
+
+
+def _weights(weights: Any, k: int) -> np.ndarray:
+    if weights is None:
+        return np.ones(k, dtype=np.int64)
+    values = _sequence(weights, "weights")
+    if len(values) != k:
+        raise ValueError(f"{len(values)} weights for {k} candidates")
+    out = np.empty(k, dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise TypeError(f"weights must be integers, got {type(v).__name__}")
+        f = float(v)
+        if not (math.isfinite(f) and f.is_integer() and 1 <= f <= WEIGHT_MAX):
+            raise ValueError(
+                f"weights must be integers in 1..{WEIGHT_MAX} (exact scores), got {v!r}"
+            )
+        out[i] = int(f)
+    return out
+
+
+def _penalties(penalties: Any, k: int) -> np.ndarray:
+    if penalties is None:
+        return np.zeros(k)
+    values = _sequence(penalties, "penalties")
+    if len(values) != k:
+        raise ValueError(f"{len(values)} penalties for {k} candidates")
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise TypeError(f"penalties must be real numbers, got {type(v).__name__}")
+    out = np.array([float(v) for v in values], dtype=np.float64)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("penalties must be finite")
+    return _on_grid(out)
+
+
+def em_budget(
+    unit: str, *, eps: Any = None, rho: Any = None
+) -> tuple[float, dict[str, float]]:
+    """(ε the mechanism runs with, the charge for `Kernel._spend`), from public
+    values; refuses what the mechanism cannot run with before any charge.
+
+    Pure-ε ledger: ε, charged ε.  zCDP ledger: ρ → ε = √(8ρ) rounded down
+    (so ε²/8 ≤ ρ exactly); ε → charged ρ = ε²/8 rounded up (bounded range)."""
+    if (eps is None) == (rho is None):
+        raise TypeError("give exactly one of eps= and rho=")
+    if rho is not None:
+        r = check_rho(rho)
+        if unit != "rho":
+            raise ValueError(
+                "this kernel's budget is pure ε-DP: a zCDP request (rho=) needs a kernel "
+                "protected with rho= or with epsilon= and delta="
+            )
+        e = math.sqrt(8.0 * r)
+        while Fraction(e) ** 2 / 8 > Fraction(r):
+            e = math.nextafter(e, 0.0)
+        charge = {"rho": r}
+    else:
+        e = check_epsilon(eps)
+        if unit == "rho":
+            exact = Fraction(e) ** 2 / 8
+            r = float(exact)
+            if Fraction(r) < exact:
+                r = math.nextafter(r, math.inf)
+            charge = {"rho": check_rho(r, "eps²/8")}
+        else:
+            charge = {"eps": e}
+    if not e > _EM_EPS_MIN:
+        raise ValueError(f"the exponential mechanism needs ε > 2**-33; this request gives {e!r}")
+    return e, charge
+
+
+def scores(rows: tables.Rows, request: SelectionRequest) -> np.ndarray:
+    """The exact qualities q_r = w_r·(min(‖clamp(M_r(D)) − est_r‖₁, K) − p_r) (M1–M4)."""
+    out = np.empty(len(request.candidates))
+    for i, (cols, shape, est) in enumerate(
+        zip(request.columns, request.shapes, request.estimates, strict=True)
+    ):
+        counts = np.clip(tables.vectorize_rows(rows, cols, shape), 0.0, CLAMP)  # M2
+        l1 = np.fmin(np.sum(np.abs(counts - est)), CLAMP)  # M3
+        out[i] = float(request.weights[i]) * (l1 - request.penalties[i])  # M4
+    return out
+
+
+def select_marginal(
+    rows: tables.Rows, request: SelectionRequest, eps: float, source: Any
+) -> int:
+    """Index of the candidate chosen with P(r) ∝ exp(ε·q_r/(2Δ)); ε-DP
+    (ε²/8-zCDP) in the table.  The caller has validated the request and ε."""
+    q = scores(rows, request)
+    return int(source.exponential_mechanism(q, sensitivity=request.sensitivity, epsilon=eps))
