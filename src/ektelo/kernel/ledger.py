@@ -64,6 +64,7 @@ __all__ = [
     "Reservation",
     "algorithm2",
     "amount_in",
+    "check_child",
     "check_epsilon",
     "check_request_id",
     "check_rho",
@@ -217,6 +218,19 @@ def algorithm2(
     return increments
 
 
+def check_child(parent: Kind, kind: Kind, stability: float | Fraction) -> Fraction:
+    """The exact stability of a new `kind` variable under a `parent` variable,
+    or ValueError when the graph rules of §4.4 forbid it."""
+    s = Fraction(stability)
+    if s < 0:
+        raise ValueError(f"stability must be ≥ 0, got {stability!r}")
+    if kind == "partition" and s != 1:
+        raise ValueError("a partition variable is 1-stable relative to its parent")
+    if parent == "partition" and (kind == "partition" or s != 1):
+        raise ValueError("children of a partition variable are 1-stable tables or vectors")
+    return s
+
+
 def check_request_id(request_id: object) -> str | None:
     """A client's request id: None, or a non-empty printable str of ≤ 200 characters."""
     if request_id is None:
@@ -329,14 +343,7 @@ class Ledger:
     ) -> int:  # fmt: skip
         """Add a variable derived from `parent` by a `stability`-stable
         transformation; `spec` names its public arguments (for its digest)."""
-        self._node(parent)
-        s = Fraction(stability)
-        if s < 0:
-            raise ValueError(f"stability must be ≥ 0, got {stability!r}")
-        if kind == "partition" and s != 1:
-            raise ValueError("a partition variable is 1-stable relative to its parent")
-        if self._nodes[parent].kind == "partition" and (kind == "partition" or s != 1):
-            raise ValueError("children of a partition variable are 1-stable tables or vectors")
+        s = check_child(self._node(parent).kind, kind, stability)
         digest = node_digest(self._nodes[parent].digest, operation, spec)
         self._nodes.append(_Node(kind, parent, s, operation, Fraction(0), digest))
         return len(self._nodes) - 1
