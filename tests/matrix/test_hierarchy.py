@@ -144,15 +144,105 @@ def test_weighted_levels(tree, root, rng):
 
 def test_every_application_path_is_exercised():
     """The shapes above use each way of ordering a depth: one transposition,
-    the same with single cells masked out, and sorting keys."""
-    # private `_plan`/`_singles`: a check that CASES reach every internal path
-    plans, masks = set(), set()
+    the same with single cells masked out, and sorting keys (in d ≥ 2 when a
+    part above the depth has children of unequal number: the module's rule,
+    read from the public structure)."""
+    sorted_keys, masks = set(), set()
     for dims, b in CASES:
         H = Hierarchy(dims, b)
         for t in range(H.height):
-            plans.add(H._plan(t, 1, 1) is None)
-            masks.add(H._singles(t) is None)
-    assert plans == {True, False} and masks == {True, False}
+            uneven = any(None in H.level(u).children for u in range(t))
+            sorted_keys.add(len(dims) > 1 and uneven)
+            masks.add(H.inner_mask(t) is None)
+    assert sorted_keys == {True, False} and masks == {True, False}
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_levels_describe_the_reference_tree(tree, root, rng):
+    """`level(t)` against the literal tree: the grid of parts (every cell in
+    one part per depth, single cells carried down), their sizes and children
+    per axis, and the rows of the depth's inner nodes; the level operations
+    (`part_sums`, `rows_as_parts`, `inner_mask`, `spread_to_children`) agree
+    with the matrix's own rows."""
+    dims, b = tree
+    w = rng.uniform(0.5, 2.0, size=height(dims, b) + 1)
+    H = Hierarchy(dims, b, root=root, level_weights=w)
+    _, inner = ref_boxes(dims, b, root)
+    assert H.first_depth == (0 if root else 1)
+    x = rng.normal(size=H.num_cells)
+    y = H.matvec(x)
+    sums = x.reshape((1, *dims, 1))
+    start = H.num_cells
+    for t in range(H.height, -1, -1):
+        level = H.level(t)
+        boxes = [box for box, depth in inner if depth == t]
+        assert level.depth == t and level.weight == pytest.approx(w[t])
+        assert level.rows == range(level.rows.start, level.rows.start + len(boxes))
+        assert sums.shape == (1, *level.parts, 1)
+        inner_parts = np.zeros(1, dtype=bool)  # parts of more than one cell
+        for a, side in enumerate(dims):
+            cuts = [(0, side - 1)]
+            for _ in range(t):
+                cuts = [p for lo, hi in cuts for p in _axis_parts(lo, hi, b)]
+            assert level.parts[a] == len(cuts)
+            assert level.part_sizes[a] == tuple(sorted({hi - lo + 1 for lo, hi in cuts}))
+            kids = {min(b, hi - lo + 1) for lo, hi in cuts}
+            even = kids.pop() if len(kids) == 1 else None
+            assert level.children[a] == (1 if t == H.height else even)
+            inner_parts = np.logical_or.outer(inner_parts, [hi > lo for lo, hi in cuts])
+        inner_parts = inner_parts.reshape(-1)
+        mask = H.inner_mask(t)
+        if t < H.height and not inner_parts.all():
+            np.testing.assert_array_equal(mask, inner_parts)
+        else:
+            assert mask is None
+        if t >= H.first_depth and t < H.height:
+            assert len(boxes) == int(inner_parts.sum())
+        if boxes:
+            grid = H.rows_as_parts(y[None, level.rows.start : level.rows.stop, None], t)
+            inside = np.ones(math.prod(level.parts), bool) if mask is None else mask
+            np.testing.assert_allclose(
+                grid.reshape(-1)[inside] / w[t] ** 2, sums.reshape(-1)[inside]
+            )
+            assert np.all(grid.reshape(-1)[~inside] == 0)
+        if t > 0:
+            sums = H.part_sums(sums, t - 1)
+        if t < H.height:
+            # each child of a depth-t part receives the part's value
+            parent = rng.normal(size=(1, *level.parts, 1))
+            below = np.zeros((1, *H.level(t + 1).parts, 1))
+            H.spread_to_children(below, parent, t)
+            np.testing.assert_allclose(H.part_sums(below, t) / parent, _children(H, t))
+    rows = [H.level(t).rows for t in range(H.height + 1)]
+    assert [r.start for r in rows] == [start, *(r.stop for r in rows[:-1])]
+    assert rows[-1].stop == H.num_rows
+
+
+def _axis_parts(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
+    side = hi - lo + 1
+    k = min(b, side)
+    out, first = [], lo
+    for i in range(k):
+        size = side // k + (i < side % k)
+        out.append((first, first + size - 1))
+        first += size
+    return out
+
+
+def _children(H: Hierarchy, t: int) -> np.ndarray:
+    """Children of every depth-t part (a grid), from the part sums of ones."""
+    ones = np.ones((1, *H.level(t + 1).parts, 1))
+    return H.part_sums(ones, t)
+
+
+def test_level_refuses_depths_outside_the_tree():
+    H = Hierarchy(8, 2)
+    with pytest.raises(ValueError, match="depth"):
+        H.level(4)
+    with pytest.raises(ValueError, match="depth"):
+        H.level(-1)
+    with pytest.raises(TypeError, match="depth"):
+        H.level(1.0)  # type: ignore[arg-type]
 
 
 # -- norms, sensitivity and flags -------------------------------------------------------
@@ -314,11 +404,11 @@ def test_equality_is_by_parameters():
 
 def test_pickle_drops_caches(rng):
     H = Hierarchy(1000, 2)  # uneven parts: the boundaries at one depth are cached
+    fresh = pickle.dumps(Hierarchy(1000, 2))
     y = rng.normal(size=H.shape[0])
     before = H.rmatvec(y)
-    assert "_cache_parts" in vars(H)
+    assert pickle.dumps(H) == fresh  # the parameters only, not what was cached
     copy = pickle.loads(pickle.dumps(H))
-    assert "_cache_parts" not in vars(copy)
     np.testing.assert_array_equal(copy.rmatvec(y), before)
 
 

@@ -20,10 +20,9 @@ paper's inference figure compares the general solver with (§10.2).
   `levels` splits the answers of `selection.hierarchy((n,), b)` (cells
   first, then the inner nodes top-down) into those levels.
 
-The passes read the tree's level structure — its part sums (`_reduce`), the
-spreading of a depth's values to its children (`_expand_into`), a depth's
-rows as a grid (`_absorb`), the row offsets — through the `Hierarchy`'s own
-level methods, which apply the matrix as well: the solvers live here, the
+The passes read the tree's public structure (`Hierarchy.level`, its part
+sums, the spreading of a depth's values to its children, a depth's rows as
+a grid), which applies the matrix as well: the solvers live here, the
 algebra in `ektelo.matrix.hierarchy`. `solve_from` and `node_terms` are
 shared with the tree NNLS (`tree_nnls`).
 """
@@ -76,9 +75,9 @@ def lstsq(tree: Hierarchy, y: Any, zero: Any = None) -> np.ndarray:
     y = answers(tree, y, "lstsq")
     n = tree.num_cells
     grid = (1, *tree.domain_shape, 1)
-    w_leaf = tree._leaf_weight()
+    w_leaf = tree.leaf_weight
     if w_leaf is None:
-        w_cells = np.asarray(tree.level_weights)[tree._cell_leaf_depths()]
+        w_cells = np.asarray(tree.level_weights)[tree.cell_leaf_depths()]
         if not np.all(w_cells != 0):
             raise ValueError("lstsq needs non-zero leaf weights (A is rank deficient)")
         z = (y[:n] / w_cells).reshape(grid)
@@ -126,11 +125,15 @@ def answers(tree: Hierarchy, y: Any, solver: str) -> np.ndarray:
 def node_terms(tree: Hierarchy, y: np.ndarray, t: int) -> tuple[np.ndarray, Any] | None:
     """The depth-t parts' own rows as grids: (w·y, w²) — w² a scalar, or a
     grid that is 0 at single cells — or None where depth t has no rows."""
-    w = tree.weight(t)
-    if t < tree._first or t >= tree.height or not tree._inner[t] or w == 0:
+    if not 0 <= t < tree.height:
         return None
-    wy = tree._absorb(y[None, tree._offset[t] : tree._offset[t + 1], None], t)
-    mask = tree._singles(t)
+    level = tree.level(t)
+    w = level.weight
+    if not level.rows or w == 0:
+        return None
+    rows = level.rows
+    wy = tree.rows_as_parts(y[None, rows.start : rows.stop, None], t)
+    mask = tree.inner_mask(t)
     own = w * w if mask is None else np.where(mask.reshape(wy.shape), w * w, 0.0)
     return wy, own
 
@@ -160,12 +163,12 @@ def solve_from(
     zs: list[np.ndarray] = [z]
     Vs: list[np.ndarray] = [V]
     sums: list[tuple[np.ndarray, np.ndarray]] = []
-    for t in range(depth - 1, tree._first - 1, -1):
-        s = tree._reduce(zs[-1], t)
+    for t in range(depth - 1, tree.first_depth - 1, -1):
+        s = tree.part_sums(zs[-1], t)
         if free is not None and len(zs) == 1:  # V = v·[cell free]: v · free count
-            v_s = tree._reduce(free, t) * float(V.flat[0])
+            v_s = tree.part_sums(free, t) * float(V.flat[0])
         else:
-            v_s = tree._reduce(Vs[-1], t)
+            v_s = tree.part_sums(Vs[-1], t)
         sums.append((s, v_s))
         term = node_terms(tree, y, t) if terms is None else terms[t]
         if term is None:
@@ -185,7 +188,7 @@ def solve_from(
     # Down pass: the estimates of the top depth are final.
     x = zs.pop()
     Vs.pop()
-    for t in range(tree._first, depth):
+    for t in range(tree.first_depth, depth):
         s, v_s = sums.pop()
         z_c, V_c = zs.pop(), Vs.pop()
         if known:
@@ -193,14 +196,14 @@ def solve_from(
         else:
             correction = (x - s) / v_s
         if V_c.strides == (0,) * V_c.ndim:  # equal variances: z_c += V·correction, in place
-            tree._expand_into(z_c, correction * V_c.flat[0], t)
+            tree.spread_to_children(z_c, correction * V_c.flat[0], t)
             if free is not None and not zs:  # the cells: held ones have variance 0
                 z_c *= free
             x = z_c
             continue
         share = np.empty(z_c.shape) if out is None or zs else out
         # (a zero base: the spread written in one pass, share's values unread)
-        tree._expand_into(share, correction, t, base=np.broadcast_to(0.0, share.shape))
+        tree.spread_to_children(share, correction, t, base=np.broadcast_to(0.0, share.shape))
         share *= V_c
         share += z_c
         x = share

@@ -226,22 +226,22 @@ def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
     t0 = tree.height - 1
     if t0 < 0:
         return None
+    parents = tree.level(t0)
     sizes = []
-    for ax in tree._axes:
-        at_parents = ax.sizes[t0]
+    for at_parents in parents.part_sizes:
         if max(at_parents) > tree.branching:  # its children would be parts, not cells
             return None
         if len(at_parents) != 1:
             # 1-D runs of q and q + 1 cells (q = 1: single cells, which have
             # no row as parents)
-            if len(tree._axes) > 1 or max(at_parents) - min(at_parents) != 1:
+            if len(parents.parts) > 1 or max(at_parents) - min(at_parents) != 1:
                 return None  # (each short row gets one pad)
             if max(at_parents) > _MAX_CELLS_PER_PARENT:
                 return None
-            lengths = tree._child_counts(0, t0)  # (all cells: shared with _reduce)
+            lengths = tree.child_counts(0, t0)  # (all cells: shared with part_sums)
             return _Runs(lengths, np.cumsum(lengths, dtype=np.intp), max(at_parents))
-        sizes.append(next(iter(at_parents)))
-    layout = _Grid(tuple(ax.count[t0] for ax in tree._axes), tuple(sizes))
+        sizes.append(at_parents[0])
+    layout = _Grid(parents.parts, tuple(sizes))
     return layout if layout.K <= _MAX_CELLS_PER_PARENT else None
 
 
@@ -532,24 +532,24 @@ def _spread_down(
     """Per part of `depth` (flat): the sum over its strict ancestors u of
     parts[t][u], parts[t] a grid of depth t's parts (depths absent add 0).
     With `out` (flat), written there, plus `base` when given."""
-    top = min(depth, max(tree._first, 0))
-    total = np.zeros((1, *(ax.count[top] for ax in tree._axes), 1))
-    for t in range(tree._first, depth):
+    top = min(depth, max(tree.first_depth, 0))
+    total = np.zeros((1, *tree.level(top).parts, 1))
+    for t in range(tree.first_depth, depth):
         if t in parts:
             total = total + parts[t]
-        shape = (1, *(ax.count[t + 1] for ax in tree._axes), 1)
+        shape = (1, *tree.level(t + 1).parts, 1)
         if out is not None and t == depth - 1:
             # the last, largest level straight into `out`: at 10^8 cells a
             # fresh array of the parents' size costs more than the arithmetic
             spread = out.reshape(shape)
             if base is None:
                 spread.fill(0.0)
-                tree._expand_into(spread, total, t)
+                tree.spread_to_children(spread, total, t)
             else:
-                tree._expand_into(spread, total, t, base=base.reshape(shape))
+                tree.spread_to_children(spread, total, t, base=base.reshape(shape))
             return out
         spread = np.zeros(shape)
-        tree._expand_into(spread, total, t)
+        tree.spread_to_children(spread, total, t)
         total = spread
     if out is None:
         return total.reshape(-1)
@@ -569,8 +569,8 @@ def _fitted_above(
     the sum of `totals` (a depth grid) under u; `out` and `base` as in
     `_spread_down`."""
     parts: dict[int, Any] = {}
-    for t in range(depth - 1, tree._first - 1, -1):
-        totals = tree._reduce(totals, t)
+    for t in range(depth - 1, tree.first_depth - 1, -1):
+        totals = tree.part_sums(totals, t)
         if terms[t] is not None:
             parts[t] = terms[t][1] * totals
     return _spread_down(tree, depth, parts, out, base)
@@ -582,7 +582,7 @@ def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
     have no rows or differ in their numbers of children."""
     t = tree.height - 2
     term = terms.get(t)
-    found = [ax.k[t] for ax in tree._axes] if t >= 0 else []
+    found = list(tree.level(t).children) if t >= 0 else []
     ks = tuple(k for k in found if k is not None)
     if term is None or not ks or len(ks) != len(found):
         return None
@@ -637,13 +637,13 @@ def solve(tree: Hierarchy, y: Any, max_rounds: int = 50) -> TreeNNLS | None:
     """
     y = checked_answers(tree, y, "nnls")
     layout = _layout(tree)
-    w_leaf = tree._leaf_weight()
+    w_leaf = tree.leaf_weight
     if layout is None or not w_leaf:
         return None
     n, P, t0 = tree.num_cells, layout.P, tree.height - 1
     grid = (1, *layout.parts, 1)
     p = w_leaf * w_leaf
-    terms = {t: node_terms(tree, y, t) for t in range(max(tree._first, 0), t0 + 1)}
+    terms = {t: node_terms(tree, y, t) for t in range(max(tree.first_depth, 0), t0 + 1)}
     term = terms.get(t0)
     wy, own, rowless = np.zeros(P), 0.0, None
     if term is not None:
@@ -674,7 +674,7 @@ def solve(tree: Hierarchy, y: Any, max_rounds: int = 50) -> TreeNNLS | None:
     x, true_totals = layout.cells(leaves, parents.scale, tau, parents.ys, parents.lo)
     # The certificate: prices from the cells' true parent totals.
     if true_totals is None:
-        true_totals = tree._reduce(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
+        true_totals = tree.part_sums(x.reshape((1, *tree.domain_shape, 1)), t0).reshape(P)
     moved_price = _fitted_above(tree, t0, terms, true_totals.reshape(grid), out=G, base=below)
     true_totals *= own_rows
     moved_price += true_totals

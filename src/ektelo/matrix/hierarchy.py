@@ -39,12 +39,16 @@ Column norms, sensitivity, `max_column_nnz`, `is_integral`,
 (a cell's column holds one entry per ancestor, of the ancestor depth's
 weight). `sparse()`/`dense()` materialise the rows for small sizes.
 
-The level methods that apply the matrix — part sums of a depth
-(`_reduce`), spreading a depth's values to its children (`_expand_into`), a
-depth's rows as a grid of its parts (`_absorb`), the rows' offsets — are
-also what the exact tree solvers of `ektelo.inference.tree` and
-`ektelo.inference.tree_nnls` run on; the solvers live there, this module is
-algebra only.
+The tree's structure is public and read-only — `level(t)` (a `TreeLevel`:
+the grid of a depth's parts, their children and sizes per axis, the rows of
+its inner nodes, its weight), `first_depth`, `leaf_weight`,
+`cell_leaf_depths()`, `child_counts(axis, t)` — and so are the level
+operations that apply the matrix: the part sums of a depth (`part_sums`),
+spreading a depth's values to its children (`spread_to_children`), a
+depth's rows as a grid of its parts (`rows_as_parts`, zero at single cells
+per `inner_mask`). The exact tree solvers of `ektelo.inference.tree` and
+`ektelo.inference.tree_nnls` run on these; the solvers live there, this
+module is algebra only.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -60,7 +65,7 @@ import scipy.sparse as sp
 from .base import EMatrix, check_dense_size, check_p, check_sparse_size
 from .ranges import RangeQueries
 
-__all__ = ["Hierarchy"]
+__all__ = ["Hierarchy", "TreeLevel"]
 
 # The largest number of axes a single transposition may use (NumPy 1.x's limit).
 _MAX_AXES = 32
@@ -175,6 +180,33 @@ class _Axis:
         return out
 
 
+@dataclass(frozen=True)
+class TreeLevel:
+    """One depth of a `Hierarchy`'s tree, as the exact tree solvers read it.
+
+    Attributes:
+        depth: t, from the root (0) to the deepest leaves (the height).
+        parts: the grid of the depth's parts: along each axis, how many.
+            A depth's values are held as an array (pre, *parts, post).
+        children: along each axis, the number of children of every part at
+            this depth, or None where parts have unequal numbers (only at
+            the depth just above that axis's cells); 1 at the last depth.
+        part_sizes: along each axis, the distinct numbers of cells of the
+            parts (at most three: 1, q and q + 1).
+        rows: the rows of the depth's inner nodes (parts of more than one
+            cell), in breadth-first order; empty where the depth has none
+            (above `Hierarchy.first_depth`, or only single cells).
+        weight: the weight of the depth's rows (1.0 without weights).
+    """
+
+    depth: int
+    parts: tuple[int, ...]
+    children: tuple[int | None, ...]
+    part_sizes: tuple[tuple[int, ...], ...]
+    rows: range
+    weight: float
+
+
 class Hierarchy(EMatrix):
     """Every node of the balanced b-ary tree over `domain_shape` (see module).
 
@@ -187,7 +219,8 @@ class Hierarchy(EMatrix):
         transposed: the object is the transpose (N × rows) of that matrix.
 
     Attributes: the arguments, `height` (h), `num_cells` (N), `num_rows`
-    (N + the measured inner nodes) and `shape`. L1 sensitivity without
+    (N + the measured inner nodes), `shape`, and `first_depth`, the
+    shallowest depth with rows (0 with the root measured, else 1). L1 sensitivity without
     weights: the number of measured depths, h + 1 with the root and h without.
     """
 
@@ -231,11 +264,11 @@ class Hierarchy(EMatrix):
             if not np.all(w == 1.0):  # all ones is the unweighted tree
                 self.level_weights = tuple(float(v) for v in w)
         self._axes: list[_Axis] = [_Axis(s, b, height) for s in self.domain_shape]
-        self._first: int = 0 if self.root else 1
+        self.first_depth: int = 0 if self.root else 1
         n = math.prod(self.domain_shape)
         self.num_cells: int = n
         inner = [0] * (height + 1)
-        for t in range(self._first, height):
+        for t in range(self.first_depth, height):
             inner[t] = math.prod(a.count[t] for a in self._axes) - math.prod(
                 a.ones[t] for a in self._axes
             )
@@ -259,7 +292,7 @@ class Hierarchy(EMatrix):
         return 1.0 if self.level_weights is None else self.level_weights[depth]
 
     def _used_depths(self) -> list[int]:
-        inner = [t for t in range(self._first, self.height) if self._inner[t]]
+        inner = [t for t in range(self.first_depth, self.height) if self._inner[t]]
         return sorted(set(inner) | set(self._leaf_depths))
 
     @property
@@ -268,12 +301,31 @@ class Hierarchy(EMatrix):
         matrix has full column rank and inference's exact tree solve applies)."""
         return all(self.weight(t) != 0 for t in self._leaf_depths)
 
-    def _leaf_weight(self) -> float | None:
+    @property
+    def leaf_weight(self) -> float | None:
         """The leaves' common weight, or None when it differs between cells."""
         weights = {self.weight(t) for t in self._leaf_depths}
         return weights.pop() if len(weights) == 1 else None
 
-    def _cell_leaf_depths(self) -> np.ndarray:
+    def level(self, depth: int) -> TreeLevel:
+        """The structure of the tree at `depth` (0 ≤ depth ≤ height), read-only:
+        the shape of its grid of parts, the parts' children and sizes per axis,
+        and which rows hold the depth's inner nodes (see `TreeLevel`)."""
+        if isinstance(depth, bool) or not isinstance(depth, numbers.Integral):
+            raise TypeError(f"depth must be an integer, got {type(depth).__name__}")
+        if not 0 <= depth <= self.height:
+            raise ValueError(f"depth must be in 0..{self.height}, got {depth}")
+        t = int(depth)
+        return TreeLevel(
+            depth=t,
+            parts=tuple(ax.count[t] for ax in self._axes),
+            children=tuple(ax.k[t] if t < self.height else 1 for ax in self._axes),
+            part_sizes=tuple(tuple(sorted(ax.sizes[t])) for ax in self._axes),
+            rows=range(self._offset[t], self._offset[t + 1]),
+            weight=self.weight(t),
+        )
+
+    def cell_leaf_depths(self) -> np.ndarray:
         """Per cell (C order), the depth at which it is a leaf."""
         per_axis = []
         for ax in self._axes:
@@ -291,7 +343,7 @@ class Hierarchy(EMatrix):
             grid = np.maximum.outer(grid, arr)
         return grid.reshape(-1)
 
-    def _child_counts(self, axis: int, t: int) -> np.ndarray:
+    def child_counts(self, axis: int, t: int) -> np.ndarray:
         """Children of each part of depth t on `axis`, at the one depth per axis
         where their numbers differ: one byte per part (for b < 256), computed
         once and shared with the transpose."""
@@ -322,8 +374,10 @@ class Hierarchy(EMatrix):
         T.__dict__["_cache_parts"] = self.__dict__.setdefault("_cache_parts", {})
         return T
 
-    def _reduce(self, S: np.ndarray, t: int) -> np.ndarray:
-        """Sums over the parts of depth t + 1 → the parts of depth t."""
+    def part_sums(self, S: np.ndarray, t: int) -> np.ndarray:
+        """Sums over the parts of depth t + 1 → the parts of depth t: S is an
+        array (pre, *level(t + 1).parts, post), the result (pre,
+        *level(t).parts, post) — every part's total of its children."""
         for a, ax in enumerate(self._axes):
             k = ax.k[t]
             if k == 1:
@@ -331,7 +385,7 @@ class Hierarchy(EMatrix):
             if k is not None:
                 S = _group_sum(S, 1 + a, k)
             else:
-                counts = self._child_counts(a, t)
+                counts = self.child_counts(a, t)
                 first = np.cumsum(counts, dtype=np.intp) - counts
                 S = np.add.reduceat(S, first, axis=1 + a)
         return S
@@ -339,17 +393,17 @@ class Hierarchy(EMatrix):
     def _sums(self, T: np.ndarray) -> np.ndarray:
         pre, n, post = T.shape
         out = np.empty((pre, self.num_rows, post))
-        w_leaf = self._leaf_weight()
+        w_leaf = self.leaf_weight
         if w_leaf is None:
-            scale = np.asarray(self.level_weights)[self._cell_leaf_depths()]
+            scale = np.asarray(self.level_weights)[self.cell_leaf_depths()]
             np.multiply(T, scale[np.newaxis, :, np.newaxis], out=out[:, :n])
         elif w_leaf == 1.0:
             out[:, :n] = T
         else:
             np.multiply(T, w_leaf, out=out[:, :n])
         S = T.reshape((pre, *self.domain_shape, post))
-        for t in range(self.height - 1, self._first - 1, -1):
-            S = self._reduce(S, t)
+        for t in range(self.height - 1, self.first_depth - 1, -1):
+            S = self.part_sums(S, t)
             rows = out[:, self._offset[t] : self._offset[t + 1]]
             self._emit(S, t, rows)
         return out
@@ -358,48 +412,49 @@ class Hierarchy(EMatrix):
         pre, _, post = Y.shape
         n = self.num_cells
         acc: np.ndarray | None = None  # the answers spread down to depth t
-        for t in range(self._first, self.height):
+        for t in range(self.first_depth, self.height):
             y = Y[:, self._offset[t] : self._offset[t + 1]]
             if acc is not None and self._plain(t):  # one pass: y + acc repeated
                 G = np.empty((pre, *(ax.count[t] for ax in self._axes), post))
-                self._expand_into(G, acc, t - 1, base=y.reshape(G.shape))
+                self.spread_to_children(G, acc, t - 1, base=y.reshape(G.shape))
             else:
-                G = self._absorb(y, t)
+                G = self.rows_as_parts(y, t)
                 if acc is not None:
-                    self._expand_into(G, acc, t - 1)
+                    self.spread_to_children(G, acc, t - 1)
             acc = G
         out = np.empty((pre, n, post))  # C order: reshaped below as a view
         grid = out.reshape((pre, *self.domain_shape, post))
-        w_leaf = self._leaf_weight()
+        w_leaf = self.leaf_weight
         if acc is not None and w_leaf == 1.0:
-            self._expand_into(grid, acc, self.height - 1, base=Y[:, :n].reshape(grid.shape))
+            self.spread_to_children(grid, acc, self.height - 1, base=Y[:, :n].reshape(grid.shape))
             return out
         if w_leaf is None:
-            scale = np.asarray(self.level_weights)[self._cell_leaf_depths()]
+            scale = np.asarray(self.level_weights)[self.cell_leaf_depths()]
             np.multiply(Y[:, :n], scale[np.newaxis, :, np.newaxis], out=out)
         else:
             _scaled(Y[:, :n], w_leaf, out)
         if acc is not None:
-            self._expand_into(grid, acc, self.height - 1)
+            self.spread_to_children(grid, acc, self.height - 1)
         return out
 
     def _plain(self, t: int) -> bool:
         """True when the depth-t inner rows are the depth-t parts in C order,
         unweighted: 1-D (or one axis split) without single cells, weight 1."""
         split = sum(1 for ax in self._axes if ax.count[t] > 1)
-        return split <= 1 and self._singles(t) is None and self.weight(t) == 1.0
+        return split <= 1 and self.inner_mask(t) is None and self.weight(t) == 1.0
 
-    def _expand_into(
+    def spread_to_children(
         self, G: np.ndarray, acc: np.ndarray, t: int, base: np.ndarray | None = None
     ) -> None:
-        """G (parts of depth t + 1) += every part's value in acc (depth t); with
-        `base`, G = base + that instead (one pass, G's values unread)."""
+        """G (pre, *level(t + 1).parts, post) += the value in acc (pre,
+        *level(t).parts, post) of every part's parent, in place; with `base`
+        (G's shape), G = base + that instead (one pass, G's values unread)."""
         view_shape = [G.shape[0]]
         acc_shape = [G.shape[0]]
         for a, ax in enumerate(self._axes):
             k = ax.k[t]
             if k is None:
-                acc = np.repeat(acc, self._child_counts(a, t), axis=1 + a)
+                acc = np.repeat(acc, self.child_counts(a, t), axis=1 + a)
                 k = 1
             view_shape += [G.shape[1 + a] // k, k]
             acc_shape += [acc.shape[1 + a], 1]
@@ -447,15 +502,16 @@ class Hierarchy(EMatrix):
         perm = [0] + [1 + i for i in order] + [len(digits) + 1]
         return source, perm
 
-    def _singles(self, t: int) -> np.ndarray | None:
-        """Mask over the depth-t parts (C order) of those of more than one cell,
-        or None when no part at depth t is a single cell."""
+    def inner_mask(self, t: int) -> np.ndarray | None:
+        """Mask over the depth-t parts (flat, C order) of those of more than
+        one cell — the inner nodes, which have rows — or None when no part at
+        depth t is a single cell."""
         if t >= self.height or math.prod(ax.ones[t] for ax in self._axes) == 0:
             return None
         inner = np.zeros(1, dtype=bool)
         for a, ax in enumerate(self._axes):
             k = ax.k[t]
-            axis_inner = self._child_counts(a, t) > 1 if k is None else np.full(ax.count[t], k > 1)
+            axis_inner = self.child_counts(a, t) > 1 if k is None else np.full(ax.count[t], k > 1)
             inner = np.logical_or.outer(inner, axis_inner)
         return inner.reshape(-1)
 
@@ -475,7 +531,7 @@ class Hierarchy(EMatrix):
             return place
 
         grid = tuple(ax.count[t] for ax in self._axes)
-        mask = self._singles(t)
+        mask = self.inner_mask(t)
         flat = np.arange(math.prod(grid), dtype=np.int64) if mask is None else np.flatnonzero(mask)
         keys = np.zeros(flat.size, dtype=np.int64)
         for a, i in enumerate(np.unravel_index(flat, grid)):
@@ -493,7 +549,7 @@ class Hierarchy(EMatrix):
         else:
             source, perm = plan
             moved = S.reshape(source).transpose(perm)
-            mask = self._singles(t)
+            mask = self.inner_mask(t)
             if mask is None:
                 target = _view(rows, [source[i] for i in perm])
                 _scaled(moved, w, target)
@@ -502,9 +558,12 @@ class Hierarchy(EMatrix):
             values = np.ascontiguousarray(moved).reshape(pre, -1, post)[:, tree_mask]
         _scaled(values, w, rows)
 
-    def _absorb(self, y: np.ndarray, t: int) -> np.ndarray:
-        """The depth-t parts (pre, parts…, post) holding the weighted answers y
-        of the depth-t inner nodes, zero at single cells (the inverse of _emit)."""
+    def rows_as_parts(self, y: np.ndarray, t: int) -> np.ndarray:
+        """The depth-t parts (pre, *level(t).parts, post) holding w·y, for
+        y (pre, len(level(t).rows), post) the answers of the depth-t rows and
+        w their weight, zero at single cells: the rows as a grid (A·x writes
+        them the other way), scaled as the tree solvers' normal equations
+        read them."""
         pre, post = y.shape[0], y.shape[-1]
         grid = [pre, *(ax.count[t] for ax in self._axes), post]
         w = self.weight(t)
@@ -514,7 +573,7 @@ class Hierarchy(EMatrix):
             G.reshape(pre, -1, post)[:, self._order_keys(t)] = y * w
             return G
         source, perm = plan
-        mask = self._singles(t)
+        mask = self.inner_mask(t)
         if mask is not None:
             tree_mask = _transpose_flat(mask, source[1:-1], perm)
             full = np.zeros((pre, tree_mask.size, post))
@@ -530,7 +589,7 @@ class Hierarchy(EMatrix):
         """The inner nodes in row order (they follow the N cell rows): inclusive
         lower and upper corners (rows, d) and depths (rows,). Materialises."""
         lowers, uppers, depths = [], [], []
-        for t in range(self._first, self.height):
+        for t in range(self.first_depth, self.height):
             if not self._inner[t]:
                 continue
             parts = [ax.segments(t)[:2] for ax in self._axes]
@@ -552,11 +611,11 @@ class Hierarchy(EMatrix):
         lower, upper, depth = self.nodes()
         nnz = n + int(np.prod(upper - lower + 1, axis=1).sum())
         check_sparse_size(nnz, self.shape)
-        w_leaf = self._leaf_weight()
+        w_leaf = self.leaf_weight
         leaf = (
             np.full(n, w_leaf)
             if w_leaf is not None
-            else np.asarray(self.level_weights)[self._cell_leaf_depths()]
+            else np.asarray(self.level_weights)[self.cell_leaf_depths()]
         )
         blocks = [sp.diags(leaf, format="csr")]
         if depth.size:
@@ -601,7 +660,7 @@ class Hierarchy(EMatrix):
         Σ |w_t|^p over its inner ancestors (depths first..L-1) and its leaf."""
         power = abs if p == 1 else (lambda w: w * w)
         return {
-            L: math.fsum([power(self.weight(t)) for t in range(self._first, L)])
+            L: math.fsum([power(self.weight(t)) for t in range(self.first_depth, L)])
             + power(self.weight(L))
             for L in self._leaf_depths
         }
@@ -619,7 +678,7 @@ class Hierarchy(EMatrix):
         table = np.zeros(self.height + 1)
         for L, v in norms.items():
             table[L] = v
-        out = table[self._cell_leaf_depths()]
+        out = table[self.cell_leaf_depths()]
         return out
 
     def sensitivity(self, p: int = 1) -> float:
@@ -640,12 +699,13 @@ class Hierarchy(EMatrix):
         if self.transposed:
             sizes = [1] + [
                 math.prod(ax.max_len[t] for ax in self._axes)
-                for t in range(self._first, self.height)
+                for t in range(self.first_depth, self.height)
                 if self._inner[t] and self.weight(t) != 0
             ]
             return int(max(sizes))
         return max(
-            sum(1 for t in range(self._first, L) if self.weight(t) != 0) + (self.weight(L) != 0)
+            sum(1 for t in range(self.first_depth, L) if self.weight(t) != 0)
+            + (self.weight(L) != 0)
             for L in self._leaf_depths
         )
 
