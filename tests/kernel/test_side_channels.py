@@ -113,7 +113,9 @@ class Step:
 VECTOR_OPS = (
     "transform", "reduce", "split", "laplace", "gaussian", "ahp", "dawa", "worst", "aug",
 )  # fmt: skip
-TABLE_OPS = ("where", "select", "group_by", "tsplit", "vectorize", "noisy_count", "privbayes")
+TABLE_OPS = (
+    "where", "select", "group_by", "tsplit", "vectorize", "noisy_count", "privbayes", "marginal",
+)  # fmt: skip
 
 
 class ClientMatrix(EMatrix):
@@ -204,6 +206,24 @@ def build_estimate(recipe: tuple[Any, ...], n: int) -> np.ndarray:
     return np.full(n, recipe[1], dtype=np.float64)
 
 
+def build_selection(
+    recipe: tuple[Any, ...], domain: Domain
+) -> tuple[list[Any], list[np.ndarray], dict[str, Any]]:
+    """select_marginal's arguments from a recipe (candidates, estimate value,
+    budget keyword and value, weights, penalty) and the table's public domain."""
+    cands, value, key, amount, weights, penalty = recipe
+    estimates = []
+    for c in cands:
+        cells = math.prod(domain[n].size for n in c) if all(n in domain for n in c) else 1
+        estimates.append(np.zeros(cells + 1) if value == "short" else np.full(cells, value))
+    kw: dict[str, Any] = {key: amount}
+    if weights is not None:
+        kw["weights"] = list(weights)[: len(cands)] + [1] * max(0, len(cands) - len(weights))
+    if penalty is not None:
+        kw["penalties"] = [penalty] * len(cands)
+    return list(cands), estimates, kw
+
+
 def build_predicate(recipe: tuple[Any, ...]) -> Any:
     kind = recipe[0]
     if kind == "and":
@@ -264,6 +284,8 @@ def result_meta(value: Any) -> Any:
         isinstance(v, (ProtectedVector, ProtectedTable)) for v in value
     ):
         return ("handles", tuple(result_meta(v) for v in value))
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return ("marginal",)  # select_marginal's choice
     if isinstance(value, list) and all(isinstance(v, tuple) for v in value):
         return ("cliques", len(value))  # PrivBayes's choice: one clique per attribute
     return ("other", type(value).__name__)
@@ -315,6 +337,9 @@ def run_step(step: Step, pools: dict[str, list[Any]]) -> Any:
             return h.noisy_count(eps=a[0])
         elif step.op == "privbayes":
             return h.privbayes_select(eps=a[0], **dict(a[1]))
+        elif step.op == "marginal":
+            cands, estimates, kw = build_selection(a, h.domain)
+            return h.select_marginal(cands, estimates, **kw)
         else:
             raise AssertionError(step)
     for new in out if isinstance(out, list) else [out]:
@@ -594,6 +619,18 @@ predicates = st.recursive(
     ),
     max_leaves=2,
 )
+# select_marginal: (candidates, estimate value, budget keyword, amount, weights, penalty)
+selections = st.tuples(
+    st.sampled_from(((("a",), ("s", "p")), (("a", "s"), ("p",), ("a", "p")), (("zz",),), ())),
+    weighted(
+        (4, st.sampled_from((0.0, 1.0, 2.5))),
+        (1, st.sampled_from((1e308, -1e308, NAN, "short"))),
+    ),
+    st.sampled_from(("eps", "eps", "rho")),
+    epsilons,
+    st.sampled_from((None, None, (1, 3), (2,), (0,), (5000,), (1.5,))),
+    st.sampled_from((None, None, 0.5, 1e300, -1e300, NAN)),
+)
 attr_lists = st.sampled_from((("a",), ("s", "p"), ("a", "s", "p"), ("p", "a"), ("zz",), ()))
 table_steps = st.one_of(
     st.builds(Step, st.just("where"), st.tuples(predicates), which),
@@ -612,6 +649,7 @@ table_steps = st.one_of(
         which,
     ),
     st.builds(Step, st.just("noisy_count"), st.tuples(epsilons), which),
+    st.builds(Step, st.just("marginal"), selections, which),
     st.builds(
         Step,
         st.just("privbayes"),
@@ -725,6 +763,28 @@ def test_harness_zcdp_vector_neighbours_are_indistinguishable(pair, requests):
 def test_harness_table_neighbours_are_indistinguishable(pair, requests):
     x, y = pair
     assert_same_everywhere(x, y, requests, domain=Domain.from_json(DOMAIN_JSON))
+
+
+@harness(60)
+@given(
+    pair=table_neighbours(),
+    requests=st.lists(
+        st.one_of(table_steps, st.builds(Step, st.just("marginal"), selections, which)),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_harness_zcdp_table_neighbours_are_indistinguishable(pair, requests):
+    """Tables on a zCDP kernel: select_marginal runs with ε = √(8ρ) (or is
+    charged ε²/8), and its refusals and ledger are the same for neighbours."""
+    x, y = pair
+    domain, budget = Domain.from_json(DOMAIN_JSON), {"epsilon": E, "delta": 1e-6}
+    assert_same_everywhere(x, y, requests, domain=domain, budget=budget)
+    seterr, filt = REGIMES["raise"]
+    records = observe(x, requests, seterr=seterr, warn_filter=filt, domain=domain, budget=budget)
+    for before, after in itertools.pairwise(records):
+        if after[1].startswith("raise"):  # refused before the charge: nothing changed
+            assert after[3:] == before[3:], f"{after[0]} raised after charging ({after[1]})"
 
 
 @harness(100)
@@ -891,6 +951,7 @@ EPS_FLOOR_CASES = {
     ),
     "noisy_count": lambda v, t, e: t.noisy_count(eps=e),
     "privbayes_select": lambda v, t, e: t.privbayes_select(eps=e),
+    "select_marginal": lambda v, t, e: t.select_marginal([("a",)], [np.zeros(4)], eps=e),
 }
 
 
