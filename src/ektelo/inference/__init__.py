@@ -27,11 +27,16 @@ The estimators, each in its own module:
 * `nnls` (`nonneg`) — the same with x ≥ 0 (`tree_nnls` for one tree);
 * `multiplicative_weights` (`mw`) — MWEM's update, stateless;
 * `network_distribution` (`bayes_net`) — PrivBayes's inference: a
-  Bayesian network's joint distribution from its noisy marginals.
+  Bayesian network's joint distribution from its noisy marginals;
+* `fit_graphical_model` (`graphical_model`) — Private-PGM's estimator for
+  measurements of a table's marginals, never the full vector: a
+  `GraphicalModel` answering marginals and sampling synthetic rows (its own
+  signature: measurements of projections, the table's Domain).
 """
 
 from ._system import ConvergenceError, Estimate, Estimator, SolveInfo
 from .bayes_net import network_distribution
+from .graphical_model import GraphicalModel, ModelTooLarge, fit_graphical_model
 from .lsq import least_squares
 from .mw import multiplicative_weights
 from .nonneg import nnls
@@ -40,7 +45,10 @@ __all__ = [
     "ConvergenceError",
     "Estimate",
     "Estimator",
+    "GraphicalModel",
+    "ModelTooLarge",
     "SolveInfo",
+    "fit_graphical_model",
     "least_squares",
     "multiplicative_weights",
     "network_distribution",
