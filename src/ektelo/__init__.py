@@ -7,10 +7,12 @@ the only code that touches private data or samples noise), `ektelo.operators`
 
 Entry point: `ektelo.protect(data, domain, epsilon=...)` returns an opaque
 handle to the protected data; `ektelo.Domain` describes a table's schema;
-`ektelo.col` builds `where` predicates.
+`ektelo.col` builds `where` predicates; `ektelo.connect(url, token)` reaches a
+kernel served by `ektelo-serve` (docs/server.md).
 """
 
 from .budget import ZCDP, PureDP
+from .client import connect
 from .domain import Attribute, Domain
 from .kernel import (
     Budget,
@@ -38,5 +40,6 @@ __all__ = [
     "PureDP",
     "__version__",
     "col",
+    "connect",
     "protect",
 ]

@@ -1,0 +1,106 @@
+"""`ektelo-admin`: the custodian's commands for a server's configuration.
+
+    ektelo-admin --config server.toml init                 # prints the admin token
+    ektelo-admin --config server.toml add-dataset NAME --data FILE [--domain JSON]
+                 (--epsilon E [--delta D] | --rho R) [--seed S]
+    ektelo-admin --config server.toml add-analyst NAME --dataset D [--quota Q]
+    ektelo-admin --config server.toml rotate-token NAME [--admin]
+    ektelo-admin --config server.toml revoke-token NAME [--admin]
+
+Tokens are printed once, on stdout, and stored only as keyed hashes
+(`auth.TokenStore`). A dataset is appended to the configuration file (and
+the file re-checked: on an error it is left as it was); restart the server
+to serve it. An analyst's quota is recorded with the durable ledger when the
+server has one (its per-analyst bound beneath the dataset's cap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .auth import TokenStore
+from .config import check_name, dataset_section, load_config
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ektelo-admin", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True, help="the server's TOML configuration")
+    sub = p.add_subparsers(dest="command", required=True)
+    init = sub.add_parser("init", help="create the state directory and an admin token")
+    init.add_argument("--admin", default="custodian", help="the admin's name")
+    ds = sub.add_parser("add-dataset", help="append a dataset to the configuration")
+    ds.add_argument("name")
+    ds.add_argument("--data", required=True, help="a CSV (table) or .npy (vector) file")
+    ds.add_argument("--domain", help="the table's domain JSON")
+    ds.add_argument("--epsilon", type=float)
+    ds.add_argument("--delta", type=float)
+    ds.add_argument("--rho", type=float)
+    ds.add_argument("--seed", type=int, help="research mode (reproducible, NOT secure)")
+    an = sub.add_parser("add-analyst", help="let an analyst open a dataset; prints a token")
+    an.add_argument("name")
+    an.add_argument("--dataset", required=True)
+    an.add_argument("--quota", type=float, help="the analyst's budget on this dataset")
+    for command in ("rotate-token", "revoke-token"):
+        c = sub.add_parser(command, help=f"{command.split('-')[0]} a principal's tokens")
+        c.add_argument("name")
+        c.add_argument("--admin", action="store_true", help="an admin token, not an analyst's")
+    return p
+
+
+def _add_dataset(path: Path, args: argparse.Namespace) -> None:
+    original = path.read_text() if path.exists() else ""
+    budget: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "rho": args.rho,
+                              "seed": args.seed}
+    section = dataset_section(args.name, args.data, args.domain, budget)
+    if args.name in load_config(path).datasets:
+        raise ValueError(f"dataset {args.name!r} is already configured")
+    path.write_text(original + section)
+    try:
+        load_config(path)
+    except ValueError:
+        path.write_text(original)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    path = Path(args.config)
+    try:
+        config = load_config(path)
+        tokens = TokenStore(config.state)
+        if args.command == "init":
+            print(tokens.issue(check_name(args.admin, "admin"), "admin"))
+        elif args.command == "add-dataset":
+            _add_dataset(path, args)
+            print(f"added dataset {args.name}; restart the server to serve it", file=sys.stderr)
+        elif args.command == "add-analyst":
+            name, dataset = check_name(args.name, "analyst"), args.dataset
+            if dataset not in config.datasets:
+                raise ValueError(f"no dataset {dataset!r} in {path}")
+            if args.quota is not None and not args.quota > 0:
+                raise ValueError(f"--quota must be positive, got {args.quota}")
+            if config.ledger is not None:
+                from .app import open_ledger
+
+                store = open_ledger(config.ledger)
+                store.add_analyst(dataset, name, args.quota)
+            tokens.grant(name, dataset, args.quota)
+            print(tokens.issue(name, "analyst"))
+        elif args.command == "rotate-token":
+            print(tokens.rotate(args.name, "admin" if args.admin else "analyst"))
+        elif args.command == "revoke-token":
+            n = tokens.revoke(args.name, "admin" if args.admin else "analyst")
+            print(f"revoked {n} token(s) of {args.name}", file=sys.stderr)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"ektelo-admin: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""`ektelo-serve`: the HTTP application (Starlette, served by uvicorn).
+
+Endpoints (JSON in the wire format of `ektelo.wire`; every /v1 call needs
+`Authorization: Bearer <analyst token>`):
+
+* ``GET  /v1/datasets`` — the datasets this analyst may open;
+* ``POST /v1/datasets/{name}/sessions`` — a new session: ``{"session", "root", "kind"}``;
+* ``POST /v1/sessions/{id}`` — one port request ``{"request": doc, "request_id": str}``
+  → ``{"response": doc}``;
+* ``GET  /v1/datasets/{name}/budget`` — the dataset's `Budget`;
+* ``GET  /status`` — the custodian's read-only HTML page (admin token);
+* ``GET  /healthz``.
+
+Errors are ``{"error": {"type", "message"}}`` with a 4xx status: 400 a
+malformed document (bad JSON, an unknown class in a spec, a matrix over the
+limits), 401 a missing, wrong or revoked token, 403 `BudgetExceeded`, 404 an
+unknown dataset, session or handle, 409 a request id reused for other
+content, 413 a body over `max_request_bytes`, 422 a request the kernel
+refuses (`ValueError`/`TypeError`). Nothing is charged for any of them:
+every check but the kernel's own runs before the kernel sees the request,
+and the kernel's refusals change nothing (its rule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import wire
+from ..kernel import BudgetExceeded, port
+from .auth import Principal, TokenStore
+from .config import ServerConfig, load_config
+from .sessions import AuditEntry, Dataset, HandleError, RequestConflict, Session, load_data
+from .status import render_status
+
+__all__ = ["Service", "create_app", "main"]
+
+MAX_SESSIONS_PER_ANALYST = 256
+
+
+class ApiError(Exception):
+    """An HTTP error with a JSON body."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+class Service:
+    """The server's state: config, tokens, datasets, sessions."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.tokens = TokenStore(config.state)
+        self.limits = wire.Limits(
+            max_array_elements=config.max_array_elements, max_matrix_dim=config.max_matrix_dim
+        )
+        self.store = open_ledger(config.ledger)
+        self.datasets: dict[str, Dataset] = {}
+        for name, cfg in config.datasets.items():
+            data, domain = load_data(cfg)
+            self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
+        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.sessions_lock = threading.Lock()
+
+    # -- authentication ------------------------------------------------------------
+    def principal(self, request: Request, role: str = "analyst") -> Principal:
+        header = request.headers.get("authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not token and role == "admin":
+            token = request.query_params.get("token", "")
+        if not token:
+            raise ApiError(401, "Unauthorized", "missing bearer token (Authorization: Bearer ...)")
+        who = self.tokens.check(token)
+        if who is None:
+            raise ApiError(401, "Unauthorized", "invalid, expired or revoked token")
+        if who.role != role:
+            raise ApiError(401, "Unauthorized", f"this endpoint needs an {role} token")
+        return who
+
+    def dataset(self, who: Principal, name: str) -> Dataset:
+        ds = self.datasets.get(name)
+        if ds is None or not self.tokens.may_open(who.name, name):
+            raise ApiError(404, "UnknownDataset", f"no dataset {name!r} for analyst {who.name!r}")
+        return ds
+
+    # -- sessions ------------------------------------------------------------------
+    def open_session(self, who: Principal, ds: Dataset) -> Session:
+        session = Session.open(who.name, ds)
+        with self.sessions_lock:
+            mine = [s for s in self.sessions.values() if s.analyst == who.name]
+            if len(mine) >= MAX_SESSIONS_PER_ANALYST:
+                oldest = min(mine, key=lambda s: s.last_used)
+                del self.sessions[oldest.id]
+            self.sessions[session.id] = session
+        return session
+
+    def session(self, who: Principal, sid: str) -> Session:
+        with self.sessions_lock:
+            s = self.sessions.get(sid)
+        if s is None or s.analyst != who.name:
+            raise ApiError(404, "UnknownSession", "unknown or expired session; open a new one")
+        s.last_used = time.monotonic()
+        return s
+
+    def run(self, session: Session, body: bytes) -> bytes:
+        """Decode, check and run one request; audit it; encode the response."""
+        try:
+            doc = json.loads(body, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as err:
+            raise ApiError(400, "MalformedRequest", f"malformed JSON: {err}") from err
+        if not isinstance(doc, dict) or set(doc) - {"request", "request_id"} or (
+            "request" not in doc
+        ):
+            raise ApiError(
+                400, "MalformedRequest", "the body is {'request': <wire doc>, 'request_id': str}"
+            )
+        request_id = doc.get("request_id")
+        if request_id is not None and (
+            not isinstance(request_id, str) or not 0 < len(request_id) <= 200
+            or not request_id.isprintable()
+        ):
+            raise ApiError(400, "MalformedRequest", "request_id must be 1-200 printable chars")
+        try:
+            request = wire.decode(doc["request"], self.limits)
+        except wire.WireError as err:
+            raise ApiError(400, "MalformedRequest", str(err)) from err
+        except RecursionError as err:
+            raise ApiError(400, "MalformedRequest", "the document nests too deeply") from err
+        if type(request).__name__ not in _REQUESTS:
+            kind = type(request).__name__
+            raise ApiError(400, "MalformedRequest", f"not a kernel request: {kind}")
+        digest = wire.request_digest(doc["request"])
+        operation = type(request).__name__
+        spends = type(request) in wire.PRIVATE_TO_PUBLIC
+        try:
+            response = session.submit(request, request_id, digest)
+        except BudgetExceeded as err:
+            self._audit(session, operation, digest, None, "refused: BudgetExceeded")
+            raise ApiError(403, "BudgetExceeded", str(err)) from err
+        except HandleError as err:
+            raise ApiError(404, "ValueError", str(err)) from err
+        except RequestConflict as err:
+            self._audit(session, operation, digest, None, "refused: RequestConflict")
+            raise ApiError(409, "ValueError", str(err)) from err
+        except (ValueError, TypeError) as err:
+            if type(err).__name__ == "RequestConflict":  # the kernel ledger's own
+                self._audit(session, operation, digest, None, "refused: RequestConflict")
+                raise ApiError(409, "ValueError", str(err)) from err
+            if spends:
+                self._audit(session, operation, digest, None, f"refused: {type(err).__name__}")
+            raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
+        if spends:
+            outcome = "replayed" if session.replayed else "granted"
+            self._audit(session, operation, digest, session.last_charge, outcome)
+        return json.dumps({"response": wire.encode(response)}, separators=(",", ":")).encode()
+
+    def _audit(
+        self, session: Session, operation: str, digest: str, charge: float | None, outcome: str
+    ) -> None:
+        session.dataset.audit.append(
+            AuditEntry(time.time(), session.analyst, session.dataset.name, operation, digest,
+                       charge, outcome)
+        )
+
+
+_REQUESTS = {
+    cls.__name__
+    for cls in (
+        port.Describe, port.GetBudget, port.GetHistory, port.GetLedger, port.Where,
+        port.Select, port.GroupBy, port.SplitTable, port.Vectorize, port.ReduceByPartition,
+        port.SplitVector, port.Transform,
+    )
+} | {cls.__name__ for cls in wire.PRIVATE_TO_PUBLIC}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"JSON constant {name} is not allowed")
+
+
+def open_ledger(location: str | None) -> Any:
+    """The durable ledger store at `location`, or None for in-memory ledgers."""
+    if location is None:
+        return None
+    from .. import kernel
+
+    opener = getattr(kernel, "open_store", None)
+    if opener is None:
+        raise ValueError("this build has no durable ledger store (ektelo.kernel.open_store)")
+    return opener(location)
+
+
+# -- HTTP ------------------------------------------------------------------------------
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class PadResponseTime:
+    """ASGI middleware: no response starts before `floor_ms` after its request
+    arrived, so response times say less about the work a request caused (the
+    issue's timing option; it does not hide work that takes longer)."""
+
+    def __init__(self, app: ASGIApp, floor_ms: float):
+        self.app, self.floor = app, floor_ms / 1000.0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.floor <= 0:
+            await self.app(scope, receive, send)
+            return
+        start = time.monotonic()
+
+        async def padded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                wait = self.floor - (time.monotonic() - start)
+                if wait > 0:
+                    await anyio.sleep(wait)
+            await send(message)
+
+        await self.app(scope, receive, padded)
+
+
+def create_app(config: ServerConfig) -> ASGIApp:
+    """The ASGI application for `config` (datasets loaded, tokens opened)."""
+    service = Service(config)
+
+    def handler(fn: Any) -> Any:
+        async def run(request: Request) -> Response:
+            try:
+                result: Response = await fn(request)
+                return result
+            except ApiError as err:
+                return _error(err.status, err.kind, err.message)
+
+        return run
+
+    @handler
+    async def health(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    @handler
+    async def list_datasets(request: Request) -> Response:
+        who = await run_in_threadpool(service.principal, request)
+        names = [n for n in service.datasets if service.tokens.may_open(who.name, n)]
+        return JSONResponse({"datasets": names})
+
+    @handler
+    async def new_session(request: Request) -> Response:
+        who = await run_in_threadpool(service.principal, request)
+        ds = service.dataset(who, request.path_params["name"])
+        session = await run_in_threadpool(service.open_session, who, ds)
+        return JSONResponse({"session": session.id, "root": 0, "kind": ds.kind})
+
+    @handler
+    async def submit(request: Request) -> Response:
+        body = await _body(request, config.max_request_bytes)
+        who = await run_in_threadpool(service.principal, request)
+        session = service.session(who, request.path_params["sid"])
+        out = await run_in_threadpool(service.run, session, body)
+        return Response(out, media_type="application/json")
+
+    @handler
+    async def budget(request: Request) -> Response:
+        who = await run_in_threadpool(service.principal, request)
+        ds = service.dataset(who, request.path_params["name"])
+        session = await run_in_threadpool(Session.open, who.name, ds)
+        value = await run_in_threadpool(session.kernel.submit, port.GetBudget())
+        return JSONResponse({"response": wire.encode(value)})
+
+    @handler
+    async def status(request: Request) -> Response:
+        await run_in_threadpool(service.principal, request, "admin")
+        page = await run_in_threadpool(render_status, service)
+        return HTMLResponse(page)
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", health),
+            Route("/v1/datasets", list_datasets),
+            Route("/v1/datasets/{name}/sessions", new_session, methods=["POST"]),
+            Route("/v1/datasets/{name}/budget", budget),
+            Route("/v1/sessions/{sid}", submit, methods=["POST"]),
+            Route("/status", status),
+        ]
+    )
+    app.state.service = service
+    return PadResponseTime(app, config.min_response_ms)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`ektelo-serve --config FILE [--host H] [--port P]`."""
+    parser = argparse.ArgumentParser(
+        prog="ektelo-serve", description="Serve protected datasets over HTTP (docs/server.md)."
+    )
+    parser.add_argument("--config", required=True, help="the custodian's TOML configuration")
+    parser.add_argument("--host", help="override [server] host")
+    parser.add_argument("--port", type=int, help="override [server] port")
+    args = parser.parse_args(argv)
+    import uvicorn
+
+    try:
+        config = load_config(args.config)
+        app = create_app(config)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"ektelo-serve: {err}", file=sys.stderr)
+        return 2
+    uvicorn.run(
+        app,
+        host=args.host or config.host,
+        port=args.port or config.port,
+        ssl_certfile=str(config.ssl_certfile) if config.ssl_certfile else None,
+        ssl_keyfile=str(config.ssl_keyfile) if config.ssl_keyfile else None,
+        log_level="warning",
+        access_log=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The server's datasets and per-client sessions over the kernel port.
+
+A `Dataset` is one configured file protected once by `ektelo.protect` (the
+in-memory ledger) or, with a durable ledger, per session by the store's
+`protect(..., ledger=, dataset=, analyst=)`. A `Session` is one client's view
+of it: the client names source variables by session-local ids (0 is the
+root), which the session maps to the kernel's ids, so a client can neither
+use another session's handles nor learn how many sources others derived; a
+foreign or unknown id is refused before the kernel sees the request.
+
+Every Private→Public request may carry a client `request_id`: a retry with
+the same id and the same content returns the stored answer and spends
+nothing; the same id with other content is refused (`RequestConflict`,
+HTTP 409). When the kernel's port requests carry `request_id` themselves
+(the durable ledger), the kernel keeps that promise; otherwise the session
+keeps the answers here, for the server process's lifetime.
+
+Each request leaves one audit entry (who, dataset, operation, the request's
+digest, the charge, the outcome, the time) — never a data value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import wire
+from ..domain import Domain
+from ..kernel import NodeState, ProtectedTable, ProtectedVector, port, protect
+from .config import DatasetConfig
+
+__all__ = ["AuditEntry", "Dataset", "HandleError", "RequestConflict", "Session"]
+
+
+class HandleError(ValueError):
+    """A request names a source id this session does not hold."""
+
+
+class RequestConflict(ValueError):  # noqa: N818 - names what happened
+    """A request id reused for a request of different content."""
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One request as the custodian sees it (no data values)."""
+
+    time: float
+    analyst: str
+    dataset: str
+    operation: str
+    digest: str
+    charge: float | None
+    outcome: str  # "granted", "replayed", "refused: <type>"
+
+
+def load_data(cfg: DatasetConfig) -> tuple[Any, Domain | None]:
+    """The dataset's values and domain, read once at start-up."""
+    if cfg.kind == "vector":
+        return np.load(cfg.data, allow_pickle=False), None
+    assert cfg.domain is not None  # config checked it
+    domain = Domain.from_json(cfg.domain)
+    return pd.read_csv(cfg.data), domain
+
+
+@dataclass
+class Dataset:
+    """A configured dataset and its kernel (in-memory ledger) or store."""
+
+    cfg: DatasetConfig
+    data: Any
+    domain: Domain | None
+    store: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
+    _root: ProtectedTable | ProtectedVector | None = None
+    _records: int = 0  # history records of the shared kernel so far
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    def _protect(self, analyst: str | None) -> ProtectedTable | ProtectedVector:
+        extra: dict[str, Any] = {}
+        if self.store is not None:
+            extra = {"ledger": self.store, "dataset": self.name, "analyst": analyst}
+        c = self.cfg
+        return protect(
+            self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=c.seed,
+            **extra,
+        )
+
+    def root_for(self, analyst: str) -> tuple[port.Port, int, bool]:
+        """(port, root id, shared): one shared kernel without a store."""
+        if self.store is not None:
+            handle = self._protect(analyst)
+            return handle.port, handle.node, False
+        if self._root is None:
+            self._root = self._protect(None)
+        return self._root.port, self._root.node, True
+
+    @property
+    def kind(self) -> str:
+        return self.cfg.kind
+
+
+@dataclass
+class Session:
+    """One client's session on one dataset (its handle ids are its own)."""
+
+    id: str
+    analyst: str
+    dataset: Dataset
+    kernel: port.Port
+    shared: bool
+    nodes: list[int]  # session id -> kernel id
+    records: list[int] = field(default_factory=list)  # kernel history indices
+    answers: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+    last_charge: float | None = None  # the root charge of the last granted request
+    replayed: bool = False  # the last request was a retry answered from storage
+
+    @classmethod
+    def open(cls, analyst: str, dataset: Dataset) -> Session:
+        kernel_port, root, shared = dataset.root_for(analyst)
+        return cls(secrets.token_urlsafe(18), analyst, dataset, kernel_port, shared, [root])
+
+    # -- ids -------------------------------------------------------------------
+    def _kernel_id(self, source: Any) -> int:
+        if isinstance(source, bool) or not isinstance(source, int):
+            raise TypeError(f"a source variable is named by an int, got {type(source).__name__}")
+        if not 0 <= source < len(self.nodes):
+            raise HandleError(f"unknown source variable {source!r} in this session")
+        return self.nodes[source]
+
+    def _session_id(self, node: int) -> int:
+        try:
+            return self.nodes.index(node)
+        except ValueError:  # pragma: no cover - the kernel returns only our nodes
+            raise HandleError("the kernel returned a source outside this session") from None
+
+    def _ledger(self) -> tuple[NodeState, ...]:
+        snapshot: tuple[NodeState, ...] = self.kernel.submit(port.GetLedger())
+        return snapshot
+
+    # -- requests -------------------------------------------------------------------
+    def submit(self, request: Any, request_id: str | None, digest: str) -> Any:
+        """Run one decoded request; returns the public response, session-relative."""
+        kind = type(request)
+        if kind in (port.GetBudget,):
+            return self.kernel.submit(request)
+        if kind is port.GetHistory:
+            return self._history()
+        if kind is port.GetLedger:
+            return self._own_ledger()
+        if not hasattr(request, "source"):
+            raise TypeError(f"not a kernel request: {kind.__name__}")
+        translated = dataclasses.replace(request, source=self._kernel_id(request.source))
+        if kind is port.Describe:
+            info = self.kernel.submit(translated)
+            return dataclasses.replace(info, source=request.source)
+        if kind in wire.PRIVATE_TO_PUBLIC:
+            return self._spend(translated, request_id, digest)
+        return self._derive(translated)
+
+    def _derive(self, request: Any) -> Any:
+        """A Private transformation: map the new kernel nodes into the session."""
+        with self.dataset.lock:
+            before = len(self._ledger())
+            response = self.kernel.submit(request)
+            after = len(self._ledger())
+        # every node the request created (a split's partition variable too) joins
+        # the session in creation order, so ids follow the kernel's own numbering
+        self.nodes.extend(range(before, after))
+        if isinstance(response, port.NewSource):
+            return port.NewSource(self._session_id(response.source))
+        if isinstance(response, port.NewSources):
+            return port.NewSources(tuple(self._session_id(s) for s in response.sources))
+        return response
+
+    def _spend(self, request: Any, request_id: str | None, digest: str) -> Any:
+        native = any(f.name == "request_id" for f in dataclasses.fields(request))
+        if native:  # the kernel's ledger keeps retries idempotent
+            request = dataclasses.replace(request, request_id=request_id)
+        elif request_id is not None and request_id in self.answers:
+            held_digest, held = self.answers[request_id]
+            if held_digest != digest:
+                raise RequestConflict(f"request_id {request_id!r} was used for a different request")
+            self.last_charge, self.replayed = 0.0, True
+            return wire.loads(held)
+        self.last_charge, self.replayed = None, False
+        with self.dataset.lock if self.shared else contextlib.nullcontext():
+            before = self.kernel.submit(port.GetBudget()).spent if self.shared else 0.0
+            response = self.kernel.submit(request)
+            if self.shared:  # the charge, read under the lock: nobody else spent meanwhile
+                self.last_charge = self.kernel.submit(port.GetBudget()).spent - before
+                self.records.append(self.dataset._records)
+                self.dataset._records += 1
+        if request_id is not None and not native:
+            self.answers[request_id] = (digest, wire.dumps(response))
+        return response
+
+    def _history(self) -> tuple[port.QueryRecord, ...]:
+        history: tuple[port.QueryRecord, ...] = self.kernel.submit(port.GetHistory())
+        mine = history if not self.shared else tuple(history[i] for i in self.records)
+        known = set(self.nodes)
+        return tuple(
+            dataclasses.replace(
+                r,
+                index=i,
+                node=self._session_id(r.node),
+                increments=tuple(
+                    (self._session_id(n), inc) for n, inc in r.increments if n in known
+                ),
+            )
+            for i, r in enumerate(mine)
+        )
+
+    def _own_ledger(self) -> tuple[NodeState, ...]:
+        snapshot = self._ledger()
+        return tuple(
+            dataclasses.replace(
+                snapshot[node],
+                node=i,
+                parent=None if snapshot[node].parent is None
+                else self._session_id(snapshot[node].parent),  # type: ignore[arg-type]
+            )
+            for i, node in enumerate(self.nodes)
+        )

@@ -1,0 +1,95 @@
+"""The custodian's read-only status page (server-rendered HTML, no script).
+
+Datasets with their budgets, each analyst's spending and remaining quota,
+and the most recent audit entries. Only public state appears (the ledger is
+public, §4.3); every value is escaped. Served at ``GET /status`` to an admin
+token (docs/server.md).
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..kernel import port
+
+if TYPE_CHECKING:
+    from .app import Service
+    from .sessions import AuditEntry
+
+__all__ = ["render_status"]
+
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; background: #fafafa; color: #222; }
+h1 { color: #234; } table { border-collapse: collapse; margin-bottom: 2em; }
+th, td { border: 1px solid #889; padding: 4px 10px; text-align: left; }
+th { background: #dde4ee; } td.num { text-align: right; font-family: monospace; }
+"""
+
+
+def _cell(value: Any, num: bool = False) -> str:
+    if isinstance(value, float):
+        value = f"{value:.6g}"
+    cls = ' class="num"' if num else ""
+    return f"<td{cls}>{html.escape('' if value is None else str(value))}</td>"
+
+
+def _table(caption: str, ident: str, head: list[str], rows: list[list[Any]]) -> str:
+    out = [f'<h2>{html.escape(caption)}</h2><table id="{ident}"><tr>']
+    out += [f"<th>{html.escape(h)}</th>" for h in head]
+    out.append("</tr>")
+    for row in rows:
+        out.append("<tr>" + "".join(_cell(v, isinstance(v, float)) for v in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def render_status(service: Service) -> str:
+    """The page's HTML for the service's current state."""
+    datasets: list[list[Any]] = []
+    analysts: list[list[Any]] = []
+    audit: list[AuditEntry] = []
+    grants = service.tokens.grants()
+    for name, ds in service.datasets.items():
+        b = _budget(service, ds)
+        datasets.append([name, ds.kind, b.unit, float(b.total), float(b.spent),
+                         float(b.remaining)])
+        spent: dict[str, float] = {}
+        for e in ds.audit:
+            if e.outcome == "granted" and e.charge is not None:
+                spent[e.analyst] = spent.get(e.analyst, 0.0) + e.charge
+        for analyst, dataset, quota in grants:
+            if dataset == name:
+                used = spent.get(analyst, 0.0)
+                left = None if quota is None else max(quota - used, 0.0)
+                analysts.append([analyst, dataset, quota, used, left])
+        audit.extend(ds.audit)
+    audit.sort(key=lambda e: e.time, reverse=True)
+    recent = [
+        [time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.time)), e.analyst, e.dataset,
+         e.operation, e.digest[:12], e.charge, e.outcome]
+        for e in audit[:50]
+    ]
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ektelo status</title>"
+        f"<style>{_STYLE}</style></head><body><h1>ektelo server status</h1>"
+        + _table("Datasets", "datasets", ["dataset", "kind", "unit", "total", "spent",
+                                          "remaining"], datasets)
+        + _table("Analysts", "analysts", ["analyst", "dataset", "quota", "spent",
+                                          "remaining"], analysts)
+        + _table("Recent audit entries", "audit", ["time (UTC)", "analyst", "dataset",
+                                                   "operation", "request", "charge",
+                                                   "outcome"], recent)
+        + "</body></html>"
+    )
+
+
+def _budget(service: Service, ds: Any) -> Any:
+    if ds.store is not None:
+        record = service.store.datasets().get(ds.name) if hasattr(service.store, "datasets") \
+            else None
+        if record is not None:
+            return record
+    kernel_port, _, _ = ds.root_for("status")
+    return kernel_port.submit(port.GetBudget())
