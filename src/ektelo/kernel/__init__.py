@@ -12,7 +12,7 @@ operators `ahp`, `dawa`, `mwem`, `privbayes`. `port` is public (its request
 and response types are what a server's wire format carries, `ektelo.wire`).
 """
 
-from . import port
+from . import port, store
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
 from .ledger import Budget, BudgetExceeded, NodeState
@@ -34,4 +34,5 @@ __all__ = [
     "col",
     "port",
     "protect",
+    "store",
 ]
