@@ -2,14 +2,17 @@
 
 One signature everywhere: `plan(x, workload, eps, *, <hyper-parameters with
 published defaults>) -> np.ndarray`, x a `ProtectedVector` (or a
-`ProtectedTable`, for table plans). A plan body is the operator calls of its
+`ProtectedTable`, for table plans). The data-independent plans listed by
+`mechanism_plans()` call their budget argument `budget` and take
+`mechanism="laplace"` (an ε) or `"gaussian"` (a ρ of zCDP), see
+`plans.budget.check_budget`. A plan body is the operator calls of its
 pseudocode; the machinery lives in the operators (`ektelo.operators`) and
 the estimators (`ektelo.inference`). `names()` lists the registered plans,
 `run(name, ...)` runs one by name, and every plan is also a plain function
 of this module (the MWEM variants are `mwem` with other defaults).
 """
 
-from .budget import split
+from .budget import MECHANISMS, Mechanism, PlanBudget, check_budget, split
 from .cdf import cdf_estimator
 from .data_dependent import adaptive_grid, ahp, dawa, uniform, uniform_grid
 from .data_independent import (
@@ -25,14 +28,18 @@ from .data_independent import (
 from .mwem import mwem, mwem_b, mwem_c, mwem_d
 from .naive_bayes import nb_select_ls, nb_workload, nb_workload_ls
 from .privbayes import privbayes, privbayes_ls
-from .registry import PlanInfo, get, names, register, register_variant, run
+from .registry import PlanInfo, get, mechanism_plans, names, register, register_variant, run
 from .striped import dawa_striped, hb_striped, hb_striped_kron
 
 __all__ = [
+    "MECHANISMS",
+    "Mechanism",
+    "PlanBudget",
     "PlanInfo",
     "adaptive_grid",
     "ahp",
     "cdf_estimator",
+    "check_budget",
     "dawa",
     "dawa_striped",
     "get",
@@ -43,6 +50,7 @@ __all__ = [
     "hb_striped_kron",
     "hdmm",
     "identity",
+    "mechanism_plans",
     "mwem",
     "mwem_b",
     "mwem_c",

@@ -1,6 +1,7 @@
 """Small building blocks shared by plans (all public, client-side): the
-inference step as plans call it, workload-based reduction (§8), a public or
-noisy total, and the checks of hyper-parameters, made before any spending."""
+measurement with the plan's mechanism (Laplace or Gaussian), the inference
+step as plans call it, workload-based reduction (§8), a public or noisy
+total, and the checks of hyper-parameters, made before any spending."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import inference
+from ..budget import ZCDP, PureDP
 from ..kernel import ProtectedVector
 from ..matrix import EMatrix, Partition, Total
 from ..measurement import Measurement
@@ -24,8 +26,19 @@ __all__ = [
     "check_total",
     "estimate",
     "known_total",
+    "measure",
     "reduce_for_workload",
 ]
+
+
+def measure(x: ProtectedVector, M: EMatrix, budget: PureDP | ZCDP) -> Measurement:
+    """Private→Public: M·x with the noise of the budget's kind (a budget from
+    `check_budget`): Vector Laplace for PureDP(ε) (§5.3), the Gaussian
+    mechanism for ZCDP(ρ) (Bun & Steinke 2016; σ ≥ Δ₂(M)/√(2ρ)). Either way
+    the kernel computes M's sensitivity and charges exactly the budget."""
+    if isinstance(budget, ZCDP):
+        return x.gaussian(M, rho=budget.rho)
+    return x.laplace(M, eps=budget.epsilon)
 
 
 def estimate(measurements: list[Measurement], how: str = "ls", **options: Any) -> np.ndarray:

@@ -1,6 +1,12 @@
 """Data-independent plans (§6, Fig. 2 plans 1–6, 10, 11, 13): Query
 selection → Vector Laplace → least-squares inference, differing only in the
-strategy. Each returns the estimate x̂ (flattened, C order) on x's domain."""
+strategy. Each returns the estimate x̂ (flattened, C order) on x's domain.
+
+Each also measures with the Gaussian mechanism on request (issue 24:
+`mechanism="gaussian"` spends a ρ of zCDP, Bun & Steinke 2016): the strategy
+does not depend on the data, so only the noise and its accounting change —
+the budget is checked against the mechanism by `check_budget` and spent by
+`measure`; least squares weighs the rows by their noise variance alike."""
 
 from __future__ import annotations
 
@@ -9,8 +15,8 @@ import numpy as np
 from ..kernel import ProtectedVector
 from ..matrix import EMatrix
 from ..operators import selection
-from .budget import check_eps
-from .common import estimate, reduce_for_workload
+from .budget import Mechanism, PlanBudget, check_budget
+from .common import estimate, measure, reduce_for_workload
 from .registry import register
 
 __all__ = [
@@ -32,13 +38,19 @@ __all__ = [
     data_dependent=False,
 )
 def identity(
-    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    workload_reduction: bool = False,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
-    """Identity: all of ε on the identity strategy (Laplace mechanism), then LS.
-    With `workload_reduction`, on the workload's groups (§8). Returns x̂."""
-    eps = check_eps(eps)
+    """Identity: all of the budget on the identity strategy (the Laplace
+    mechanism; the Gaussian with mechanism="gaussian"), then LS. With
+    `workload_reduction`, on the workload's groups (§8). Returns x̂."""
+    b = check_budget(budget, mechanism, x)
     x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = x.laplace(selection.identity(x.size), eps=eps)  # Private→Public
+    y = measure(x, selection.identity(x.size), b)  # Private→Public
     return estimate([y])  # Public: LS
 
 
@@ -49,13 +61,18 @@ def identity(
     data_dependent=False,
 )
 def privelet(
-    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    workload_reduction: bool = False,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
-    """Privelet: ε on the (n-D) Haar wavelet strategy, then LS. Returns x̂.
+    """Privelet: the budget on the (n-D) Haar wavelet strategy, then LS. Returns x̂.
     With `workload_reduction`, the 1-D wavelet over the workload's groups."""
-    eps = check_eps(eps)
+    b = check_budget(budget, mechanism, x)
     x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = x.laplace(selection.wavelet(x.shape), eps=eps)  # Private→Public
+    y = measure(x, selection.wavelet(x.shape), b)  # Private→Public
     return estimate([y])  # Public: LS
 
 
@@ -66,13 +83,18 @@ def privelet(
     data_dependent=False,
 )
 def h2(
-    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    workload_reduction: bool = False,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
-    """H2: ε on the binary hierarchy, then LS (the paper's consistency step).
+    """H2: the budget on the binary hierarchy, then LS (the paper's consistency step).
     With `workload_reduction`, the hierarchy over the workload's groups."""
-    eps = check_eps(eps)
+    b = check_budget(budget, mechanism, x)
     x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = x.laplace(selection.h2(x.shape), eps=eps)  # Private→Public
+    y = measure(x, selection.h2(x.shape), b)  # Private→Public
     return estimate([y])  # Public: LS (the tree's two passes)
 
 
@@ -83,13 +105,18 @@ def h2(
     data_dependent=False,
 )
 def hb(
-    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    workload_reduction: bool = False,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
-    """HB: ε on the hierarchy with the optimal branching factor, then LS.
+    """HB: the budget on the hierarchy with the optimal branching factor, then LS.
     With `workload_reduction`, the hierarchy over the workload's groups."""
-    eps = check_eps(eps)
+    b = check_budget(budget, mechanism, x)
     x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = x.laplace(selection.hb(x.shape), eps=eps)  # Private→Public
+    y = measure(x, selection.hb(x.shape), b)  # Private→Public
     return estimate([y])  # Public: LS (the tree's two passes)
 
 
@@ -99,9 +126,12 @@ def hb(
     summary="2-D quadtree of range queries, least-squares inference",
     data_dependent=False,
 )
-def quadtree(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
-    """QuadTree: ε on the quadtree over a 2-D domain, then LS."""
-    y = x.laplace(selection.quadtree(x.shape), eps=check_eps(eps))  # Private→Public
+def quadtree(
+    x: ProtectedVector, workload: EMatrix, budget: PlanBudget, *, mechanism: Mechanism = "laplace"
+) -> np.ndarray:
+    """QuadTree: the budget on the quadtree over a 2-D domain, then LS."""
+    b = check_budget(budget, mechanism, x)
+    y = measure(x, selection.quadtree(x.shape), b)  # Private→Public
     return estimate([y])  # Public: LS
 
 
@@ -112,12 +142,17 @@ def quadtree(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
     data_dependent=False,
 )
 def greedy_h(
-    x: ProtectedVector, workload: EMatrix, eps: float, *, workload_reduction: bool = False
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    workload_reduction: bool = False,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
-    """GreedyH: ε on a hierarchy weighted for the workload, then LS."""
-    eps = check_eps(eps)
+    """GreedyH: the budget on a hierarchy weighted for the workload, then LS."""
+    b = check_budget(budget, mechanism, x)
     x, W, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = x.laplace(selection.greedy_h(x.size, W), eps=eps)  # Public, then Private→Public
+    y = measure(x, selection.greedy_h(x.size, W), b)  # Public, then Private→Public
     return estimate([y])  # Public: LS
 
 
@@ -130,16 +165,19 @@ def greedy_h(
 def hdmm(
     x: ProtectedVector,
     workload: EMatrix,
-    eps: float,
+    budget: PlanBudget,
     *,
     workload_reduction: bool = False,
     seed: int = 0,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
-    """HDMM: ε on the strategy optimised for the workload (public, memoised
-    by the operator), then LS."""
-    eps = check_eps(eps)
+    """HDMM: the budget on the strategy optimised for the workload (public,
+    memoised by the operator), then LS. The strategy is optimised for the
+    Laplace mechanism's L1 error (HDMM §3); with mechanism="gaussian" it is
+    measured as is (valid, not optimised for L2)."""
+    b = check_budget(budget, mechanism, x)
     x, W, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = x.laplace(selection.hdmm(W, seed=seed), eps=eps)  # Public, then Private→Public
+    y = measure(x, selection.hdmm(W, seed=seed), b)  # Public, then Private→Public
     return estimate([y])  # Public: LS
 
 

@@ -12,8 +12,8 @@ import scipy.sparse as sp
 from ..kernel import ProtectedVector
 from ..matrix import EMatrix, Identity, Sparse
 from ..operators import partition, selection
-from .budget import check_eps, split
-from .common import estimate
+from .budget import Mechanism, PlanBudget, check_budget, check_eps, split
+from .common import estimate, measure
 from .registry import register
 
 __all__ = ["nb_select_ls", "nb_workload", "nb_workload_ls"]
@@ -26,9 +26,13 @@ __all__ = ["nb_select_ls", "nb_workload", "nb_workload_ls"]
     data_dependent=False,
     returns="answers",
 )
-def nb_workload(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
-    """Workload: all of ε on the workload matrix; returns its noisy answers."""
-    return np.array(x.laplace(workload, eps=check_eps(eps)).answers)  # Private→Public
+def nb_workload(
+    x: ProtectedVector, workload: EMatrix, budget: PlanBudget, *, mechanism: Mechanism = "laplace"
+) -> np.ndarray:
+    """Workload: all of the budget (ε, or ρ with mechanism="gaussian") on the
+    workload matrix; returns its noisy answers."""
+    b = check_budget(budget, mechanism, x)
+    return np.array(measure(x, workload, b).answers)  # Private→Public
 
 
 @register(
@@ -38,10 +42,14 @@ def nb_workload(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray
     data_dependent=False,
     returns="answers",
 )
-def nb_workload_ls(x: ProtectedVector, workload: EMatrix, eps: float) -> np.ndarray:
-    """WorkloadLS: all of ε on the workload matrix, then LS; returns W·x̂
-    (histograms with consistent totals)."""
-    y = x.laplace(workload, eps=check_eps(eps))  # Private→Public
+def nb_workload_ls(
+    x: ProtectedVector, workload: EMatrix, budget: PlanBudget, *, mechanism: Mechanism = "laplace"
+) -> np.ndarray:
+    """WorkloadLS: all of the budget (ε, or ρ with mechanism="gaussian") on
+    the workload matrix, then LS; returns W·x̂ (histograms with consistent
+    totals)."""
+    b = check_budget(budget, mechanism, x)
+    y = measure(x, workload, b)  # Private→Public
     return workload @ estimate([y])  # Public: LS
 
 

@@ -5,7 +5,8 @@ a plan — the same function with other defaults for some hyper-parameters
 (the MWEM variants of §9.1) — with `register_variant(...)`;
 `ektelo.plans.run` looks them up by name and refuses unknown names and
 unknown hyper-parameters (an unknown option is an error, never silently
-ignored).
+ignored). `mechanism_plans()` names the plans with a choice of noise
+(`mechanism="laplace"|"gaussian"`, issue 24).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PlanInfo", "get", "names", "register", "register_variant", "run"]
+__all__ = ["PlanInfo", "get", "mechanism_plans", "names", "register", "register_variant", "run"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,12 @@ def names() -> list[str]:
     return sorted(_PLANS)
 
 
+def mechanism_plans() -> list[str]:
+    """The plans that measure with the Laplace or the Gaussian mechanism on
+    request (a keyword-only `mechanism`), sorted."""
+    return [n for n in names() if "mechanism" in _PLANS[n].parameters]
+
+
 def get(name: str) -> PlanInfo:
     """The registry entry of plan `name` (KeyError with the known names)."""
     try:
@@ -107,13 +114,20 @@ def get(name: str) -> PlanInfo:
         raise KeyError(f"unknown plan {name!r}; known plans: {', '.join(names())}") from None
 
 
-def run(name: str, x: Any, workload: Any, eps: float, **params: Any) -> Any:
-    """Run plan `name` on protected data `x` for `workload` with budget `eps`."""
+def run(name: str, x: Any, workload: Any, budget: Any, **params: Any) -> Any:
+    """Run plan `name` on protected data `x` for `workload` with `budget`:
+    an ε (a number or `PureDP`), or — for the plans of `mechanism_plans()`
+    with `mechanism="gaussian"` — a ρ (a number or `ZCDP`)."""
     info = get(name)
     unknown = set(params) - set(info.parameters)
+    if "mechanism" in unknown:
+        raise TypeError(
+            f"plan {name!r} has no choice of mechanism: it measures with Laplace noise "
+            f"(ε-DP) only; the plans with mechanism= are {', '.join(mechanism_plans())}"
+        )
     if unknown:
         raise TypeError(
             f"plan {name!r} has no parameter(s) {sorted(unknown)}; "
             f"its parameters are {sorted(info.parameters)}"
         )
-    return info.function(x, workload, eps, **params)
+    return info.function(x, workload, budget, **params)

@@ -1,7 +1,9 @@
 """Striped plans for high-dimensional data (εktelo §9.2, Algorithms 5–6):
 split the domain into 1-D stripes along one attribute, run a 1-D subplan on
 every stripe in parallel (parallel composition: ε is charged once), and infer
-jointly on the full domain."""
+jointly on the full domain. The two HB plans are data-independent and take
+`mechanism="gaussian"` as well (a ρ budget, charged once by the same rule:
+Algorithm 2's max over a partition holds for zCDP too)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import numpy as np
 from ..kernel import ProtectedVector
 from ..matrix import EMatrix
 from ..operators import partition, selection
-from .budget import check_eps, split
-from .common import estimate
+from .budget import Mechanism, PlanBudget, check_budget, check_eps, split
+from .common import estimate, measure
 from .registry import register
 
 __all__ = ["dawa_striped", "hb_striped", "hb_striped_kron"]
@@ -23,13 +25,20 @@ __all__ = ["dawa_striped", "hb_striped", "hb_striped_kron"]
     summary="HB on every 1-D stripe along one attribute, joint least squares",
     data_dependent=False,
 )
-def hb_striped(x: ProtectedVector, workload: EMatrix, eps: float, *, axis: int = -1) -> np.ndarray:
+def hb_striped(
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    axis: int = -1,
+    mechanism: Mechanism = "laplace",
+) -> np.ndarray:
     """HB-Striped: split x into stripes along `axis`, measure HB on each with
-    all of ε (the stripes are disjoint), LS over all stripes. Returns x̂."""
-    eps = check_eps(eps)
+    all of the budget (the stripes are disjoint), LS over all stripes. Returns x̂."""
+    b = check_budget(budget, mechanism, x)
     R = partition.stripe(x.shape, axis)  # Public
     M = selection.hb((x.shape[axis],))  # Public: the same HB on every stripe
-    ys = [s.laplace(M, eps=eps) for s in x.split_by_partition(R)]  # Private→Public, in parallel
+    ys = [measure(s, M, b) for s in x.split_by_partition(R)]  # Private→Public, in parallel
     return estimate(ys)  # Public: LS, block diagonal: stripe by stripe
 
 
@@ -40,13 +49,18 @@ def hb_striped(x: ProtectedVector, workload: EMatrix, eps: float, *, axis: int =
     data_dependent=False,
 )
 def hb_striped_kron(
-    x: ProtectedVector, workload: EMatrix, eps: float, *, axis: int = -1
+    x: ProtectedVector,
+    workload: EMatrix,
+    budget: PlanBudget,
+    *,
+    axis: int = -1,
+    mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
     """HB-Striped_kron: the same measurements as `hb_striped`, selected at once
-    as HB(axis) ⊗ Identity(others); all of ε to one Laplace call; LS."""
-    eps = check_eps(eps)
+    as HB(axis) ⊗ Identity(others); all of the budget to one measurement; LS."""
+    b = check_budget(budget, mechanism, x)
     M = selection.stripe(x.shape, axis, selection.hb)  # Public: StripeSelect
-    y = x.laplace(M, eps=eps)  # Private→Public
+    y = measure(x, M, b)  # Private→Public
     return estimate([y])  # Public: LS (the Kronecker factors' pseudo-inverses)
 
 
