@@ -132,6 +132,11 @@ class Connection:
             return ProtectedTable(remote, remote.root)
         return ProtectedVector(remote, remote.root)
 
+    def __del__(self) -> None:  # a dropped connection closes its socket
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
     def __enter__(self) -> Connection:
         return self
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..budget import ZCDP, PureDP
 from .auth import TokenStore
-from .config import check_name, dataset_section, load_config
+from .config import DatasetConfig, check_name, dataset_section, load_config
 
 __all__ = ["main"]
 
@@ -67,6 +69,30 @@ def _add_dataset(path: Path, args: argparse.Namespace) -> None:
         raise
 
 
+def _add_to_store(ledger: str, ds: DatasetConfig, analyst: str, quota: float | None) -> None:
+    """Record the analyst and quota in the durable ledger (the dataset is
+    created there with its configured cap if the server has not yet)."""
+    from .app import open_ledger
+
+    store = open_ledger(ledger)
+    if ds.rho is not None:
+        budget: PureDP | ZCDP = ZCDP(ds.rho, delta=ds.delta)
+    elif ds.delta is not None:
+        assert ds.epsilon is not None  # config checked it
+        budget = ZCDP.from_approx(ds.epsilon, ds.delta)
+    else:
+        assert ds.epsilon is not None
+        budget = PureDP(ds.epsilon)
+    delta = budget.delta if isinstance(budget, ZCDP) else None
+    store.ensure_dataset(ds.name, budget.unit, Fraction(budget.total), delta)
+    known = {a.name for r in store.datasets() if r.name == ds.name for a in r.analysts}
+    if analyst in known:
+        print(f"analyst {analyst} is already on {ds.name}; quota unchanged", file=sys.stderr)
+    else:
+        store.add_analyst(ds.name, analyst, quota)
+    store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     path = Path(args.config)
@@ -85,10 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.quota is not None and not args.quota > 0:
                 raise ValueError(f"--quota must be positive, got {args.quota}")
             if config.ledger is not None:
-                from .app import open_ledger
-
-                store = open_ledger(config.ledger)
-                store.add_analyst(dataset, name, args.quota)
+                _add_to_store(config.ledger, config.datasets[dataset], name, args.quota)
             tokens.grant(name, dataset, args.quota)
             print(tokens.issue(name, "analyst"))
         elif args.command == "rotate-token":

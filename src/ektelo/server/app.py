@@ -9,6 +9,7 @@ Endpoints (JSON in the wire format of `ektelo.wire`; every /v1 call needs
   → ``{"response": doc}``;
 * ``GET  /v1/datasets/{name}/budget`` — the dataset's `Budget`;
 * ``GET  /status`` — the custodian's read-only HTML page (admin token);
+* ``GET  /v1/admin/datasets/{name}/audit`` — the dataset's audit entries (admin token);
 * ``GET  /healthz``.
 
 Errors are ``{"error": {"type", "message"}}`` with a 4xx status: 400 a
@@ -24,6 +25,7 @@ and the kernel's refusals change nothing (its rule).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import threading
@@ -43,7 +45,7 @@ from .. import wire
 from ..kernel import BudgetExceeded, port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, load_config
-from .sessions import AuditEntry, Dataset, HandleError, RequestConflict, Session, load_data
+from .sessions import AuditEntry, Dataset, HandleError, Session, load_data
 from .status import render_status
 
 __all__ = ["Service", "create_app", "main"]
@@ -147,17 +149,14 @@ class Service:
         operation = type(request).__name__
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
         try:
-            response = session.submit(request, request_id, digest)
+            response = session.submit(request, request_id)
         except BudgetExceeded as err:
             self._audit(session, operation, digest, None, "refused: BudgetExceeded")
             raise ApiError(403, "BudgetExceeded", str(err)) from err
         except HandleError as err:
             raise ApiError(404, "ValueError", str(err)) from err
-        except RequestConflict as err:
-            self._audit(session, operation, digest, None, "refused: RequestConflict")
-            raise ApiError(409, "ValueError", str(err)) from err
         except (ValueError, TypeError) as err:
-            if type(err).__name__ == "RequestConflict":  # the kernel ledger's own
+            if type(err).__name__ == "RequestConflict":  # the kernel ledger's (a ValueError)
                 self._audit(session, operation, digest, None, "refused: RequestConflict")
                 raise ApiError(409, "ValueError", str(err)) from err
             if spends:
@@ -192,15 +191,13 @@ def _refuse_constant(name: str) -> Any:
 
 
 def open_ledger(location: str | None) -> Any:
-    """The durable ledger store at `location`, or None for in-memory ledgers."""
+    """The durable ledger store at `location` (a SQLite path or a postgresql://
+    URL, `ektelo.kernel.store`), or None for in-memory ledgers."""
     if location is None:
         return None
-    from .. import kernel
+    from ..kernel import store
 
-    opener = getattr(kernel, "open_store", None)
-    if opener is None:
-        raise ValueError("this build has no durable ledger store (ektelo.kernel.open_store)")
-    return opener(location)
+    return store.open_store(location)
 
 
 # -- HTTP ------------------------------------------------------------------------------
@@ -300,6 +297,15 @@ def create_app(config: ServerConfig) -> ASGIApp:
         page = await run_in_threadpool(render_status, service)
         return HTMLResponse(page)
 
+    @handler
+    async def audit(request: Request) -> Response:
+        await run_in_threadpool(service.principal, request, "admin")
+        ds = service.datasets.get(request.path_params["name"])
+        if ds is None:
+            raise ApiError(404, "UnknownDataset", "no such dataset")
+        entries = [dataclasses.asdict(e) for e in list(ds.audit)]
+        return JSONResponse({"entries": entries})
+
     app = Starlette(
         routes=[
             Route("/healthz", health),
@@ -308,6 +314,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
             Route("/v1/datasets/{name}/budget", budget),
             Route("/v1/sessions/{sid}", submit, methods=["POST"]),
             Route("/status", status),
+            Route("/v1/admin/datasets/{name}/audit", audit),
         ]
     )
     app.state.service = service

@@ -10,10 +10,10 @@ foreign or unknown id is refused before the kernel sees the request.
 
 Every Private→Public request may carry a client `request_id`: a retry with
 the same id and the same content returns the stored answer and spends
-nothing; the same id with other content is refused (`RequestConflict`,
-HTTP 409). When the kernel's port requests carry `request_id` themselves
-(the durable ledger), the kernel keeps that promise; otherwise the session
-keeps the answers here, for the server process's lifetime.
+nothing; the same id with other content is refused (the kernel ledger's
+`RequestConflict`, HTTP 409). The kernel's ledger keeps that promise (with a
+durable ledger, across restarts); the session prefixes ids with the
+analyst's name so that analysts never share one.
 
 Each request leaves one audit entry (who, dataset, operation, the request's
 digest, the charge, the outcome, the time) — never a data value.
@@ -38,15 +38,11 @@ from ..domain import Domain
 from ..kernel import NodeState, ProtectedTable, ProtectedVector, port, protect
 from .config import DatasetConfig
 
-__all__ = ["AuditEntry", "Dataset", "HandleError", "RequestConflict", "Session"]
+__all__ = ["AuditEntry", "Dataset", "HandleError", "Session"]
 
 
 class HandleError(ValueError):
     """A request names a source id this session does not hold."""
-
-
-class RequestConflict(ValueError):  # noqa: N818 - names what happened
-    """A request id reused for a request of different content."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,6 @@ class Dataset:
     lock: threading.Lock = field(default_factory=threading.Lock)
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
     _root: ProtectedTable | ProtectedVector | None = None
-    _records: int = 0  # history records of the shared kernel so far
 
     @property
     def name(self) -> str:
@@ -123,7 +118,6 @@ class Session:
     shared: bool
     nodes: list[int]  # session id -> kernel id
     records: list[int] = field(default_factory=list)  # kernel history indices
-    answers: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_used: float = field(default_factory=time.monotonic)
     last_charge: float | None = None  # the root charge of the last granted request
@@ -153,7 +147,7 @@ class Session:
         return snapshot
 
     # -- requests -------------------------------------------------------------------
-    def submit(self, request: Any, request_id: str | None, digest: str) -> Any:
+    def submit(self, request: Any, request_id: str | None) -> Any:
         """Run one decoded request; returns the public response, session-relative."""
         kind = type(request)
         if kind in (port.GetBudget,):
@@ -169,7 +163,7 @@ class Session:
             info = self.kernel.submit(translated)
             return dataclasses.replace(info, source=request.source)
         if kind in wire.PRIVATE_TO_PUBLIC:
-            return self._spend(translated, request_id, digest)
+            return self._spend(translated, request_id)
         return self._derive(translated)
 
     def _derive(self, request: Any) -> Any:
@@ -187,26 +181,20 @@ class Session:
             return port.NewSources(tuple(self._session_id(s) for s in response.sources))
         return response
 
-    def _spend(self, request: Any, request_id: str | None, digest: str) -> Any:
-        native = any(f.name == "request_id" for f in dataclasses.fields(request))
-        if native:  # the kernel's ledger keeps retries idempotent
-            request = dataclasses.replace(request, request_id=request_id)
-        elif request_id is not None and request_id in self.answers:
-            held_digest, held = self.answers[request_id]
-            if held_digest != digest:
-                raise RequestConflict(f"request_id {request_id!r} was used for a different request")
-            self.last_charge, self.replayed = 0.0, True
-            return wire.loads(held)
-        self.last_charge, self.replayed = None, False
+    def _spend(self, request: Any, request_id: str | None) -> Any:
+        """A Private→Public request. The kernel's ledger keeps retries under one
+        request id idempotent; ids are the analyst's own (prefixed with the
+        name), so two analysts never share one."""
+        rid = None if request_id is None else f"{self.analyst}/{request_id}"
+        request = dataclasses.replace(request, request_id=rid)
         with self.dataset.lock if self.shared else contextlib.nullcontext():
-            before = self.kernel.submit(port.GetBudget()).spent if self.shared else 0.0
             response = self.kernel.submit(request)
-            if self.shared:  # the charge, read under the lock: nobody else spent meanwhile
-                self.last_charge = self.kernel.submit(port.GetBudget()).spent - before
-                self.records.append(self.dataset._records)
-                self.dataset._records += 1
-        if request_id is not None and not native:
-            self.answers[request_id] = (digest, wire.dumps(response))
+            history: tuple[port.QueryRecord, ...] = self.kernel.submit(port.GetHistory())
+            record = history[-1]  # ours: nobody else submits meanwhile (the lock)
+            if self.shared:
+                self.records.append(len(history) - 1)
+        self.replayed = record.replayed
+        self.last_charge = 0.0 if record.replayed else record.charged_at_root
         return response
 
     def _history(self) -> tuple[port.QueryRecord, ...]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import html
 import time
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ..kernel import port
 
 if TYPE_CHECKING:
     from .app import Service
-    from .sessions import AuditEntry
 
 __all__ = ["render_status"]
 
@@ -49,10 +49,54 @@ def render_status(service: Service) -> str:
     """The page's HTML for the service's current state."""
     datasets: list[list[Any]] = []
     analysts: list[list[Any]] = []
-    audit: list[AuditEntry] = []
+    recent: list[list[Any]] = []
+    if service.store is not None:
+        _from_store(service, datasets, analysts, recent)
+    else:
+        _from_memory(service, datasets, analysts, recent)
+    recent.sort(key=lambda row: str(row[0]), reverse=True)
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ektelo status</title>"
+        f"<style>{_STYLE}</style></head><body><h1>ektelo server status</h1>"
+        + _table("Datasets", "datasets", ["dataset", "kind", "unit", "total", "spent",
+                                          "remaining"], datasets)
+        + _table("Analysts", "analysts", ["analyst", "dataset", "quota", "spent",
+                                          "remaining"], analysts)
+        + _table("Recent audit entries", "audit", ["time (UTC)", "analyst", "dataset",
+                                                   "operation", "request", "charge",
+                                                   "outcome"], recent[:50])
+        + "</body></html>"
+    )
+
+
+def _f(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _from_store(service: Service, datasets: list[list[Any]], analysts: list[list[Any]],
+                recent: list[list[Any]]) -> None:
+    """The durable ledger's own records (every server process's requests)."""
+    for record in service.store.datasets():
+        ds = service.datasets.get(record.name)
+        kind = ds.kind if ds is not None else "-"
+        datasets.append([record.name, kind, record.unit, float(record.total),
+                         float(record.spent), float(record.remaining)])
+        for a in record.analysts:
+            analysts.append([a.name, record.name, _f(a.quota), float(a.spent),
+                             _f(a.remaining)])
+        for e in service.store.audit_log(record.name)[-50:]:
+            recent.append([e.time[:19].replace("T", " "), e.analyst, e.dataset, e.operation,
+                           (e.spec_hash or "")[:12], _f(Fraction(e.charge)) if e.charge else None,
+                           e.outcome])
+
+
+def _from_memory(service: Service, datasets: list[list[Any]], analysts: list[list[Any]],
+                 recent: list[list[Any]]) -> None:
+    """This process's kernels and audit entries (in-memory ledgers)."""
     grants = service.tokens.grants()
     for name, ds in service.datasets.items():
-        b = _budget(service, ds)
+        kernel_port, _, _ = ds.root_for("status")
+        b = kernel_port.submit(port.GetBudget())
         datasets.append([name, ds.kind, b.unit, float(b.total), float(b.spent),
                          float(b.remaining)])
         spent: dict[str, float] = {}
@@ -64,32 +108,6 @@ def render_status(service: Service) -> str:
                 used = spent.get(analyst, 0.0)
                 left = None if quota is None else max(quota - used, 0.0)
                 analysts.append([analyst, dataset, quota, used, left])
-        audit.extend(ds.audit)
-    audit.sort(key=lambda e: e.time, reverse=True)
-    recent = [
-        [time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.time)), e.analyst, e.dataset,
-         e.operation, e.digest[:12], e.charge, e.outcome]
-        for e in audit[:50]
-    ]
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ektelo status</title>"
-        f"<style>{_STYLE}</style></head><body><h1>ektelo server status</h1>"
-        + _table("Datasets", "datasets", ["dataset", "kind", "unit", "total", "spent",
-                                          "remaining"], datasets)
-        + _table("Analysts", "analysts", ["analyst", "dataset", "quota", "spent",
-                                          "remaining"], analysts)
-        + _table("Recent audit entries", "audit", ["time (UTC)", "analyst", "dataset",
-                                                   "operation", "request", "charge",
-                                                   "outcome"], recent)
-        + "</body></html>"
-    )
-
-
-def _budget(service: Service, ds: Any) -> Any:
-    if ds.store is not None:
-        record = service.store.datasets().get(ds.name) if hasattr(service.store, "datasets") \
-            else None
-        if record is not None:
-            return record
-    kernel_port, _, _ = ds.root_for("status")
-    return kernel_port.submit(port.GetBudget())
+        for e in list(ds.audit)[-50:]:
+            recent.append([time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.time)), e.analyst,
+                           e.dataset, e.operation, e.digest[:12], e.charge, e.outcome])
