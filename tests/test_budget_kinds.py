@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 import ektelo
-from ektelo.budget import ZCDP, PureDP, delta_of_rho, epsilon_of_rho, rho_of_epsilon_delta
+from ektelo.budget import (
+    ZCDP,
+    PureDP,
+    delta_of_rho,
+    describe,
+    epsilon_of_rho,
+    rho_of_epsilon_delta,
+)
 from ektelo.matrix import Dense, Identity, Partition, Total
 
 
@@ -92,3 +99,28 @@ def test_reports_give_the_epsilon_a_rho_implies() -> None:
     assert budget.epsilon() == pytest.approx(epsilon_of_rho(0.005, 1e-9), rel=1e-6)
     assert budget.epsilon() < 1.0
     assert ektelo.protect(np.arange(8), epsilon=2.0).budget.epsilon() == 0.0
+
+
+def test_reports_say_spent_rho_and_the_epsilon_delta_it_implies() -> None:
+    x = ektelo.protect(np.arange(8), epsilon=1.0, delta=1e-9, seed=0)
+    x.gaussian(Identity(8), rho=0.005)
+    line = describe(x.budget)
+    assert "spent ρ = 0.005 of 0.0149731" in line and "0.005-zCDP, i.e. (" in line
+    printed = float(line.split("i.e. (")[1].split(",")[0])
+    assert printed == pytest.approx(epsilon_of_rho(0.005, 1e-9), rel=1e-5)
+    assert delta_of_rho(0.005, printed) <= 1e-9  # what it prints holds (rounded up)
+    whole = str(ZCDP.from_approx(1.0, 1e-9))
+    assert whole.endswith("i.e. (1, 1e-09)-DP")  # the stated guarantee, back
+    # a ρ stated without δ: reported at δ = 1e-9, and said so
+    y = ektelo.protect(np.arange(8), rho=0.5, seed=0)
+    y.gaussian(Identity(8), rho=0.125)
+    line = describe(y.budget)
+    assert "0.125-zCDP, i.e. (" in line and ", 1e-09)-DP" in line and "no δ stated" in line
+    printed = float(line.split("i.e. (")[1].split(",")[0])
+    assert printed == pytest.approx(epsilon_of_rho(0.125, 1e-9), rel=1e-5)
+    # pure ε: the spent ε, no δ
+    z = ektelo.protect(np.arange(8), epsilon=2.0, seed=0)
+    z.laplace(Identity(8), eps=0.5)
+    assert describe(z.budget) == "spent ε = 0.5 of 2 (remaining 1.5): 0.5-DP"
+    assert str(PureDP(2.0)) == "2-DP (pure)"
+    assert describe(ektelo.protect(np.arange(8), rho=0.5).budget).startswith("spent ρ = 0 of 0.5")

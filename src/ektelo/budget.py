@@ -15,6 +15,11 @@ A data holder who states the guarantee as (ε, δ)-DP gets a zCDP budget
 the Rényi order α of Asoodeh et al. 2021) gives at most δ at that ε,
 rounded down — so the stated (ε, δ) holds. `ZCDP.epsilon(delta)` is the
 same conversion the other way, for reports.
+
+Reports say what was guaranteed: `describe(budget)` is the one line for a
+kernel's budget (`ektelo.Budget`: total, spent, remaining, unit, delta) —
+the spent ε, or the spent ρ and the (ε, δ)-DP it implies (CKS 2020 Prop. 12,
+rounded up); `str()` of a `PureDP` or `ZCDP` says the same of a budget.
 """
 
 from __future__ import annotations
@@ -22,9 +27,21 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Literal
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal
+from typing import Literal, Protocol
 
-__all__ = ["ZCDP", "PureDP", "delta_of_rho", "epsilon_of_rho", "rho_of_epsilon_delta"]
+__all__ = [
+    "ZCDP",
+    "BudgetReport",
+    "PureDP",
+    "delta_of_rho",
+    "describe",
+    "epsilon_of_rho",
+    "rho_of_epsilon_delta",
+]
+
+# δ at which a ρ with no stated δ is reported as (ε, δ)-DP (any δ > 0 holds)
+REPORT_DELTA = 1e-9
 
 
 def _positive(value: object, name: str) -> float:
@@ -57,6 +74,9 @@ class PureDP:
     def total(self) -> float:
         return self.epsilon
 
+    def __str__(self) -> str:
+        return f"{self.epsilon:.6g}-DP (pure)"
+
 
 @dataclass(frozen=True)
 class ZCDP:
@@ -75,6 +95,10 @@ class ZCDP:
     @property
     def total(self) -> float:
         return self.rho
+
+    def __str__(self) -> str:
+        delta = REPORT_DELTA if self.delta is None else self.delta
+        return f"{self.rho:.6g}-zCDP, i.e. {_approx(self.rho, delta, self.delta is None)}"
 
     @classmethod
     def from_approx(cls, epsilon: float, delta: float) -> ZCDP:
@@ -137,3 +161,55 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
         else:
             lo = mid
     return hi * (1 + 1e-12)
+
+
+class BudgetReport(Protocol):
+    """What `describe` reads: a kernel's `Budget` (`ektelo.kernel.ledger`)."""
+
+    @property
+    def total(self) -> float: ...
+    @property
+    def spent(self) -> float: ...
+    @property
+    def remaining(self) -> float: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def delta(self) -> float | None: ...
+
+
+def _printed(value: float, rounding: str, digits: int = 6) -> float:
+    exponent = Decimal(repr(value)).adjusted() - digits + 1
+    return float(Decimal(repr(value)).quantize(Decimal(1).scaleb(exponent), rounding=rounding))
+
+
+def _approx(rho: float, delta: float, assumed: bool) -> str:
+    """'(ε, δ)-DP' implied by ρ-zCDP, ε to 6 significant digits: the nearest
+    such number if it still gives δ (tight conversion, `delta_of_rho`), else
+    the next one up — so the printed guarantee holds. ρ = 0 is (0, 0)-DP."""
+    eps = 0.0
+    if rho > 0:
+        eps = _printed(epsilon_of_rho(rho, delta), ROUND_HALF_EVEN)
+        if delta_of_rho(rho, eps) > delta:
+            eps = _printed(epsilon_of_rho(rho, delta), ROUND_CEILING)
+    note = "; no δ stated: any δ > 0 holds with its own ε" if assumed else ""
+    return f"({eps:.6g}, {delta:g})-DP{note}"
+
+
+def describe(budget: BudgetReport) -> str:
+    """One line saying what a kernel's spending guarantees so far.
+
+    Pure ε: "spent ε = 0.5 of 1 (remaining 0.5): 0.5-DP". zCDP: "spent ρ =
+    0.0075 of 0.015 (remaining 0.0075): 0.0075-zCDP, i.e. (0.72, 1e-09)-DP"
+    — the (ε, δ) at the δ the budget was stated with (`protect(...,
+    epsilon=, delta=)`), else at δ = 1e-9, said so.
+    """
+    head = (
+        f"spent {'ε' if budget.unit == 'epsilon' else 'ρ'} = {budget.spent:.6g} of "
+        f"{budget.total:.6g} (remaining {budget.remaining:.6g})"
+    )
+    if budget.unit == "epsilon":
+        return f"{head}: {budget.spent:.6g}-DP"
+    delta = REPORT_DELTA if budget.delta is None else budget.delta
+    guarantee = _approx(budget.spent, delta, budget.delta is None)
+    return f"{head}: {budget.spent:.6g}-zCDP, i.e. {guarantee}"
