@@ -46,48 +46,53 @@ def census(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_run_writes_csv_with_exact_error_bars(census, tmp_path, capsys):
     data, domain = census
     out = tmp_path / "answers.csv"
-    code = main(["run", "--data", str(data), "--domain", str(domain), "--workload",
-                 "prefix:salary|sex", "--plan", "hb_striped_kron", "--epsilon", "0.5",
-                 "--out", str(out)])
+    code = main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain),
+                 "--workload", "cdf:salary by sex", "--plan", "hb_striped_kron",
+                 "--epsilon", "0.5", "--out", str(out)])
     assert code == 0
     frame = pd.read_csv(out)
-    assert list(frame.columns) == ["query", "answer", "std_error", "error_kind"]
+    assert list(frame.columns) == ["salary_below", "sex", "answer", "std_error", "ci_low",
+                                   "ci_high", "ci_method"]
     assert len(frame) == 500 * 3
     assert frame["std_error"].gt(0).all()
-    assert frame["error_kind"].str.startswith("exact").all()
-    # the last prefix over "any" sex counts every row, up to noise
-    assert abs(frame["answer"].iloc[-1] - 5000) < 10 * frame["std_error"].iloc[-1]
+    assert (frame["ci_low"] < frame["answer"]).all() and (frame["answer"] < frame["ci_high"]).all()
+    assert frame["ci_method"].str.startswith("normal approx.").all()
+    # the last prefix over all sexes (NA) counts every row, up to noise
+    last = frame.iloc[-1]
+    assert pd.isna(last["sex"]) and abs(last["answer"] - 5000) < 10 * last["std_error"]
     printed = capsys.readouterr().out
     assert "spent ε=0.5" in printed and "remaining ε=0" in printed
 
 
-def test_run_json_with_where_and_auto_plan(census, tmp_path, capsys):
+def test_run_json_records_with_where_and_auto_plan(census, tmp_path, capsys):
     data, domain = census
     out = tmp_path / "answers.json"
-    code = main(["run", "--data", str(data), "--domain", str(domain), "--workload",
-                 "prefix:salary", "--epsilon", "1", "--where",
+    code = main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain),
+                 "--workload", "cdf:salary", "--epsilon", "1", "--where",
                  "sex == 'M' and age >= 30 and age < 40", "--out", str(out)])
     assert code == 0
     doc = json.loads(out.read_text())
-    assert doc["meta"]["plan"] == "dawa"
     budget = doc["meta"]["budget"]
     assert budget["spent"] + budget["remaining"] == pytest.approx(budget["total"])
     assert budget["spent"] == pytest.approx(1.0)
     assert len(doc["answers"]) == 500
-    assert all(a["std_error"] is None for a in doc["answers"])  # data-dependent: said so
-    assert "data-dependent" in doc["meta"]["error_kind"]
-    assert "auto" in capsys.readouterr().out
+    first = doc["answers"][0]
+    assert set(first) >= {"salary_below", "answer", "std_error", "ci_low", "ci_high", "ci_method"}
+    assert all(a["ci_method"] for a in doc["answers"])  # never a silent blank
+    assert "auto" not in doc["meta"]["plan"] and "plan:" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
     "spec, plan",
-    [("identity:sex,race", "identity"), ("marginals:1:sex,race,marital", "identity"),
+    [("identity:sex,race", "identity"), ("histogram:sex,race", "auto"),
+     ("marginals:1:sex,race,marital", "identity"), ("cdf:age by sex,race", "auto"),
+     ("prefix:age|sex", "hb_striped_kron"),
      ("random-ranges:age,salary:20:3", "hb"), ("ranges:race", "h2")],
 )
 def test_workload_specs(census, tmp_path, spec, plan):
     data, domain = census
     out = tmp_path / "a.csv"
-    assert main(["run", "--data", str(data), "--domain", str(domain), "--workload", spec,
+    assert main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain), "--workload", spec,
                  "--plan", plan, "--epsilon", "1", "--seed", "3", "--out", str(out)]) == 0
     assert len(pd.read_csv(out)) > 0
 
@@ -95,9 +100,9 @@ def test_workload_specs(census, tmp_path, spec, plan):
 def test_range_file_workload(census, tmp_path):
     data, domain = census
     ranges = tmp_path / "ranges.csv"
-    ranges.write_text("salary_lo,salary_hi,age_lo,age_hi\n0,49999,18,29\n50000,99999,30,64\n")
+    ranges.write_text("salary_lo,salary_hi,age_lo,age_hi\n0,50000,18,29\n50000,100000,30,64\n")
     out = tmp_path / "a.csv"
-    assert main(["run", "--data", str(data), "--domain", str(domain), "--workload",
+    assert main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain), "--workload",
                  f"file:{ranges}", "--plan", "hb", "--epsilon", "1", "--out", str(out)]) == 0
     assert len(pd.read_csv(out)) == 2
 
@@ -105,7 +110,7 @@ def test_range_file_workload(census, tmp_path):
 @pytest.mark.skipif(not ADULT.exists(), reason="shared adult data not available")
 def test_adult_end_to_end_through_the_console(tmp_path):
     out = tmp_path / "adult.csv"
-    result = run_cli("run", "--data", str(ADULT / "adult.csv"), "--domain",
+    result = run_cli("run", "--no-ledger", "--data", str(ADULT / "adult.csv"), "--domain",
                      str(ADULT / "adult-domain.json"), "--workload", "identity:race,sex",
                      "--plan", "identity", "--epsilon", "1", "--out", str(out))
     assert result.returncode == 0, result.stderr
@@ -133,7 +138,7 @@ def test_bad_input_gives_one_line_and_nonzero_exit(census, capsys, override, mes
             "--plan": "identity", "--epsilon": "1"}
     args.update(dict(zip(override[::2], override[1::2], strict=True)))
     flat = [item for pair in args.items() for item in pair]
-    code, _, err = call(capsys, "run", *flat)
+    code, _, err = call(capsys, "run", "--no-ledger", *flat)
     assert code != 0
     assert message in err
     assert "Traceback" not in err
@@ -143,7 +148,7 @@ def test_bad_input_gives_one_line_and_nonzero_exit(census, capsys, override, mes
 @pytest.mark.parametrize("eps", ["0", "-1", "nan", "inf", "abc"])
 def test_bad_epsilon(census, capsys, eps):
     data, domain = census
-    code, _, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(data), "--domain", str(domain),
                         "--workload", "identity:sex", "--epsilon", eps)
     assert code != 0
     assert "epsilon" in err
@@ -155,15 +160,15 @@ def test_out_of_domain_value_and_malformed_files(census, tmp_path, capsys):
     common = ("--workload", "identity:sex", "--epsilon", "1")
     bad = tmp_path / "bad.csv"
     bad.write_text("age,sex,race,marital,salary\n30,X,white,married,1000\n")
-    code, _, err = call(capsys, "run", "--data", str(bad), "--domain", str(domain), *common)
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(bad), "--domain", str(domain), *common)
     assert code != 0 and "column 'sex': values not among the labels" in err and "'X'" not in err
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    code, _, err = call(capsys, "run", "--data", str(empty), "--domain", str(domain), *common)
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(empty), "--domain", str(domain), *common)
     assert code != 0 and "empty" in err
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    code, _, err = call(capsys, "run", "--data", str(bad), "--domain", str(broken), *common)
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(bad), "--domain", str(broken), *common)
     assert code != 0 and "JSON" in err
 
 
@@ -182,7 +187,7 @@ def _with_private_outliers(census: tuple[Path, Path], tmp_path: Path) -> Path:
 def test_bad_values_are_counted_not_shown(census, tmp_path, capsys):
     _, domain = census
     data = _with_private_outliers(census, tmp_path)
-    args = ("run", "--data", str(data), "--domain", str(domain), "--workload", "identity:sex",
+    args = ("run", "--no-ledger", "--data", str(data), "--domain", str(domain), "--workload", "identity:sex",
             "--plan", "identity", "--epsilon", "1")
     code, out, err = call(capsys, *args)
     assert code != 0 and len(err.strip().splitlines()) == 1
@@ -205,7 +210,7 @@ def test_booleans_in_a_coded_column_are_refused(tmp_path, capsys):
     """pandas reads a CSV's True/False as booleans, which were taken as the codes 1/0."""
     (tmp_path / "d.json").write_text(json.dumps({"flag": 2, "sex": {"values": ["F", "M"]}}))
     (tmp_path / "t.csv").write_text("flag,sex\nTrue,F\nFalse,M\nTrue,F\n")
-    code, _, err = call(capsys, "run", "--data", str(tmp_path / "t.csv"), "--domain",
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / "t.csv"), "--domain",
                         str(tmp_path / "d.json"), "--workload", "identity:flag", "--plan",
                         "identity", "--epsilon", "1")
     assert code != 0 and "column 'flag': boolean values (True/False" in err
@@ -220,7 +225,7 @@ def test_repeated_csv_column_is_refused(census, tmp_path, capsys):
         fh.write(",".join([*frame.columns, "age"]) + "\n")
         for row in frame.head(5).itertuples(index=False):
             fh.write(",".join(map(str, [*row, 99])) + "\n")
-    code, _, err = call(capsys, "run", "--data", str(dup), "--domain", str(domain),
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(dup), "--domain", str(domain),
                         "--workload", "identity:sex", "--plan", "identity", "--epsilon", "1")
     assert code != 0 and "repeats column name(s) ['age']" in err
     assert len(err.strip().splitlines()) == 1
@@ -236,7 +241,7 @@ def test_repeated_csv_column_is_refused(census, tmp_path, capsys):
 def test_absurd_mwem_params_are_refused_at_once(census, capsys, param, needle):
     """`--param rounds=100000000` used to run for hours after buying the total."""
     data, domain = census
-    code, out, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
+    code, out, err = call(capsys, "run", "--no-ledger", "--data", str(data), "--domain", str(domain),
                           "--workload", "prefix:age", "--plan", "mwem", "--epsilon", "1",
                           "--param", param)
     assert code != 0 and needle in err
@@ -245,7 +250,7 @@ def test_absurd_mwem_params_are_refused_at_once(census, capsys, param, needle):
 
 def test_debug_shows_the_traceback(census):
     data, domain = census
-    result = run_cli("--debug", "run", "--data", str(data), "--domain", str(domain),
+    result = run_cli("--debug", "run", "--no-ledger", "--data", str(data), "--domain", str(domain),
                      "--workload", "identity:nosuch", "--epsilon", "1")
     assert result.returncode != 0 and "Traceback" in result.stderr
 
@@ -267,32 +272,39 @@ def test_where_parser_builds_kernel_predicates():
         parse_where("age == other_fn()")
 
 
-def test_progress_indicator_on_a_terminal():
+def test_progress_on_a_terminal_and_as_log_lines(caplog, monkeypatch):
+    """Slow steps show tqdm's elapsed time on a terminal and log lines when piped."""
     import io
+    import logging
+    import time
 
-    from ektelo.cli import Progress
+    from ektelo.session import _Progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
-    stream = Terminal()
-    with Progress("running test", stream=stream, delay=0.0):
-        import time
-
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with _Progress("running test", True, delay=0.0):
         time.sleep(0.6)
-    assert "running test" in stream.getvalue()
-    quiet = io.StringIO()  # not a terminal: nothing written
-    with Progress("running test", stream=quiet, delay=0.0):
-        pass
-    assert quiet.getvalue() == ""
+    assert "running test" in terminal.getvalue()
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # piped: periodic log lines instead
+    with caplog.at_level(logging.WARNING, logger="ektelo"), \
+            _Progress("running test", True, delay=0.0, every=0.2):
+        time.sleep(0.5)
+    assert sum("still running running test" in r.getMessage() for r in caplog.records) >= 2
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ektelo"), _Progress("quick", True):
+        pass  # fast steps say nothing
+    assert not caplog.records
 
 
 def test_datasets_take_an_explicit_data_dir(capsys, tmp_path):
     code, out, _ = call(capsys, "datasets", "--data-dir", str(tmp_path))
     assert code == 0
     assert "census-like" in out and "generated" in out
-    assert "adult" in out and "not found" in out
+    assert "adult" in out and f"not in {tmp_path}" in out
     if (DATA / "adult" / "adult.csv").exists():
         code, out, _ = call(capsys, "datasets", "--data-dir", str(DATA))
         assert code == 0 and str(DATA / "adult" / "adult.csv") in out

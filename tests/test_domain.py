@@ -89,7 +89,7 @@ def test_encode_all_kinds():
 @pytest.mark.parametrize(
     "column, value, kind, shown",
     [
-        ("age", 85, "values outside the domain (integer codes 0..84)", "85"),
+        ("age", 85, "values outside the domain (integer codes 0..84; a size gives codes", "85"),
         ("age", -1, "values outside the domain", "-1"),
         ("age", 2.5, "values outside the domain", "2.5"),
         ("age", np.nan, "missing values (NaN/blank)", "nan"),
@@ -138,8 +138,9 @@ def test_message_carries_no_private_value():
         d.encode(frame)
     message = str(err.value)
     assert message == (
-        "column 'affairs': values outside the domain (integer codes 0..60); "
-        "show_bad_values=True lists them"
+        "column 'affairs': values outside the domain (integer codes 0..60; a size gives codes "
+        'from 0: write other values as {"values": [...]} or {"range": [lo, hi]}); '
+        "on_invalid='drop' or 'clamp' cleans them; show_bad_values=True lists them"
     )
     for private in ("57.59", "61.0", "-3.25", "749", "750", "998", "3"):
         assert private not in message
@@ -161,7 +162,7 @@ def test_show_bad_values_counts_and_lists_on_request():
     with pytest.raises(DomainValueError) as err:
         d.encode(frame, show_bad_values=True)
     message = str(err.value)
-    assert message.startswith("column 'affairs': 3 values outside the domain (integer codes 0..60)")
+    assert message.startswith("column 'affairs': 3 values outside the domain (integer codes 0..60; a size")
     assert "row 749 = 57.5999908" in message and "row 750 = 61.0" in message
     assert "row 998 = -3.25" in message
     assert err.value.column == "affairs" and "57.59" not in err.value.summary

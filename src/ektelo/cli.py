@@ -1,222 +1,78 @@
-"""The `ektelo` command: private answers with error bars from one command.
+"""The `ektelo` command: a thin shell over `ektelo.session` (arguments →
+session → planner → plan → kernel), so the command line and Python answer
+alike.
 
-    ektelo run --data FILE --domain FILE.json --workload SPEC --plan NAME|auto
-               --epsilon E [--where EXPR] [--out FILE] [--seed N] [--param K=V]
-               [--show-bad-values]
-    ektelo plans            list the plan library
-    ektelo datasets [--data-dir DIR]  list the known demo and benchmark data
-    ektelo generate         write the synthetic census-like table (CSV + domain)
+    ektelo run --data FILE --domain FILE.json --workload SPEC --epsilon E
+               [--total T] [--delta D] [--plan NAME|auto] [--where EXPR] [--out FILE]
+               [--plot FILE.png] [--dry-run | --explain] [--alpha A]
+               [--on-invalid error|drop|clamp] [--ledger PATH | --no-ledger]
+               [--dataset NAME] [--nonnegative] [--round] [--seed N] [--param K=V]
+    ektelo budget [--ledger PATH] [--dataset NAME]   spent/remaining per dataset
+    ektelo audit verify [--ledger PATH]              check the ledger's hash chain
+    ektelo domain init DATA.csv [--out FILE.json]    a domain template to edit
+    ektelo plans | datasets | generate
 
-Errors are one line on stderr with a non-zero exit code; `--debug` shows the
-traceback.
+The budget persists across runs: by default `run` keeps a ledger file at
+`$EKTELO_LEDGER`, else ``~/.local/share/ektelo/ledger.sqlite`` (XDG data
+home), one budget per dataset (named by `--dataset`, default the data file's
+stem) whose total the first run sets with `--total`; each run spends its
+`--epsilon`, and a run that would overspend what earlier runs left is
+refused before anything is measured. `--no-ledger` gives a throwaway in-memory budget.
+Errors are one line on stderr with exit code 2; `--debug` (anywhere on the
+line) shows the traceback. Imports are lazy so that `--help` is fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import json
-import math
+import os
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
+__all__ = ["default_ledger", "main", "parse_where"]
 
-from . import _validate as check
-
-__all__ = ["main"]
+OUTPUT_SUFFIXES = (".csv", ".json", ".parquet")
 
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-class Progress:
-    """A spinner with elapsed time on stderr while a long step runs (TTY only).
+def parse_where(text: str, domain: Any = None) -> Any:
+    """`--where` text → a kernel predicate (see `ektelo.where`)."""
+    from .where import parse_where as parse
 
-    Plans are single calls into the library, so the indicator shows that work
-    is going on and for how long.
-    """
-
-    def __init__(self, label: str, stream: Any = None, delay: float = 1.0):
-        self.label, self.stream, self.delay = label, stream or sys.stderr, delay
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-
-    def _spin(self) -> None:
-        start = time.perf_counter()
-        if self._stop.wait(self.delay):
-            return
-        frames = "|/-\\"
-        i = 0
-        while not self._stop.wait(0.2):
-            elapsed = time.perf_counter() - start
-            self.stream.write(f"\r{frames[i % 4]} {self.label} {elapsed:6.1f} s")
-            self.stream.flush()
-            i += 1
-        self.stream.write("\r" + " " * (len(self.label) + 12) + "\r")
-        self.stream.flush()
-
-    def __enter__(self) -> Progress:
-        if getattr(self.stream, "isatty", lambda: False)():
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+    return parse(text, domain)
 
 
-# -- --where expressions ---------------------------------------------------------
-_COMPARE = {
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-}
+def default_ledger() -> Path:
+    """Where `run` keeps the budget unless told otherwise: $EKTELO_LEDGER, else
+    $XDG_DATA_HOME/ektelo/ledger.sqlite (~/.local/share/ektelo/ledger.sqlite)."""
+    if os.environ.get("EKTELO_LEDGER"):
+        return Path(os.environ["EKTELO_LEDGER"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ektelo" / "ledger.sqlite"
 
 
-def parse_where(text: str) -> Any:
-    """Turn `sex == 'M' and 30 <= age <= 39` into a kernel predicate.
-
-    Accepts comparisons (chained too), `in`/`not in` with a tuple or list of
-    literals, `and`, `or`, `not` and parentheses; attribute names are bare
-    identifiers, values are literals. Nothing is evaluated.
-    """
-    from .kernel import col
-
-    try:
-        tree = ast.parse(text, mode="eval").body
-    except SyntaxError as exc:
-        raise CLIError(f"--where: cannot parse {text!r}: {exc.msg}") from None
-
-    def literal(node: ast.AST) -> Any:
+def _positive(name: str) -> Any:
+    def parse(text: str) -> float:
         try:
-            return ast.literal_eval(node)
+            value = float(text)
         except ValueError:
-            text = ast.unparse(node)
-            raise CLIError(f"--where: expected a literal value, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not (value > 0 and value < float("inf")):
+            raise argparse.ArgumentTypeError(f"{name} must be a finite positive number, "
+                                             f"got {text!r}")
+        return value
 
-    def convert(node: ast.AST) -> Any:
-        if isinstance(node, ast.BoolOp):
-            parts = [convert(v) for v in node.values]
-            out = parts[0]
-            for p in parts[1:]:
-                out = (out & p) if isinstance(node.op, ast.And) else (out | p)
-            return out
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return ~convert(node.operand)
-        if isinstance(node, ast.Compare):
-            terms = [node.left, *node.comparators]
-            result = None
-            for left, op, right in zip(terms, node.ops, terms[1:], strict=False):
-                result_part = compare(left, op, right)
-                result = result_part if result is None else (result & result_part)
-            return result
-        raise CLIError(f"--where: unsupported expression {ast.unparse(node)!r}")
-
-    def compare(left: ast.AST, op: ast.cmpop, right: ast.AST) -> Any:
-        if isinstance(op, (ast.In, ast.NotIn)):
-            if not isinstance(left, ast.Name):
-                raise CLIError("--where: 'in' needs an attribute name on its left")
-            values = literal(right)
-            if not isinstance(values, (tuple, list, set)):
-                raise CLIError("--where: 'in' needs a tuple or list of values")
-            pred = col(left.id).isin(list(values))
-            return ~pred if isinstance(op, ast.NotIn) else pred
-        symbol = _COMPARE.get(type(op))
-        if symbol is None:
-            raise CLIError(f"--where: unsupported comparison {type(op).__name__}")
-        if isinstance(left, ast.Name) and not isinstance(right, ast.Name):
-            name, value = left.id, literal(right)
-        elif isinstance(right, ast.Name) and not isinstance(left, ast.Name):
-            flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-            name, value, symbol = right.id, literal(left), flipped[symbol]
-        else:
-            raise CLIError("--where: each comparison needs one attribute and one value")
-        column = col(name)
-        return {
-            "==": lambda: column == value,
-            "!=": lambda: column != value,
-            "<": lambda: column < value,
-            "<=": lambda: column <= value,
-            ">": lambda: column > value,
-            ">=": lambda: column >= value,
-        }[symbol]()
-
-    return convert(tree)
-
-
-# -- loading -------------------------------------------------------------------------
-def load_table(path: str, domain: Any, show_bad_values: bool = False) -> pd.DataFrame:
-    """Read a CSV or Parquet file's domain columns, checking every value.
-
-    A bad value is reported by column and kind of problem, never shown or
-    counted: the values are the private data. `show_bad_values` (the data
-    holder's `--show-bad-values`) adds the counts and the first few
-    offending rows and values. A header naming a column twice is refused
-    (pandas would rename the copy and ignore it).
-    """
-    from .domain import DomainValueError
-
-    try:
-        return _load_table(path, domain, show_bad_values)
-    except DomainValueError as exc:
-        tail = exc.listing if exc.listing is not None else "--show-bad-values lists them"
-        raise CLIError(f"{path}: {exc.summary}; {tail}") from None
-
-
-def _load_table(path: str, domain: Any, show_bad_values: bool) -> pd.DataFrame:
-    file = Path(path)
-    if not file.is_file():
-        raise CLIError(f"data file not found: {path}")
-    suffix = file.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        try:
-            frame = pd.read_parquet(file)
-        except ImportError:
-            raise CLIError("reading Parquet needs pyarrow: pip install 'ektelo[parquet]'") from None
-        except Exception as exc:
-            raise CLIError(f"{path}: not a readable Parquet file ({exc})") from None
-        repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
-        if repeated:
-            raise CLIError(f"{path}: the file repeats column name(s) {repeated}")
-        missing = [n for n in domain.names if n not in frame.columns]
-        if missing:
-            raise CLIError(f"{path}: missing column(s) {missing}")
-        frame = frame[list(domain.names)]
-        domain.encode(frame, show_bad_values=show_bad_values)
-        return frame
-    try:
-        return domain.read_csv(file, ignore_extra=True, show_bad_values=show_bad_values)
-    except pd.errors.ParserError as exc:
-        raise CLIError(f"{path}: malformed CSV ({str(exc).splitlines()[0]})") from None
-    except pd.errors.EmptyDataError:
-        raise CLIError(f"{path}: the file is empty") from None
-    except UnicodeDecodeError:
-        raise CLIError(f"{path}: not a text CSV file") from None
-
-
-def _epsilon(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"epsilon must be a number, got {text!r}") from None
-    try:
-        return check.positive(value, "epsilon")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def _params(items: Sequence[str]) -> dict[str, Any]:
+    import ast
+
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -229,122 +85,214 @@ def _params(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-# -- commands -------------------------------------------------------------------------
-def _write_answers(path: str | None, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    if path is None:
-        frame = pd.DataFrame(rows)
-        with pd.option_context("display.max_rows", 20, "display.width", 120):
-            print(frame.to_string(index=False, max_rows=20))
-        return
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".json":
-        out.write_text(json.dumps({"meta": meta, "answers": rows}, indent=1))
-    else:
-        pd.DataFrame(rows).to_csv(out, index=False)
-    print(f"wrote {len(rows)} answers to {out}")
-
-
+# -- run ------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
-    import ektelo
+    import json
 
-    from . import plans
-    from .domain import Domain
-    from .kernel import ProtectedTable
-    from .planner import choose_plan
+    from .session import Session, load_domain
     from .workload.spec import parse
 
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise CLIError(f"--out {args.out}: unknown output type {out.suffix or '(none)'!r}; "
+                       f"use {', '.join(OUTPUT_SUFFIXES)} (nothing was spent)")
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise CLIError(f"--plot {args.plot}: use a .png, .pdf or .svg file (nothing was spent)")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CLIError("--plot needs matplotlib: pip install 'ektelo[plot]' "
+                           "(nothing was spent)") from None
     try:
-        domain = Domain.from_json(Path(args.domain))
-    except FileNotFoundError:
-        raise CLIError(f"domain file not found: {args.domain}") from None
+        domain = load_domain(args.domain)
     except json.JSONDecodeError as exc:
         raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
-    workload = parse(args.workload, domain)
-    frame = load_table(args.data, domain, show_bad_values=args.show_bad_values)
-    shape = tuple(domain[n].size for n in workload.attributes)
-    if args.plan == "auto":
-        plan_name, why = choose_plan(workload.kind, shape)  # ektelo.planner: public facts
-        print(f"plan: {plan_name} (auto: {why})")
-    else:
-        plan_name = args.plan
-    info = plans.get(plan_name)
-    params = _params(args.param)
+    question = parse(args.workload, domain)
+    where = parse_where(args.where, domain) if args.where else None
+    ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
+    dataset = args.dataset or Path(args.data).stem
+    budget = _dataset_budget(args, ledger, dataset)
+    try:
+        session = Session(args.data, domain, **budget, seed=args.seed,
+                          on_invalid=args.on_invalid, show_bad_values=args.show_bad_values,
+                          ledger=ledger, dataset=dataset if ledger is not None else None)
+    except Exception as exc:
+        from .domain import DomainValueError
 
-    table = ektelo.protect(
-        frame, domain, epsilon=args.epsilon, seed=args.seed, show_bad_values=args.show_bad_values
-    )
-    assert isinstance(table, ProtectedTable)  # (a DataFrame is protected as a table)
-    if args.where:
-        table = table.where(parse_where(args.where))
-    W = workload.matrix
-    start = time.perf_counter()
-    with Progress(f"running {plan_name} (ε={args.epsilon:g})"):
-        result = _run_plan(plan_name, info, table, workload, W, args.epsilon, params)
-    elapsed = time.perf_counter() - start
-    answers = np.asarray(result) if info.returns == "answers" else W @ np.asarray(result)
-
-    errors, error_kind = _error_bars(plan_name, info, shape, W, args.epsilon, params)
-    rows = [
-        {"query": label, "answer": float(a), "std_error": e, "error_kind": error_kind}
-        for label, a, e in zip(workload.labels, answers, errors, strict=True)
-    ]
-    budget = table.budget
-    meta = {
-        "plan": plan_name,
-        "epsilon": args.epsilon,
-        "workload": args.workload,
-        "where": args.where,
-        "budget": {"total": budget.total, "spent": budget.spent, "remaining": budget.remaining},
+        if isinstance(exc, DomainValueError):
+            tail = exc.listing if exc.listing is not None else "--show-bad-values lists them"
+            summary = exc.summary.replace("on_invalid='drop' or 'clamp'",
+                                          "--on-invalid drop|clamp")
+            raise CLIError(f"{args.data}: {summary}; {tail}") from None
+        raise
+    ask: dict[str, Any] = {"epsilon": args.epsilon}
+    if args.dry_run or args.explain:
+        preview = session.preview(question, plan=args.plan, alpha=args.alpha, **ask)
+        print(preview)
+        if args.explain and not preview.candidates.empty:
+            print("candidates (expected RMSE per query; nothing spent):")
+            print(preview.candidates.to_string(index=False))
+        _print_budget(session, ledger, dataset, note="nothing spent (dry run)")
+        return 0
+    frame = session.ask(question, where=where, plan=args.plan, alpha=args.alpha,
+                        nonnegative=args.nonnegative, round=args.round,
+                        params=_params(args.param), **ask)
+    print(f"plan: {frame.attrs['plan']} ({frame.attrs['why']})")
+    _write(out, frame, meta={
+        "plan": frame.attrs["plan"], "workload": args.workload, "where": args.where,
+        "epsilon": args.epsilon, "delta": args.delta, "alpha": args.alpha,
+        "ci_method": frame.attrs["ci_method"], "budget": frame.attrs["budget"],
         "seed": args.seed,
-        "error_kind": error_kind,
-    }
-    _write_answers(args.out, rows, meta)
-    print(f"budget: total ε={budget.total:g}, spent ε={budget.spent:g}, "
-          f"remaining ε={budget.remaining:g}; plan ran in {elapsed:.2f} s")
-    for request in table.history():
-        eps = "-" if request.eps is None else f"{float(request.eps):g}"  # (None: a ρ request)
-        print(f"  {request.operation:<22} ε={eps:<10} "
-              f"charged at the table: ε={float(request.charged_at_root):g}")
+    })
+    if args.plot:
+        from .plotting import plot_answers
+
+        plot_answers(frame, question, Path(args.plot))
+        print(f"plot: {args.plot}")
+    _print_budget(session, ledger, dataset)
     if args.seed is not None:
         print("note: research mode (seeded noise) — not for releasing real data")
     return 0
 
 
-def _run_plan(
-    plan_name: str, info: Any, table: Any, workload: Any, W: Any, eps: float,
-    params: dict[str, Any],
-) -> Any:
-    from . import plans
+def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str) -> dict[str, Any]:
+    """The dataset's total budget for protect: the ledger's record when the
+    dataset has one (a cap never changes), else `--total` (recorded by this
+    first run); without a ledger, `--total` or this run's ε."""
+    if ledger is None:
+        return {"epsilon": args.total or args.epsilon, "delta": args.delta}
+    record = None
+    remote = ledger.startswith(("postgresql://", "postgres://"))
+    if remote or Path(ledger).is_file():
+        from .kernel import store
 
-    if info.input_kind == "table":
-        sub = table.select(list(workload.attributes))
-        if plan_name == "cdf_estimator":
-            if workload.kind != "prefix" or len(workload.attributes) != 1:
-                raise CLIError("cdf_estimator answers a prefix:ATTR workload")
-            params = {"attribute": workload.attributes[0], **params}
-        return plans.run(plan_name, sub, W, eps, **params)
-    x = table.vectorize(list(workload.attributes))
-    return plans.run(plan_name, x, W, eps, **params)
+        record = next((r for r in store.open_store(ledger).datasets() if r.name == dataset), None)
+    if record is None:
+        if args.total is None:
+            raise CLIError(
+                f"dataset {dataset!r} has no budget in the ledger {ledger} yet: the first run "
+                f"sets its total with --total E (kept for every later run), or use --no-ledger"
+            )
+        if not remote:
+            Path(ledger).parent.mkdir(parents=True, exist_ok=True)
+        return {"epsilon": args.total, "delta": args.delta}
+    if record.unit == "epsilon":
+        stored = {"epsilon": float(record.total), "delta": None}
+        if args.delta is not None:
+            raise CLIError(f"dataset {dataset!r} has a pure ε budget in the ledger: drop --delta")
+    else:
+        stored = {"rho": float(record.total), "delta": record.delta}
+        if args.delta is None or record.delta is None or args.delta != record.delta:
+            raise CLIError(f"dataset {dataset!r} has a zCDP budget with δ={record.delta} in the "
+                           f"ledger: pass --delta {record.delta}")
+    if args.total is not None and record.unit == "epsilon" and args.total != float(record.total):
+        raise CLIError(f"dataset {dataset!r} already has total ε={float(record.total):g} in the "
+                       f"ledger; a total never changes (drop --total)")
+    return stored
 
 
-def _error_bars(
-    plan_name: str, info: Any, shape: tuple[int, ...], W: Any, eps: float, params: dict[str, Any]
-) -> tuple[list[float | None], str]:
-    """Exact per-query standard errors for data-independent plans, else none."""
-    from .operators import error
-    from .plans import strategy_for
+def _write(out: Path | None, frame: Any, meta: dict[str, Any]) -> None:
+    import json
 
-    if info.data_dependent or params:
-        return [None] * W.shape[0], "none (data-dependent plan: no closed-form error)"
-    A = strategy_for(plan_name, shape, W)
-    if A is None:
-        return [None] * W.shape[0], "none (plan has no fixed strategy)"
-    try:
-        variances = error.expected_error(W, A, eps, per_query=True)
-    except (ValueError, MemoryError) as exc:
-        return [None] * W.shape[0], f"none ({exc})"
-    return [float(math.sqrt(v)) for v in np.asarray(variances)], "exact expected (LS, Laplace)"
+    import pandas as pd
+
+    if out is None:
+        with pd.option_context("display.max_rows", 20, "display.width", 160):
+            print(frame.to_string(index=False, max_rows=20))
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    suffix = out.suffix.lower()
+    if suffix == ".json":  # records, with the run's description beside them
+        records = json.loads(frame.to_json(orient="records"))
+        out.write_text(json.dumps({"meta": meta, "answers": records}, indent=1, default=str))
+    elif suffix == ".parquet":
+        try:
+            frame.to_parquet(out, index=False)
+        except ImportError:
+            fallback = out.with_suffix(".csv")
+            frame.to_csv(fallback, index=False)
+            raise CLIError(f"writing Parquet needs pyarrow (pip install 'ektelo[parquet]'); "
+                           f"the answers were saved to {fallback} instead") from None
+    else:
+        frame.to_csv(out, index=False)
+    print(f"wrote {len(frame)} answers to {out}")
+
+
+def _print_budget(session: Any, ledger: Any, dataset: str, note: str = "") -> None:
+    b = session.budget
+    unit = "ε" if b.unit == "epsilon" else "ρ"
+    where = f"ledger {ledger}, dataset {dataset!r}" if ledger is not None else "this run only"
+    line = (f"budget ({where}): total {unit}={b.total:g}, spent {unit}={b.spent:g}, "
+            f"remaining {unit}={b.remaining:g}")
+    if b.unit == "rho" and b.delta is not None and b.spent > 0:
+        line += f" (spent so far guarantees (ε={b.epsilon():.3g}, δ={b.delta:g})-DP)"
+    print(line + (f"; {note}" if note else ""))
+
+
+# -- budget, audit, domain --------------------------------------------------------------
+def _store(path: str | None) -> Any:
+    target = Path(path) if path else default_ledger()
+    if not str(target).startswith(("postgresql://", "postgres://")) and not target.is_file():
+        raise CLIError(f"no ledger at {target} (runs create it; --ledger names another)")
+    from .kernel import store
+
+    return store.open_store(str(target))
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    store = _store(args.ledger)
+    records = store.datasets()
+    if args.dataset:
+        records = [r for r in records if r.name == args.dataset]
+        if not records:
+            raise CLIError(f"no dataset {args.dataset!r} in the ledger")
+    if not records:
+        print("the ledger holds no dataset yet")
+    for r in records:
+        unit = "ε" if r.unit == "epsilon" else "ρ"
+        delta = f", δ={r.delta:g}" if r.delta is not None else ""
+        print(f"{r.name:20s} total {unit}={float(r.total):g}{delta}  spent "
+              f"{unit}={float(r.spent):g}  remaining {unit}={float(r.remaining):g}")
+    if args.dataset and args.history:
+        for h in store.history(args.dataset):
+            print(f"  {h.time}  {h.operation:<22} charged {float(h.charge):g}  {h.status}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    report = _store(args.ledger).verify_audit()
+    if report.ok:
+        print(f"audit log verified: {report.entries} entries, hash chain intact")
+        return 0
+    print(f"audit log BROKEN at {report.first_broken}: {'; '.join(map(str, report.problems))}")
+    return 1
+
+
+def cmd_domain_init(args: argparse.Namespace) -> int:
+    import json
+
+    import pandas as pd
+
+    from .domain import TEMPLATE_NOTE, domain_template
+
+    data = Path(args.data)
+    if not data.is_file():
+        raise CLIError(f"data file not found: {args.data}")
+    if data.suffix.lower() in (".parquet", ".pq"):
+        frame = pd.read_parquet(data)
+    else:
+        frame = pd.read_csv(data, keep_default_na=True)
+    spec, notes = domain_template(frame)
+    out = Path(args.out) if args.out else data.with_suffix(".domain.json")
+    if out.exists() and not args.force:
+        raise CLIError(f"{out} exists; --force overwrites it")
+    out.write_text(json.dumps(spec, indent=1) + "\n")
+    print(f"wrote a domain template for {len(spec) - 1} columns to {out}")
+    for note in notes:
+        print(f"  note: {note}")
+    print(f"WARNING: {TEMPLATE_NOTE}", file=sys.stderr)
+    return 0
 
 
 def cmd_plans(args: argparse.Namespace) -> int:
@@ -372,16 +320,20 @@ def cmd_datasets(args: argparse.Namespace) -> int:
         root = DEFAULT_DATA_DIR if DEFAULT_DATA_DIR.is_dir() else None
     for d in KNOWN:
         if d.relative_path is None:
-            where = "generated"
+            where = "generated (ektelo generate)"
         elif root is not None and d.available(root):
             where = str(d.path(root))
+        elif root is None:
+            where = "needs --data-dir DIR (the folder holding adult/, credit/, dpbench/)"
         else:
-            where = "not found"
+            where = f"not in {root}"
         print(f"{d.name:12s} {d.description}  ({where})")
     return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    import json
+
     from .datasets import census_like
 
     frame, domain = census_like(args.rows, seed=args.seed)
@@ -395,25 +347,72 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the parser -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ektelo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="ektelo", description=__doc__.split("\n\n")[0],
+                                     epilog="--debug anywhere shows tracebacks on errors")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="answer a workload privately over a CSV/Parquet table")
     run.add_argument("--data", required=True, help="CSV or Parquet file")
-    run.add_argument("--domain", required=True, help="domain description (JSON)")
-    run.add_argument("--workload", required=True, help="workload spec, e.g. prefix:salary")
+    run.add_argument("--domain", required=True, help="domain description (JSON; see README)")
+    run.add_argument("--workload", required=True,
+                     help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c | "
+                          "random-ranges:a,b:N | file:ranges.csv")
     run.add_argument("--plan", default="auto", help="plan name or 'auto' (default)")
-    run.add_argument("--epsilon", required=True, type=_epsilon, help="privacy budget ε > 0")
+    run.add_argument("--epsilon", required=True, type=_positive("epsilon"),
+                     help="privacy budget ε > 0 for this run")
+    run.add_argument("--total", type=_positive("total"),
+                     help="the dataset's total ε, recorded in the ledger by its first run")
+    run.add_argument("--delta", type=_positive("delta"),
+                     help="(ε, δ)-DP via zCDP: Gaussian-capable plans (e.g. 1e-9)")
     run.add_argument("--where", help="row filter, e.g. \"sex == 'M' and 30 <= age <= 39\"")
-    run.add_argument("--out", help="write answers to this .csv or .json file")
+    run.add_argument("--out", help="write answers to .csv, .json (records) or .parquet")
+    run.add_argument("--plot", help="draw answers with intervals to a .png/.pdf/.svg")
+    run.add_argument("--alpha", type=_positive("alpha"), default=0.05,
+                     help="intervals at level 1 - alpha (default 0.05)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="show the plan, expected error and interval width; spend nothing")
+    run.add_argument("--explain", action="store_true",
+                     help="like --dry-run, and list every candidate plan with its error")
+    run.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
+                     help="rows with values outside the domain: refuse (default), drop the "
+                          "rows, or clamp numbers to the nearest valid value")
+    run.add_argument("--ledger", help="budget ledger (SQLite path or postgresql:// URL; default "
+                                      "$EKTELO_LEDGER or ~/.local/share/ektelo/ledger.sqlite)")
+    run.add_argument("--no-ledger", action="store_true",
+                     help="throwaway budget for this run only (demos)")
+    run.add_argument("--dataset", help="the budget's name in the ledger (default: data file stem)")
+    run.add_argument("--nonnegative", action="store_true", help="clip answers at 0")
+    run.add_argument("--round", action="store_true", help="round answers to integers")
     run.add_argument("--seed", type=int, help="research mode: seeded (insecure) noise")
     run.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
     run.add_argument("--show-bad-values", action="store_true",
                      help="data holder only: list the first 10 bad rows and values in the error "
                           "(private data; by default only the column and the kind of problem)")
     run.set_defaults(func=cmd_run)
+
+    budget = sub.add_parser("budget", help="spent and remaining budget per dataset")
+    budget.add_argument("--ledger", help="ledger (default: as for run)")
+    budget.add_argument("--dataset", help="one dataset only")
+    budget.add_argument("--history", action="store_true", help="with --dataset: every charge")
+    budget.set_defaults(func=cmd_budget)
+
+    audit = sub.add_parser("audit", help="check the ledger's audit log")
+    audit_sub = audit.add_subparsers(dest="action", required=True)
+    verify = audit_sub.add_parser("verify", help="recompute the hash chain")
+    verify.add_argument("--ledger", help="ledger (default: as for run)")
+    verify.set_defaults(func=cmd_audit)
+
+    domain = sub.add_parser("domain", help="domain files")
+    domain_sub = domain.add_subparsers(dest="action", required=True)
+    init = domain_sub.add_parser("init", help="write a template from a data file (then edit it: "
+                                              "bounds read from data are private)")
+    init.add_argument("data", help="CSV or Parquet file")
+    init.add_argument("--out", help="domain JSON (default: DATA.domain.json)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(func=cmd_domain_init)
 
     sub.add_parser("plans", help="list the plans").set_defaults(func=cmd_plans)
     data = sub.add_parser("datasets", help="list known datasets")
@@ -426,21 +425,28 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--rows", type=int, default=50_000)
     gen.add_argument("--seed", type=int, default=0)
     gen.set_defaults(func=cmd_generate)
-
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ektelo` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # anywhere on the line
+    argv = [a for a in argv if a != "--debug"]
+    args = build_parser().parse_args(argv)
+    if getattr(args, "dry_run", False) and getattr(args, "explain", False):
+        args.dry_run = False
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print("ektelo: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ektelo ... | head`: the reader left; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:
-        if args.debug:
+        if debug:
             raise
         from .kernel import BudgetExceeded
 
@@ -448,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, KeyError):
             message = message.strip("'\"")
+        if isinstance(exc, BudgetExceeded):
+            message += " (nothing was measured; `ektelo budget` shows what is left)"
         print(f"ektelo: {kind}: {message}", file=sys.stderr)
         return 2
 

@@ -8,8 +8,11 @@ with ε = 1, through the public API:
     → AHP partition (ε/2) → reduce → Identity → Laplace (ε/2) → NNLS → Prefix
 
 and print the private CDF next to the true one, the error, the budget spent,
-and the path of a saved plot (when matplotlib is installed: the `plot` extra).
-Noise comes from the secure sampler.
+and the path of a saved plot (when matplotlib is installed: the `plot` extra)
+with the private CDF's 95% band: the noise-only interval conditional on
+AHP's released partition (`ektelo.session.noise_only_std` over the
+measurements the plan took; it leaves out the partition's bias and NNLS's
+clipping). Noise comes from the secure sampler.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import numpy as np
 import ektelo
 from ektelo import col, plans
 from ektelo.datasets import SALARY_BIN, census_like
+from ektelo.kernel import ProtectedTable
+from ektelo.matrix import Prefix
+from ektelo.session import Recorder, noise_only_std
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,7 +43,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Generated a census-like table: {len(frame):,} rows, attributes "
           f"{', '.join(domain.names)} (domain of {domain.size:,} cells)")
 
-    table = ektelo.protect(frame, domain, epsilon=args.epsilon)  # the kernel holds the data
+    protected = ektelo.protect(frame, domain, epsilon=args.epsilon)  # the kernel holds the data
+    assert isinstance(protected, ProtectedTable)
+    recorder = Recorder(protected.port)  # keeps the (public) measurements the plan takes
+    table = ProtectedTable(recorder, protected.node)
     men_in_thirties = (col("sex") == "M") & (col("age") >= 30) & (col("age") < 40)
     private_cdf = plans.cdf_estimator(
         table, None, args.epsilon, attribute="salary", where=men_in_thirties
@@ -49,17 +58,19 @@ def main(argv: list[str] | None = None) -> None:
         (chosen["salary"] // SALARY_BIN).astype(int), minlength=domain["salary"].size
     )
     true_cdf = np.cumsum(counts)
+    # 95% band: noise only, given the public partition (normal approximation)
+    band = 1.96 * noise_only_std(Prefix(true_cdf.size), recorder.measurements)
 
     budget = table.budget
     records = int(true_cdf[-1])
     scaled = float(np.linalg.norm(private_cdf - true_cdf) / (true_cdf.size * records))
     worst = float(np.max(np.abs(private_cdf - true_cdf)) / records)
     print(f"\nSalary CDF of men aged 30-39 ({records:,} people), ε = {args.epsilon:g}")
-    print(f"{'salary ≤':>10} {'true':>9} {'private':>9} {'diff':>8}")
+    print(f"{'salary ≤':>10} {'true':>9} {'private':>9} {'diff':>8} {'±95%':>7}")
     for k in (9, 19, 29, 39, 49, 59, 79, 99, 149, 199, 299, 499):
         diff = private_cdf[k] - true_cdf[k]
         print(f"{(k + 1) * SALARY_BIN:>10,} {true_cdf[k]:>9,.0f} {private_cdf[k]:>9,.1f} "
-              f"{diff:>+8.1f}")
+              f"{diff:>+8.1f} {band[k]:>7.1f}")
     print(f"\nError: max |CDF difference| = {worst:.4f} of the group; DPBench scaled L2 "
           f"error = {scaled:.2e}")
     print(f"Budget: total ε = {budget.total:g}, spent ε = {budget.spent:g}, "
@@ -70,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
 
     out = Path(args.out)
     plot_path = out / "cdf.png"
-    saved = _plot(true_cdf, private_cdf, plot_path, args.epsilon)
+    saved = _plot(true_cdf, private_cdf, band, plot_path, args.epsilon)
     elapsed = f"{time.perf_counter() - start:.1f} s in all"
     if saved:
         print(f"Plot saved to {plot_path.resolve()} ({elapsed})")
@@ -79,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
               f"({elapsed})")
 
 
-def _plot(true_cdf: np.ndarray, private_cdf: np.ndarray, path: Path, eps: float) -> bool:
+def _plot(
+    true_cdf: np.ndarray, private_cdf: np.ndarray, band: np.ndarray, path: Path, eps: float
+) -> bool:
     """Draw the two CDFs to `path`; False (nothing written) without matplotlib."""
     try:
         import matplotlib
@@ -92,7 +105,9 @@ def _plot(true_cdf: np.ndarray, private_cdf: np.ndarray, path: Path, eps: float)
     salary = (np.arange(true_cdf.size) + 1) * SALARY_BIN / 1000
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(salary, true_cdf, label="true CDF", lw=2)
-    ax.plot(salary, private_cdf, label=f"private CDF (ε = {eps:g})", lw=1.2, ls="--")
+    line = ax.plot(salary, private_cdf, label=f"private CDF (ε = {eps:g})", lw=1.2, ls="--")[0]
+    ax.fill_between(salary, private_cdf - band, private_cdf + band, alpha=0.25,
+                    color=line.get_color(), label="95% band (noise only, given the partition)")
     ax.set_xlabel("salary (thousands)")
     ax.set_ylabel("people with salary ≤ x")
     ax.set_xlim(0, 250)

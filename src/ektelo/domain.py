@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Attribute", "Domain", "DomainValueError"]
+__all__ = ["TEMPLATE_NOTE", "Attribute", "Domain", "DomainValueError", "domain_template"]
 
 # Text values read as missing (case-insensitive, after stripping blanks), when
 # they are not among an attribute's labels: pandas' usual NA spellings.
@@ -114,11 +114,36 @@ class Attribute:
                 f"attribute {name!r}: expected a size or an object with 'size', 'values' or "
                 f"'bins', got {spec!r}"
             )
-        unknown = set(spec) - {"size", "values", "bins"}
+        unknown = set(spec) - {"size", "values", "bins", "range", "width"}
         if unknown:
-            raise ValueError(f"attribute {name!r}: unknown keys {sorted(unknown)}")
+            raise ValueError(
+                f"attribute {name!r}: unknown keys {sorted(unknown)}; an attribute is a size, "
+                f"or an object with 'values', 'bins', 'range' and 'width', or 'size'"
+            )
+        if "range" in spec or "width" in spec:
+            if set(spec) - {"range", "width"}:
+                raise ValueError(
+                    f"attribute {name!r}: 'range' goes with 'width' only (not with "
+                    f"{sorted(set(spec) - {'range', 'width'})})"
+                )
+            rng, width = spec.get("range"), spec.get("width", 1)
+            if (
+                isinstance(rng, list | tuple)
+                and len(rng) == 2
+                and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in rng)
+                and width == 1
+                and not isinstance(width, bool)
+                and 0 <= rng[1] - rng[0] < 10**7
+            ):  # integers one by one: the values themselves, so every comparison works
+                return cls(name, int(rng[1]) - int(rng[0]) + 1,
+                           tuple(range(int(rng[0]), int(rng[1]) + 1)))
+            return cls(name, *_range_bins(name, rng, width))
         values = spec.get("values")
         bins = spec.get("bins")
+        if values is not None and not isinstance(values, list | tuple):
+            raise TypeError(f"attribute {name!r}: 'values' must be a list, got {values!r}")
+        if bins is not None and not isinstance(bins, list | tuple):
+            raise TypeError(f"attribute {name!r}: 'bins' must be a list of edges, got {bins!r}")
         if values is not None:
             size = len(values)
         elif bins is not None:
@@ -146,13 +171,70 @@ class Attribute:
 
     def code_of(self, value: Any) -> int:
         """The code of one public value (a label, a binned value, or a code);
-        the value is the caller's, so the error may name it."""
+        the value is the caller's, so the error may name it. Text read from a
+        file (``"27"``) matches a numeric label (27)."""
         try:
             return int(self.encode(pd.Series([value], dtype=object))[0])
         except ValueError:
-            raise ValueError(
-                f"attribute {self.name!r}: {value!r} is not {self.describe()}"
-            ) from None
+            pass
+        if isinstance(value, str) and self.values is not None:
+            number = pd.to_numeric(pd.Series([value.strip()]), errors="coerce")[0]
+            if np.isfinite(number):
+                for i, label in enumerate(self.values):
+                    if _is_number(label) and float(label) == float(number):  # type: ignore[arg-type]
+                        return i
+        raise ValueError(f"attribute {self.name!r}: {value!r} is not {self.describe()}")
+
+    def nearest_edges(self, value: float) -> tuple[float | None, float | None]:
+        """The bin edges just below and just above `value` (None past an end)."""
+        assert self.bins is not None
+        below = [e for e in self.bins if e <= value]
+        above = [e for e in self.bins if e > value]
+        return (below[-1] if below else None), (above[0] if above else None)
+
+    def edge_index(self, value: Any, what: str = "bound") -> int:
+        """The index of the bin edge `value` of a binned attribute, or a
+        ValueError naming the nearest edges (a threshold inside a bin cannot be
+        answered from the bin counts)."""
+        assert self.bins is not None
+        if isinstance(value, str):
+            value = pd.to_numeric(pd.Series([value.strip()]), errors="coerce")[0]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(
+            float(value)
+        ):
+            raise ValueError(f"attribute {self.name!r}: {what} must be a number, got {value!r}")
+        v = float(value)
+        if v in self.bins:
+            return self.bins.index(v)
+        below, above = self.nearest_edges(v)
+        near = " and ".join(f"{e:g}" for e in (below, above) if e is not None)
+        raise ValueError(
+            f"attribute {self.name!r} is binned: {what} {v:g} is not a bin edge (nearest "
+            f"edge{'s' if below is not None and above is not None else ''}: {near}); "
+            f"the counts of a bin cannot be split"
+        )
+
+    def range_codes(self, lo: Any, hi: Any) -> tuple[int, int]:
+        """Inclusive codes (a, b) of the range from `lo` to `hi` (public values).
+
+        Labels and integer codes: both bounds inclusive. Binned attributes:
+        the half-open [lo, hi) with both bounds bin edges (an inclusive upper
+        bound inside a bin would silently cover the whole bin)."""
+        if self.bins is not None:
+            a, b = self.edge_index(lo, "lower bound"), self.edge_index(hi, "upper bound")
+            if b <= a:
+                raise ValueError(
+                    f"attribute {self.name!r}: the range [{lo}, {hi}) is empty (a binned "
+                    f"range is half-open: lower edge < upper edge)"
+                )
+            return a, b - 1
+        if self.values is None:
+            a, b = _code_number(self, lo), _code_number(self, hi)
+        else:
+            a, b = self.code_of(lo), self.code_of(hi)
+        if a > b:
+            raise ValueError(f"attribute {self.name!r}: the range {lo!r}..{hi!r} is empty")
+        return a, b
 
     def encode(self, column: Any, *, show_bad_values: bool = False) -> np.ndarray:
         """Codes (int64) of every value of `column`.
@@ -164,6 +246,13 @@ class Attribute:
         positions) and values. Booleans are refused unless the labels are
         booleans.
         """
+        series, codes, ok, is_bool = self._codes(column)
+        if not ok.all():
+            raise self._bad_values(series, ~ok, is_bool, show_bad_values)
+        return np.asarray(codes, dtype=np.int64)
+
+    def _codes(self, column: Any) -> tuple[pd.Series, np.ndarray, np.ndarray, np.ndarray]:
+        """(series, codes, ok, is_bool): the codes where `ok`, garbage elsewhere."""
         series = pd.Series(column).reset_index(drop=True)
         if isinstance(series.dtype, pd.CategoricalDtype):  # match on the values themselves
             series = series.astype(object)
@@ -188,9 +277,33 @@ class Attribute:
                 ok = np.isfinite(numeric) & (numeric == np.round(numeric))
                 ok &= (numeric >= 0) & (numeric < self.size)
                 codes = np.where(ok, numeric, 0)
-        if not ok.all():
-            raise self._bad_values(series, ~ok, is_bool, show_bad_values)
-        return np.asarray(codes, dtype=np.int64)
+        return series, np.asarray(codes), np.asarray(ok, dtype=bool), is_bool
+
+    def clamp(self, column: Any) -> pd.Series:
+        """`column` with every numeric value outside the attribute moved to the
+        nearest value inside it (a value-by-value map, so 1-stable: see
+        `Domain.clean`). Integer codes are also rounded to the nearest code.
+        Missing values, booleans and unknown labels have no nearest value:
+        they raise `DomainValueError` (use ``on_invalid="drop"`` for them)."""
+        series, _, ok, is_bool = self._codes(column)
+        if ok.all():
+            return series
+        if self.values is not None:
+            raise self._bad_values(series, ~ok, is_bool, False, clamp=True)
+        numeric = np.array(pd.to_numeric(series, errors="coerce"), dtype=np.float64)
+        numeric[is_bool] = np.nan
+        if not np.isfinite(numeric[~ok]).all():  # missing or non-numeric: no nearest value
+            raise self._bad_values(series, ~ok & ~np.isfinite(numeric), is_bool, False,
+                                   clamp=True)
+        if self.bins is not None:
+            low, high = self.bins[0], self.bins[-2]  # the last bin's lower edge: inside
+        else:
+            numeric = np.round(numeric)
+            low, high = 0.0, float(self.size - 1)
+        fixed = np.clip(numeric, low, high)
+        out = series.astype(object).copy()
+        out[~ok] = fixed[~ok]
+        return out
 
     def _label_codes(self, series: pd.Series, is_bool: np.ndarray) -> np.ndarray:
         """Label indices, -1 where no label matches. Booleans match only
@@ -226,6 +339,7 @@ class Attribute:
         bad: np.ndarray,
         is_bool: np.ndarray,
         show: bool,
+        clamp: bool = False,
     ) -> DomainValueError:
         """The error for the rows `bad`: the column and the kinds of problem;
         how many, which rows and which values only when `show` (the data
@@ -251,8 +365,18 @@ class Attribute:
                 flip = " (1/0 are not read as True/False)" if self.boolean_labels else ""
                 parts.append(f"{some(k, 'value')} not among the labels {labels}{more}{flip}")
             else:
-                parts.append(f"{some(k, 'value')} outside the domain ({self.describe()})")
+                hint = ""
+                if self.bins is None:  # the usual first guess: a size for values 1..n
+                    hint = (
+                        '; a size gives codes from 0: write other values as {"values": [...]} '
+                        'or {"range": [lo, hi]}'
+                    )
+                parts.append(f"{some(k, 'value')} outside the domain ({self.describe()}{hint})")
         summary = f"column {self.name!r}: " + ", ".join(parts)
+        if clamp:
+            summary += " cannot be clamped (no nearest value); on_invalid='drop' drops such rows"
+        elif not show:
+            summary += "; on_invalid='drop' or 'clamp' cleans them"
         listing = None
         if show:
             rows = np.flatnonzero(bad)
@@ -275,6 +399,38 @@ class Attribute:
         if self.bins is not None:
             return f"in [{self.bins[0]:g}, {self.bins[-1]:g}) cut into {_count(self.size, 'bin')}"
         return f"integer codes 0..{self.size - 1}"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _code_number(attr: Attribute, value: Any) -> int:
+    """An integer code given as a number or as text (a range file's cell)."""
+    number = pd.to_numeric(pd.Series([value]), errors="coerce")[0]
+    if not (np.isfinite(number) and number == round(number) and 0 <= number < attr.size):
+        raise ValueError(f"attribute {attr.name!r}: {value!r} is not {attr.describe()}")
+    return int(number)
+
+
+def _range_bins(name: str, rng: Any, width: Any) -> tuple[int, None, tuple[float, ...]]:
+    """The bins of the shorthand {"range": [lo, hi], "width": w}: edges lo,
+    lo + w, … up to the first edge above hi, so every value lo ≤ v ≤ hi has a
+    bin (with integer data and width 1, one bin per integer lo..hi). Edges
+    are computed in exact decimal arithmetic (0.1 steps stay 0.1 steps)."""
+    from fractions import Fraction
+
+    if not isinstance(rng, list | tuple) or len(rng) != 2 or not all(map(_is_number, rng)):
+        raise ValueError(f"attribute {name!r}: 'range' must be [lo, hi] (two numbers), got {rng!r}")
+    if not _is_number(width) or not float(width) > 0 or not math.isfinite(float(width)):
+        raise ValueError(f"attribute {name!r}: 'width' must be a positive number, got {width!r}")
+    lo, hi, w = (Fraction(str(v)) for v in (*rng, width))
+    if not hi >= lo:
+        raise ValueError(f"attribute {name!r}: 'range' [{rng[0]}, {rng[1]}] needs lo ≤ hi")
+    count = int((hi - lo) // w) + 1
+    if count > 10**7:
+        raise ValueError(f"attribute {name!r}: 'range' with this 'width' makes {count:,} bins")
+    return count, None, tuple(float(lo + k * w) for k in range(count + 1))
 
 
 def _edge(name: str, e: Any) -> float:
@@ -363,7 +519,10 @@ class Domain:
             raise TypeError(
                 f"a domain spec is a mapping of attribute names, got {type(spec).__name__}"
             )
-        return cls(Attribute.from_spec(name, s) for name, s in spec.items())
+        # keys starting with "$" ("$schema", "$comment") are notes, not attributes
+        return cls(
+            Attribute.from_spec(name, s) for name, s in spec.items() if not name.startswith("$")
+        )
 
     @classmethod
     def from_json(cls, source: str | Path | Mapping[str, Any]) -> Domain:
@@ -460,8 +619,51 @@ class Domain:
             codes[:, j] = a.encode(renamed[a.name], show_bad_values=show_bad_values)
         return codes
 
+    def clean(self, frame: pd.DataFrame, on_invalid: str = "error") -> pd.DataFrame:
+        """The domain's columns of `frame` with invalid values handled — the data
+        holder's step before `protect` (it reads the private data):
+
+        * ``"error"``: any invalid value raises `DomainValueError` (column and
+          kind of problem, never a value, row or count);
+        * ``"drop"``: rows holding an invalid value in any domain column are
+          removed;
+        * ``"clamp"``: numeric values outside an attribute are moved to its
+          nearest value (`Attribute.clamp`); missing values and unknown labels
+          still raise (drop them).
+
+        Why the budget is charged correctly: both are fixed row-by-row maps
+        from the public domain alone. Dropping is a 1-stable filter (tables
+        differing in one row give tables differing in at most one row, like
+        `where`, §4.2); clamping a 1-stable map (a changed row stays one changed
+        row). So ε-DP of everything computed on the cleaned table is ε-DP of
+        the raw table (stability 1: no extra charge), and nothing about how
+        many rows were dropped or clamped is reported (that would be private).
+        """
+        if on_invalid not in ("error", "drop", "clamp"):
+            raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
+        missing = [n for n in self.names if n not in frame.columns]
+        if missing:
+            raise ValueError(f"missing column(s) {missing}; the domain needs {list(self.names)}")
+        out = frame[list(self.names)].reset_index(drop=True)
+        if on_invalid == "error":
+            self.encode(out)
+            return out
+        if on_invalid == "clamp":
+            return pd.DataFrame({a.name: a.clamp(out[a.name]) for a in self.attributes})
+        keep = np.ones(len(out), dtype=bool)
+        for a in self.attributes:
+            keep &= a._codes(out[a.name])[2]
+        return out[keep].reset_index(drop=True)
+
     def read_csv(
-        self, path: str | Path, *, ignore_extra: bool = False, show_bad_values: bool = False
+        self,
+        path: str | Path,
+        *,
+        ignore_extra: bool = False,
+        show_bad_values: bool = False,
+        on_invalid: str = "error",
     ) -> pd.DataFrame:
         """Read a CSV file's domain columns (raw values, in domain order).
 
@@ -494,6 +696,8 @@ class Domain:
         }
         frame = pd.read_csv(path, usecols=list(self.names), dtype=dtypes, keep_default_na=False)
         frame = frame[list(self.names)]
+        if on_invalid != "error":  # the data holder's cleaning (see `clean`)
+            return self.clean(frame, on_invalid)
         self.encode(frame, show_bad_values=show_bad_values)
         return frame
 
@@ -517,3 +721,68 @@ def check_names(domain: Domain, names: Any, what: str = "attrs") -> tuple[str, .
     if not out:
         raise ValueError(f"{what}: need at least one attribute")
     return out
+
+
+# The note `domain init` writes into every template (kept at the top of the file).
+TEMPLATE_NOTE = (
+    "TEMPLATE READ FROM THE PRIVATE DATA: the labels, ranges and bins below were taken "
+    "from the data itself and are therefore private. Replace every one of them with "
+    "public knowledge (a codebook, a questionnaire, legal limits) before using this file, "
+    "then delete this note."
+)
+
+
+def domain_template(
+    frame: pd.DataFrame, *, max_labels: int = 50, bins: int = 20
+) -> tuple[dict[str, Any], list[str]]:
+    """A starting domain spec for `frame` (`ektelo domain init`), and notes.
+
+    The data holder's tool: it reads the private data, so its output is a
+    template whose labels and bounds must be replaced by public ones
+    (`TEMPLATE_NOTE` is written as the spec's "$comment"). Text columns with
+    at most `max_labels` distinct values get their labels; integer columns a
+    width-1 range; other numbers about `bins` bins of a round width; other
+    columns are left out with a note.
+    """
+    spec: dict[str, Any] = {"$comment": TEMPLATE_NOTE}
+    notes: list[str] = []
+    for name in frame.columns:
+        column = frame[name]
+        present = column.dropna()
+        if isinstance(present.dtype, pd.StringDtype) or present.dtype == object:
+            as_text = present.astype(str).str.strip()
+            present = as_text[~as_text.str.lower().isin(_MISSING_TEXT)]
+            numeric = pd.to_numeric(present, errors="coerce")
+            if len(present) and numeric.notna().all():
+                present = numeric
+        if present.empty:
+            notes.append(f"{name}: no values; left out")
+            continue
+        if pd.api.types.is_bool_dtype(present.dtype):
+            spec[str(name)] = {"values": [False, True]}
+        elif pd.api.types.is_numeric_dtype(present.dtype):
+            lo, hi = float(present.min()), float(present.max())
+            integral = bool((present == np.round(present)).all())
+            if integral and hi - lo + 1 <= 1000:
+                spec[str(name)] = {"range": [int(lo), int(hi)], "width": 1}
+            else:
+                width = _round_width((hi - lo) / bins if hi > lo else 1.0)
+                start = math.floor(lo / width) * width
+                spec[str(name)] = {"range": [_plain(start), _plain(hi)], "width": _plain(width)}
+        else:
+            labels = sorted({str(v) for v in present})
+            if len(labels) > max_labels:
+                notes.append(f"{name}: {len(labels)} distinct values (> {max_labels}); left out")
+                continue
+            spec[str(name)] = {"values": labels}
+    return spec, notes
+
+
+def _round_width(raw: float) -> float:
+    """A round bin width (1, 2 or 5 times a power of ten) at least `raw`."""
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def _plain(v: float) -> int | float:
+    return int(v) if float(v).is_integer() else round(float(v), 12)

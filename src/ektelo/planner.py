@@ -15,16 +15,36 @@ paper's experiments and DPBench (Hay et al., SIGMOD 2016): in order,
 6. histograms (any other workload) → `dawa` up to 2¹⁶ cells, else
    `identity`.
 
-A learned planner that weighs more public features belongs here too; this
-module holds the rules until then.
+`auto_plan` is `--plan auto` and `Session(..., plan="auto")`: error-aware.
+For every data-independent candidate it computes the exact expected error
+of the workload from the plan's strategy (the matrix mechanism's closed
+form, `operators.error.expected_error`; Li et al., VLDB J. 2015) and takes
+the smallest; a data-dependent plan is kept only where `choose_plan`'s rules
+pick one *and* the domain is large (`DATA_DEPENDENT_MIN_CELLS`: DPBench finds
+DAWA's partition paying off on large, sparse domains, while on a handful of
+cells it only spends budget on a partition), since its error has no closed
+form to compare. Under zCDP (`rho=`) only the Gaussian-capable
+data-independent plans compete. A learned planner that weighs more public
+features belongs here too: it replaces `auto_plan` behind the same
+signature.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["RANGE_KINDS", "choose_plan"]
+__all__ = [
+    "DATA_DEPENDENT_MIN_CELLS",
+    "RANGE_KINDS",
+    "Candidate",
+    "Choice",
+    "auto_plan",
+    "candidates",
+    "choose_plan",
+]
 
 # Workload kinds (`ektelo.workload.spec`) that are sets of range queries.
 RANGE_KINDS = ("prefix", "ranges", "random-ranges", "file")
@@ -53,3 +73,105 @@ def choose_plan(kind: str, shape: Sequence[int]) -> tuple[str, str]:
     if n <= 2**16:
         return "dawa", "for a histogram DAWA's partition exploits uniform regions"
     return "identity", "for a large histogram the identity strategy is a robust default"
+
+
+# Below this many cells a data-dependent plan's partition is not worth its
+# share of the budget (DPBench's small domains favour data-independent plans).
+DATA_DEPENDENT_MIN_CELLS = 1024
+# Candidates whose expected error is within this factor of the best count as
+# ties, broken by the order of `candidates` (simplest first).
+_TIE = 1.01
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan `auto_plan` considered: its expected root-mean-squared error
+    per query (None: no closed form), and a note (why not, or the method)."""
+
+    plan: str
+    data_dependent: bool
+    rmse: float | None
+    note: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    """`auto_plan`'s answer: the plan, why (one line), and every candidate."""
+
+    plan: str
+    why: str
+    candidates: tuple[Candidate, ...]
+
+
+def candidates(kind: str, shape: Sequence[int]) -> list[str]:
+    """The data-independent plans that apply to a workload of `kind` over
+    `shape` (public facts), simplest first."""
+    d = len(shape)
+    names = ["identity"]
+    if d == 1:
+        names += ["hb", "h2", "privelet", "greedy_h"]
+    elif d == 2:
+        names += ["hb", "quadtree"]
+    if d >= 2 and kind == "prefix":
+        names.append("hb_striped_kron")
+    names.append("hdmm")
+    return names
+
+
+def auto_plan(
+    W: Any,
+    kind: str,
+    shape: Sequence[int],
+    *,
+    eps: float | None = None,
+    rho: float | None = None,
+) -> Choice:
+    """The plan for workload `W` (an EMatrix over a domain of `shape`, a
+    workload spec's `kind`) at `eps` (Laplace) or `rho` (Gaussian, zCDP):
+    public facts only, so it costs no budget. See the module docstring."""
+    from .operators import error  # lazy: the planner's rules need no NumPy
+    from .plans import strategy_for
+
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    found: list[Candidate] = []
+    for name in candidates(kind, shape):
+        try:
+            A = strategy_for(name, shape, W)
+            if A is None:
+                continue
+            total = float(error.expected_error(W, A, eps, rho=rho))
+            rmse = math.sqrt(total / W.shape[0])
+            found.append(Candidate(name, False, rmse, "exact expected error (LS)"))
+        except (ValueError, MemoryError, NotImplementedError) as exc:
+            found.append(Candidate(name, False, None, str(exc).splitlines()[0]))
+    rule, rule_why = choose_plan(kind, shape)
+    from .plans import get
+
+    dependent = get(rule).data_dependent
+    if dependent:
+        note = "data-dependent: no closed-form error"
+        if rho is not None:
+            note = "data-dependent plans use the Laplace mechanism; zCDP runs Gaussian plans"
+        elif n < DATA_DEPENDENT_MIN_CELLS:
+            note += f"; domain of {n} cells < {DATA_DEPENDENT_MIN_CELLS}: partition not worth it"
+        found.append(Candidate(rule, True, None, note))
+    exact = [c for c in found if c.rmse is not None]
+    if dependent and rho is None and n >= DATA_DEPENDENT_MIN_CELLS:
+        why = f"{rule_why} (domain of {n:,} cells; no closed-form error)"
+        return Choice(rule, why, tuple(found))
+    if not exact:
+        if dependent and rho is None:
+            return Choice(rule, f"{rule_why} (no closed-form error for any candidate)",
+                          tuple(found))
+        fallback = "identity"
+        return Choice(fallback, "no closed-form error for any candidate: the identity strategy",
+                      tuple(found))
+    best_rmse = min(c.rmse for c in exact if c.rmse is not None)
+    best = next(c for c in exact if c.rmse is not None and c.rmse <= best_rmse * _TIE)
+    runner = sorted((c for c in exact if c.plan != best.plan), key=lambda c: c.rmse or 0.0)
+    unit = "ρ" if rho is not None else "ε"
+    why = f"lowest expected error: ±{best.rmse:.3g} per query (RMSE at this {unit})"
+    if runner and runner[0].rmse is not None:
+        why += f"; next {runner[0].plan} ±{runner[0].rmse:.3g}"
+    return Choice(best.plan, why, tuple(found))

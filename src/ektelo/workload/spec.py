@@ -1,28 +1,46 @@
-"""Workload specifications for the command line (public).
+"""Questions over a table's domain (public): the workload specs of the command
+line and the named questions of `ektelo.session`, both built here.
 
-A spec names the attributes to vectorize and the queries over them:
+A question names the attributes to vectorize (T-Vectorize, §5.1), the query
+matrix over their product domain, and a **tidy description of every query**:
+one column per attribute — its label or integer code, or for a binned
+attribute the bin's ``<attr>_lo``/``<attr>_hi`` edges — so that answers come
+back as a DataFrame that pivots without parsing strings.
 
-* ``identity:a,b``            the histogram over attributes a and b
-* ``prefix:a``                the CDF of attribute a (Prefix)
-* ``prefix:a|b,c``            the CDF of a for every value of b, c and for "any"
-                              (Prefix(a) ⊗ [Identity; Total] on b, c — §9.2)
-* ``ranges:a``                every range of a (1-D)
-* ``random-ranges:a,b:N[:S]`` N random ranges over a, b (seed S, default 0)
-* ``marginals:K:a,b,c``       all K-way marginals over a, b, c
-* ``file:PATH``               explicit ranges from a CSV with columns
-                              ``<attr>_lo,<attr>_hi`` per attribute (values in
-                              the domain's own units; bounds inclusive)
+Spec strings (``ektelo run --workload``):
 
-`parse(spec, domain)` returns the attributes, the query matrix over their
-vectorized domain, and a human-readable label per query.
+* ``histogram:a,b`` (alias ``identity:a,b``)  the counts of every cell of a × b
+* ``cdf:a`` (alias ``prefix:a``)              the CDF of a (Prefix)
+* ``cdf:a by b,c`` (also ``prefix:a|b,c``)    the CDF of a for every value of b, c
+                                              and for all of them (Prefix(a) ⊗
+                                              [Identity; Total] on b, c — §9.2)
+* ``ranges:a``                                every range of a (1-D)
+* ``random-ranges:a,b:N[:S]``                 N random ranges over a, b (seed S)
+* ``marginals:K:a,b,c``                       all K-way marginals over a, b, c
+* ``file:PATH``                               ranges from a CSV with columns
+                                              ``<attr>_lo,<attr>_hi`` per attribute
+
+Range bounds are in the domain's own units: labels and integer codes
+inclusive (``age_lo=30, age_hi=39``); on a binned attribute the half-open bin
+range [lo, hi) with both bounds bin edges — an upper bound inside a bin is
+refused with the nearest edges, never widened silently to the whole bin.
+Numbers read from a range file match numeric labels (``27`` is the label 27).
+
+Tidy columns: a CDF row's attribute column is ``<a>_at_most`` (labels and
+codes: the count of values ≤ it) or ``<a>_below`` (bins: values < that edge);
+a breakdown or marginal leaves an attribute it sums over as missing (NA,
+read "all"), and marginal rows carry a ``marginal`` column ("a×b").
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,75 +49,230 @@ from ..domain import Attribute, Domain
 from ..matrix import EMatrix, Identity, Kronecker, Prefix, Total, VStack
 from . import builders
 
-__all__ = ["ParsedWorkload", "parse"]
+__all__ = [
+    "ALIASES",
+    "ParsedWorkload",
+    "cdf",
+    "custom",
+    "histogram",
+    "marginals",
+    "parse",
+    "ranges",
+]
+
+# Friendly names of the spec kinds (the planner sees the canonical kind).
+ALIASES = {"histogram": "identity", "counts": "identity", "cdf": "prefix"}
 
 
 @dataclass(frozen=True)
 class ParsedWorkload:
-    """A workload over the vectorization of `attributes` (in that order)."""
+    """A question: a workload over the vectorization of `attributes` (in that
+    order), its kind (for the planner), and one tidy row per query."""
 
     attributes: tuple[str, ...]
     matrix: EMatrix
-    labels: list[str]
+    rows: pd.DataFrame
     kind: str
+    shape: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.shape:  # the vector's shape: the attributes' sizes, from the rows
+            object.__setattr__(self, "shape", tuple(self.rows.attrs.get("shape", ())))
+        if math.prod(self.shape) != self.matrix.shape[1]:
+            raise ValueError("a question's shape must match its matrix's columns")
+
+    @property
+    def labels(self) -> list[str]:
+        """One readable string per query (for printing), from the tidy rows."""
+        return [
+            ",".join(f"{k}={v}" for k, v in row.items() if not _missing(v))
+            for row in self.rows.to_dict("records")
+        ]
 
 
-def _value_label(attr: Attribute, code: int) -> str:
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
+
+
+# -- tidy columns -------------------------------------------------------------------
+def _value(attr: Attribute, code: int) -> Any:
     if attr.values is not None:
-        return str(attr.values[code])
+        return attr.values[code]
+    return int(code)
+
+
+def _cell_columns(attr: Attribute, codes: Sequence[int | None]) -> dict[str, list[Any]]:
+    """The tidy column(s) of `attr` for these codes (None: all values)."""
     if attr.bins is not None:
-        return f"[{attr.bins[code]:g},{attr.bins[code + 1]:g})"
-    return str(code)
+        bins = attr.bins
+        return {
+            f"{attr.name}_lo": [None if c is None else bins[c] for c in codes],
+            f"{attr.name}_hi": [None if c is None else bins[c + 1] for c in codes],
+        }
+    return {attr.name: [None if c is None else _value(attr, c) for c in codes]}
 
 
-def _prefix_label(attr: Attribute, code: int) -> str:
-    if attr.bins is not None:
-        return f"{attr.name}<{attr.bins[code + 1]:g}"
-    return f"{attr.name}<={_value_label(attr, code)}"
+def _grid(sizes: Sequence[int]) -> np.ndarray:
+    return np.indices(list(sizes)).reshape(len(sizes), -1).T
 
 
-def _attrs(domain: Domain, text: str) -> tuple[str, ...]:
-    names = tuple(a.strip() for a in text.split(",") if a.strip())
-    if not names:
-        raise ValueError("the workload spec names no attributes")
-    for n in names:
-        domain.index(n)  # raises a clear error for unknown attributes
-    if len(set(names)) != len(names):
-        raise ValueError(f"attributes repeated in workload spec: {list(names)}")
-    return names
+def _frame(columns: dict[str, list[Any]], shape: tuple[int, ...]) -> pd.DataFrame:
+    def column(values: list[Any]) -> Any:
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            return pd.array(values, dtype="Int64")  # codes stay integers beside NA
+        return values
+
+    frame = pd.DataFrame({k: column(v) for k, v in columns.items()})
+    frame.attrs["shape"] = shape
+    return frame
 
 
-def _cell_labels(domain: Domain, names: tuple[str, ...]) -> list[str]:
-    attrs = [domain[n] for n in names]
-    grids = np.indices([a.size for a in attrs]).reshape(len(attrs), -1).T
-    return [
-        ",".join(f"{a.name}={_value_label(a, int(c))}" for a, c in zip(attrs, row, strict=True))
-        for row in grids
+def _names(domain: Domain, names: Any, what: str = "attributes") -> tuple[str, ...]:
+    if isinstance(names, str):
+        names = tuple(a.strip() for a in names.split(",") if a.strip())
+    out = tuple(names)
+    if not out:
+        raise ValueError(f"the question names no {what}")
+    for n in out:
+        domain.index(n)  # a clear error for unknown attributes
+    if len(set(out)) != len(out):
+        raise ValueError(f"attributes repeated: {list(out)}")
+    return out
+
+
+# -- the named questions ------------------------------------------------------------
+def histogram(domain: Domain, attrs: Any) -> ParsedWorkload:
+    """The count of every cell of the attributes' product (Identity)."""
+    names = _names(domain, attrs)
+    attrs_ = [domain[n] for n in names]
+    shape = tuple(a.size for a in attrs_)
+    grid = _grid(shape)
+    columns: dict[str, list[Any]] = {}
+    for j, a in enumerate(attrs_):
+        columns.update(_cell_columns(a, [int(c) for c in grid[:, j]]))
+    return ParsedWorkload(names, Identity(math.prod(shape)), _frame(columns, shape), "identity")
+
+
+def cdf(domain: Domain, attr: str, by: Any = ()) -> ParsedWorkload:
+    """The CDF of `attr` (Prefix), for every value of the `by` attributes and
+    for all of them (Prefix ⊗ [Identity; Total], §9.2)."""
+    (name,) = _names(domain, [attr]) if isinstance(attr, str) else (None,)
+    if name is None:
+        raise TypeError(f"cdf takes one attribute name, got {attr!r}")
+    others = _names(domain, by) if (by and len(by)) else ()
+    if name in others:
+        raise ValueError(f"the CDF attribute {name!r} is repeated in by=")
+    a = domain[name]
+    target = f"{name}_below" if a.bins is not None else f"{name}_at_most"
+    steps = [a.bins[c + 1] for c in range(a.size)] if a.bins is not None else [
+        _value(a, c) for c in range(a.size)
     ]
+    if not others:
+        return ParsedWorkload((name,), Prefix(a.size), _frame({target: steps}, (a.size,)), "prefix")
+    factors: list[EMatrix] = [Prefix(a.size)]
+    for o in others:
+        factors.append(VStack([Identity(domain[o].size), Total(domain[o].size)]))
+    grid = _grid([a.size, *(domain[o].size + 1 for o in others)])
+    columns: dict[str, list[Any]] = {target: [steps[int(c)] for c in grid[:, 0]]}
+    for j, o in enumerate(others, start=1):
+        attr_o = domain[o]
+        codes = [None if int(c) == attr_o.size else int(c) for c in grid[:, j]]
+        columns.update(_cell_columns(attr_o, codes))
+    shape = (a.size, *(domain[o].size for o in others))
+    return ParsedWorkload((name, *others), Kronecker(factors), _frame(columns, shape), "prefix")
 
 
-def _range_labels(
+def ranges(domain: Domain, attrs: Any, bounds: Any) -> ParsedWorkload:
+    """Range queries from (lo, hi) bounds in the domain's units: one pair per
+    query for one attribute, or per query a sequence of pairs (one per
+    attribute). Labels and codes inclusive; bins half-open at bin edges."""
+    names = _names(domain, attrs)
+    items = list(bounds)
+    if not items:
+        raise ValueError("ranges needs at least one (lo, hi) pair")
+    lo = np.empty((len(items), len(names)), dtype=np.int64)
+    hi = np.empty_like(lo)
+    for q, item in enumerate(items):
+        pairs = [item] if len(names) == 1 else list(item)
+        if len(pairs) != len(names) or any(len(p) != 2 for p in pairs):
+            raise ValueError(
+                f"range {q + 1}: give one (lo, hi) pair per attribute {list(names)}, got {item!r}"
+            )
+        for i, (n, (a, b)) in enumerate(zip(names, pairs, strict=True)):
+            try:
+                lo[q, i], hi[q, i] = domain[n].range_codes(a, b)
+            except ValueError as exc:
+                raise ValueError(f"range {q + 1}: {exc}") from None
+    return _range_workload(domain, names, lo, hi, "ranges")
+
+
+def _range_workload(
+    domain: Domain, names: tuple[str, ...], lo: np.ndarray, hi: np.ndarray, kind: str
+) -> ParsedWorkload:
+    shape = tuple(domain[n].size for n in names)
+    W = builders.range_queries(shape, lo, hi)
+    return ParsedWorkload(names, W, _range_rows(domain, names, lo, hi), kind)
+
+
+def _range_rows(
     domain: Domain, names: tuple[str, ...], lo: np.ndarray, hi: np.ndarray
-) -> list[str]:
-    attrs = [domain[n] for n in names]
-    return [
-        " & ".join(
-            f"{a.name} in {_value_label(a, int(lo[q, i]))}..{_value_label(a, int(hi[q, i]))}"
-            for i, a in enumerate(attrs)
+) -> pd.DataFrame:
+    columns: dict[str, list[Any]] = {}
+    for i, n in enumerate(names):
+        a = domain[n]
+        if a.bins is not None:  # half-open [edge, edge)
+            columns[f"{n}_lo"] = [a.bins[int(c)] for c in lo[:, i]]
+            columns[f"{n}_hi"] = [a.bins[int(c) + 1] for c in hi[:, i]]
+        else:  # inclusive labels/codes
+            columns[f"{n}_lo"] = [_value(a, int(c)) for c in lo[:, i]]
+            columns[f"{n}_hi"] = [_value(a, int(c)) for c in hi[:, i]]
+    return _frame(columns, tuple(domain[n].size for n in names))
+
+
+def marginals(domain: Domain, attrs: Any, k: int | None = None) -> ParsedWorkload:
+    """All k-way marginals over `attrs` (k defaults to len(attrs): the full
+    table). Rows say which marginal (``marginal``: "a×b") and the cell; an
+    attribute a marginal sums over is NA."""
+    names = _names(domain, attrs)
+    k = len(names) if k is None else int(k)
+    if not 0 <= k <= len(names):
+        raise ValueError(f"marginals: k must be in 0..{len(names)}, got {k}")
+    shape = tuple(domain[n].size for n in names)
+    W = builders.marginals(shape, k)
+    which: list[str] = []
+    codes: dict[str, list[int | None]] = {n: [] for n in names}
+    for combo in itertools.combinations(range(len(names)), k):
+        sub = [names[i] for i in combo]
+        grid = _grid([domain[n].size for n in sub]) if sub else np.zeros((1, 0), dtype=int)
+        which += ["×".join(sub) if sub else "total"] * len(grid)
+        for n in names:
+            if n in sub:
+                codes[n] += [int(c) for c in grid[:, sub.index(n)]]
+            else:
+                codes[n] += [None] * len(grid)
+    columns: dict[str, list[Any]] = {"marginal": which}
+    for n in names:
+        columns.update(_cell_columns(domain[n], codes[n]))
+    return ParsedWorkload(names, W, _frame(columns, shape), "marginals")
+
+
+def custom(domain: Domain, W: EMatrix, attrs: Any) -> ParsedWorkload:
+    """Any linear workload W over the vectorization of `attrs`; rows are
+    numbered (``query``)."""
+    names = _names(domain, attrs)
+    if not isinstance(W, EMatrix):
+        raise TypeError(f"workload must be an EMatrix (ektelo.workload builders), got {W!r}")
+    shape = tuple(domain[n].size for n in names)
+    if W.shape[1] != math.prod(shape):
+        raise ValueError(
+            f"the workload has {W.shape[1]} columns but {' × '.join(names)} has "
+            f"{math.prod(shape)} cells"
         )
-        for q in range(lo.shape[0])
-    ]
+    return ParsedWorkload(names, W, _frame({"query": list(range(W.shape[0]))}, shape), "custom")
 
 
-def _code_for(attr: Attribute, value: object) -> int:
-    if attr.values is None and attr.bins is None:
-        code = int(float(value))  # type: ignore[arg-type]
-        if not 0 <= code < attr.size:
-            raise ValueError(f"{attr.name}: value {value!r} outside 0..{attr.size - 1}")
-        return code
-    return attr.code_of(value)
-
-
+# -- spec strings ----------------------------------------------------------------------
 def _from_file(domain: Domain, path: str) -> ParsedWorkload:
     file = Path(path)
     if not file.is_file():
@@ -111,91 +284,67 @@ def _from_file(domain: Domain, path: str) -> ParsedWorkload:
         raise ValueError(
             f"{path}: a range file needs columns <attr>_lo and <attr>_hi for each attribute"
         )
-    _attrs(domain, ",".join(names))
+    _names(domain, names)
     if frame.empty:
         raise ValueError(f"{path}: no queries in the range file")
-    lo = np.empty((len(frame), len(names)), dtype=np.int64)
-    hi = np.empty_like(lo)
-    for i, n in enumerate(names):
-        attr = domain[n]
-        for q, (a, b) in enumerate(zip(frame[f"{n}_lo"], frame[f"{n}_hi"], strict=True)):
-            lo[q, i], hi[q, i] = _code_for(attr, a), _code_for(attr, b)
-    if np.any(lo > hi):
-        bad = int(np.nonzero(np.any(lo > hi, axis=1))[0][0])
-        raise ValueError(f"{path}: query {bad + 1} has a lower bound above its upper bound")
-    shape = tuple(domain[n].size for n in names)
-    W = builders.range_queries(shape, lo, hi)
-    return ParsedWorkload(names, W, _range_labels(domain, names, lo, hi), "ranges")
+    bounds = [
+        [(row[f"{n}_lo"], row[f"{n}_hi"]) for n in names] for row in frame.to_dict("records")
+    ]
+    try:
+        q = ranges(domain, names, bounds if len(names) > 1 else [b[0] for b in bounds])
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return ParsedWorkload(q.attributes, q.matrix, q.rows, "file", q.shape)
+
+
+_BY = re.compile(r"\s+by\s+|\|")
 
 
 def parse(spec: str, domain: Domain) -> ParsedWorkload:
     """Parse a workload spec (see the module docstring) against `domain`."""
     kind, _, rest = spec.partition(":")
     kind = kind.strip().lower()
+    kind = ALIASES.get(kind, kind)
     if kind == "file":
         return _from_file(domain, rest)
     if kind == "identity":
-        names = _attrs(domain, rest)
-        shape = tuple(domain[n].size for n in names)
-        return ParsedWorkload(names, Identity(math.prod(shape)), _cell_labels(domain, names), kind)
+        return histogram(domain, rest)
     if kind == "prefix":
-        target, _, by = rest.partition("|")
-        targets = _attrs(domain, target)
+        target, *by = _BY.split(rest, maxsplit=1)
+        targets = _names(domain, target)
         if len(targets) != 1:
-            raise ValueError("prefix takes one attribute (prefix:a or prefix:a|b,c)")
-        name = targets[0]
-        attr = domain[name]
-        labels = [_prefix_label(attr, c) for c in range(attr.size)]
-        if not by.strip():
-            return ParsedWorkload((name,), Prefix(attr.size), labels, kind)
-        others = _attrs(domain, by)
-        if name in others:
-            raise ValueError(f"prefix attribute {name!r} repeated after '|'")
-        factors: list[EMatrix] = [Prefix(attr.size)]
-        choices: list[list[str]] = [labels]
-        for o in others:
-            a = domain[o]
-            factors.append(VStack([Identity(a.size), Total(a.size)]))
-            choices.append([f"{o}={_value_label(a, c)}" for c in range(a.size)] + [f"{o}=any"])
-        grid = np.indices([len(c) for c in choices]).reshape(len(choices), -1).T
-        full = [",".join(choices[i][j] for i, j in enumerate(row)) for row in grid]
-        return ParsedWorkload((name, *others), Kronecker(factors), full, kind)
+            raise ValueError("cdf takes one attribute (cdf:a, or cdf:a by b,c)")
+        return cdf(domain, targets[0], by[0] if by else ())
     if kind == "ranges":
-        names = _attrs(domain, rest)
+        names = _names(domain, rest)
         if len(names) != 1:
             raise ValueError("ranges: (all ranges) takes one attribute; use random-ranges for more")
         R = builders.all_range(domain[names[0]].size)
-        return ParsedWorkload(names, R, _range_labels(domain, names, R.lower, R.upper), kind)
+        return ParsedWorkload(
+            names, R, _range_rows(domain, names, R.lower, R.upper), "ranges"
+        )
     if kind == "random-ranges":
         parts = rest.split(":")
         if len(parts) not in (2, 3):
             raise ValueError("random-ranges spec is random-ranges:a,b:COUNT[:SEED]")
-        names = _attrs(domain, parts[0])
+        names = _names(domain, parts[0])
         try:
             count, seed = int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
         except ValueError:
             raise ValueError("random-ranges COUNT and SEED must be integers") from None
         shape = tuple(domain[n].size for n in names)
         R = builders.random_range(shape, count, seed)
-        return ParsedWorkload(names, R, _range_labels(domain, names, R.lower, R.upper), kind)
+        return ParsedWorkload(
+            names, R, _range_rows(domain, names, R.lower, R.upper), "random-ranges"
+        )
     if kind == "marginals":
         k_text, _, attr_text = rest.partition(":")
         try:
             k = int(k_text)
         except ValueError:
             raise ValueError("marginals spec is marginals:K:a,b,c with K an integer") from None
-        names = _attrs(domain, attr_text)
-        shape = tuple(domain[n].size for n in names)
-        W = builders.marginals(shape, k)
-        labels = []
-        for combo in itertools.combinations(range(len(names)), k):
-            sub = tuple(names[i] for i in combo)
-            if not sub:
-                labels.append("total")
-                continue
-            labels += [f"marginal[{'×'.join(sub)}] {c}" for c in _cell_labels(domain, sub)]
-        return ParsedWorkload(names, W, labels, kind)
+        return marginals(domain, attr_text, k)
     raise ValueError(
-        f"unknown workload kind {kind!r}; use identity, prefix, ranges, random-ranges, "
-        "marginals or file"
+        f"unknown workload kind {kind!r}; use histogram, cdf, ranges, random-ranges, "
+        "marginals or file (identity and prefix are the same as histogram and cdf)"
     )

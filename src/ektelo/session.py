@@ -1,0 +1,731 @@
+"""The analyst's session: named questions over one protected table, answered
+as tidy pandas DataFrames with standard errors and confidence intervals
+(public layer; the kernel holds the data and the budget).
+
+    s = Session("adult.csv", "adult-domain.json", epsilon=1.0)
+    s.histogram("race", epsilon=0.1)            # one row per race
+    s.cdf("age", by="sex", where="race == 0", epsilon=0.2)
+    s.preview("marginals", ["sex", "race"], epsilon=0.3)   # nothing spent
+    s.budget                                     # spent / remaining
+
+One way down: question → `ektelo.planner.auto_plan` (or a named plan) →
+the plan (`ektelo.plans`) → the kernel, through the handles; `ektelo run` is
+a thin shell over this module. Every answer row carries `answer`,
+`std_error`, `ci_low`/`ci_high` at level 1 − α and `ci_method`, which says
+how the interval was computed (never a silent blank):
+
+* data-independent plans, Laplace noise (ε): the error of query i is
+  cᵢ·η with η i.i.d. Laplace(b) and cᵢ = wᵢA⁺ — its variance 2b²‖cᵢ‖² is
+  exact (the matrix mechanism, Li et al., VLDB J. 2015; `operators.error`).
+  When the answer is one noisy count (a histogram by the identity plan,
+  marginals measured directly) the interval is the exact Laplace quantile
+  ±b·ln(1/α) ("exact Laplace"); a sum of several Laplace terms is not
+  Gaussian, and the interval is the normal approximation with the exact
+  variance ("normal approx."; a single Laplace term at α = 0.05 would cover
+  93.7% under it, sums of many terms tend to 95%);
+* Gaussian noise (zCDP, `delta=`): sums of Gaussians are Gaussian — exact
+  normal quantiles ("exact Gaussian"; the kernel's discrete Gaussian on a
+  fine grid has at most the stated variance);
+* data-dependent plans answered by least squares (DAWA, AHP, grids):
+  the noise-only interval conditional on the plan's public partition or
+  selection (what it released), from the measurements actually taken; it
+  leaves out the bias of spreading a group's count over its cells
+  ("noise-only | partition");
+* plans whose estimate is not linear in the noise (MWEM, PrivBayes,
+  NNLS-based ones): no interval, and `ci_method` says so.
+
+Post-processing (`nonnegative=`, `round=`, `consistent=`) works on released
+answers only and never touches the budget (post-processing, Dwork & Roth
+2014, Prop. 2.1); intervals are intersected with [0, ∞) under
+`nonnegative=` (the true counts are non-negative, so coverage is kept).
+Rows with invalid values are handled by `on_invalid=` before `protect`
+(`Domain.clean`: a 1-stable filter or map, so charged correctly).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import statistics
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _validate as check
+from .domain import Domain
+from .workload import spec as questions
+
+__all__ = [
+    "LargeVectorWarning",
+    "Preview",
+    "Recorder",
+    "Session",
+    "load_domain",
+    "load_table",
+    "noise_only_std",
+]
+
+# Above this many cells `vectorize` gets a warning naming the alternative.
+LARGE_VECTOR = 10**6
+# The noise-only interval of a data-dependent plan is computed densely up to
+# this many cells (an n×n pseudo-inverse).
+_DENSE_CELLS = 4096
+# Data-dependent plans whose estimate is least squares over their
+# measurements (linear in the noise, given the released partition/selection).
+_LS_DEPENDENT = frozenset({"uniform", "uniform_grid", "adaptive_grid", "ahp", "dawa",
+                           "dawa_striped"})
+# The plan name of marginals measured one by one (each marginal's own vector).
+DIRECT_MARGINALS = "marginals_direct"
+
+
+class LargeVectorWarning(UserWarning):
+    """A question would build a data vector above `LARGE_VECTOR` cells."""
+
+
+# -- loading (the data holder's side: it reads the private data) ------------------------
+def load_domain(domain: Domain | str | Path | dict[str, Any]) -> Domain:
+    """A Domain from a Domain, a JSON file path, a JSON string or a dict."""
+    if isinstance(domain, Domain):
+        return domain
+    if isinstance(domain, dict):
+        return Domain.from_dict(domain)
+    if isinstance(domain, str | Path):
+        text = str(domain)
+        if not text.lstrip().startswith("{") and not Path(text).is_file():
+            raise FileNotFoundError(f"domain file not found: {text}")
+        return Domain.from_json(Path(text) if not text.lstrip().startswith("{") else text)
+    raise TypeError(f"domain must be a Domain, a JSON path or a dict, got {type(domain).__name__}")
+
+
+def load_table(
+    source: pd.DataFrame | str | Path,
+    domain: Domain,
+    *,
+    on_invalid: str = "error",
+    show_bad_values: bool = False,
+) -> pd.DataFrame:
+    """The domain's columns of a DataFrame, a CSV or a Parquet file, with
+    invalid values handled by `on_invalid` (see `Domain.clean`)."""
+    if isinstance(source, pd.DataFrame):
+        frame = source
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"data file not found: {source}")
+        if path.suffix.lower() in (".parquet", ".pq"):
+            try:
+                frame = pd.read_parquet(path)
+            except ImportError:
+                raise ImportError(
+                    "reading Parquet needs pyarrow: pip install 'ektelo[parquet]'"
+                ) from None
+            except Exception as exc:
+                raise ValueError(f"{source}: not a readable Parquet file ({exc})") from None
+            repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+            if repeated:
+                raise ValueError(f"{source}: the file repeats column name(s) {repeated}")
+        else:
+            try:
+                return domain.read_csv(path, ignore_extra=True, show_bad_values=show_bad_values,
+                                       on_invalid=on_invalid)
+            except pd.errors.ParserError as exc:
+                raise ValueError(f"{source}: malformed CSV ({str(exc).splitlines()[0]})") from None
+            except pd.errors.EmptyDataError:
+                raise ValueError(f"{source}: the file is empty") from None
+            except UnicodeDecodeError:
+                raise ValueError(f"{source}: not a text CSV file") from None
+    missing = [n for n in domain.names if n not in frame.columns]
+    if missing:
+        raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
+    frame = frame[list(domain.names)]
+    if on_invalid == "error":
+        domain.encode(frame, show_bad_values=show_bad_values)
+        return frame
+    return domain.clean(frame, on_invalid)
+
+
+# -- the recording port ----------------------------------------------------------------
+class Recorder:
+    """A port that forwards every request to the kernel's port and keeps the
+    public Measurements it returns (for error bars from what was measured)."""
+
+    __slots__ = ("_inner", "measurements")
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.measurements: list[Any] = []
+
+    def submit(self, request: Any) -> Any:
+        from .measurement import Measurement
+
+        response = self._inner.submit(request)
+        if isinstance(response, Measurement):
+            self.measurements.append(response)
+        return response
+
+
+# -- results -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Preview:
+    """What a question would cost and how accurate it would be, before any
+    spending: the plan, why, the expected standard error per query (None:
+    no closed form), the interval half-width at `alpha`, and every
+    candidate plan considered."""
+
+    plan: str
+    why: str
+    std_error: np.ndarray | None
+    ci_half_width: np.ndarray | None
+    ci_method: str
+    alpha: float
+    budget: dict[str, float]
+    candidates: pd.DataFrame = field(repr=False)
+
+    @property
+    def rmse(self) -> float | None:
+        """Root mean squared error per query (expected)."""
+        if self.std_error is None:
+            return None
+        return float(np.sqrt(np.mean(self.std_error**2)))
+
+    def __str__(self) -> str:
+        spend = ", ".join(f"{k}={v:g}" for k, v in self.budget.items())
+        if self.std_error is None or self.ci_half_width is None:
+            acc = f"no closed-form error ({self.ci_method})"
+        else:
+            acc = (f"expected std error {float(np.median(self.std_error)):.3g} per query "
+                   f"(max {float(self.std_error.max()):.3g}); {100 * (1 - self.alpha):g}% "
+                   f"interval ±{float(np.median(self.ci_half_width)):.3g} ({self.ci_method})")
+        return f"plan {self.plan} at {spend}: {acc}\n  why: {self.why}"
+
+
+# -- the session ---------------------------------------------------------------------
+class Session:
+    """One protected table and its budget, with named questions.
+
+    Args:
+        table_or_path: a DataFrame, or a CSV/Parquet path (read by the data
+            holder's process; only the domain's columns are kept).
+        domain: a `Domain`, a JSON domain file, a JSON string or a dict.
+        epsilon, delta, rho: the total budget, as in `ektelo.protect`: ε alone
+            is pure DP (Laplace); ε with δ, or ρ, is zCDP (Gaussian plans).
+        ledger, dataset, analyst: a persistent budget across sessions (an
+            SQLite path or PostgreSQL URL, the dataset's name), passed to
+            `protect` when the kernel supports it.
+        seed: research mode (seeded, NOT secure noise).
+        on_invalid: "error" (default), "drop" or "clamp" — see `Domain.clean`.
+        progress: show progress on slow questions (stderr; log lines when
+            not a terminal).
+    """
+
+    def __init__(
+        self,
+        table_or_path: pd.DataFrame | str | Path,
+        domain: Domain | str | Path | dict[str, Any],
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        ledger: str | Path | None = None,
+        dataset: str | None = None,
+        analyst: str | None = None,
+        seed: int | None = None,
+        on_invalid: str = "error",
+        show_bad_values: bool = False,
+        progress: bool = True,
+    ):
+        from .kernel import ProtectedTable, protect
+
+        if on_invalid not in ("error", "drop", "clamp"):
+            raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
+        self.domain = load_domain(domain)
+        frame = load_table(table_or_path, self.domain, on_invalid=on_invalid,
+                           show_bad_values=show_bad_values)
+        options: dict[str, Any] = {}
+        if ledger is not None or dataset is not None:
+            accepted = inspect.signature(protect).parameters
+            if "ledger" not in accepted:
+                raise NotImplementedError(
+                    "this kernel has no persistent ledger yet (protect(ledger=...))"
+                )
+            if dataset is None:
+                if not isinstance(table_or_path, str | Path):
+                    raise ValueError("a ledger needs dataset= (the name the budget is kept under)")
+                dataset = Path(table_or_path).stem
+            options.update(ledger=str(ledger) if ledger is not None else None, dataset=dataset)
+            if analyst is not None:
+                options["analyst"] = analyst
+        table = protect(frame, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
+                        show_bad_values=show_bad_values, **options)
+        assert isinstance(table, ProtectedTable)  # (a DataFrame is protected as a table)
+        self._recorder = Recorder(table.port)
+        self._table = ProtectedTable(self._recorder, table.node)  # every request recorded
+        self.dataset = dataset
+        self.progress = progress
+        self._history: list[dict[str, Any]] = []
+
+    # -- budget ----------------------------------------------------------------------
+    @property
+    def budget(self) -> Any:
+        """The kernel's budget: total, spent, remaining (in its unit: ε or ρ)."""
+        return self._table.budget
+
+    @property
+    def unit(self) -> str:
+        return str(self.budget.unit)
+
+    @property
+    def spent(self) -> float:
+        return float(self.budget.spent)
+
+    @property
+    def remaining(self) -> float:
+        return float(self.budget.remaining)
+
+    @property
+    def history(self) -> pd.DataFrame:
+        """Every question answered: what, which plan, what it cost."""
+        return pd.DataFrame(self._history)
+
+    @property
+    def research_mode(self) -> bool:
+        return self._table.research_mode
+
+    # -- the named questions ---------------------------------------------------------
+    def histogram(self, attrs: str | Sequence[str], *, where: Any = None,
+                  **options: Any) -> pd.DataFrame:
+        """The count of every cell of `attrs` (one attribute or several)."""
+        return self.ask(questions.histogram(self.domain, attrs), where=where, **options)
+
+    counts = histogram
+
+    def cdf(self, attr: str, *, by: str | Sequence[str] = (), where: Any = None,
+            **options: Any) -> pd.DataFrame:
+        """The CDF of `attr` (counts of values ≤ each), broken down `by`
+        other attributes (each value, and all of them: NA)."""
+        return self.ask(questions.cdf(self.domain, attr, by), where=where, **options)
+
+    def ranges(self, attrs: str | Sequence[str], bounds: Sequence[Any], *, where: Any = None,
+               **options: Any) -> pd.DataFrame:
+        """Counts in ranges: `bounds` holds (lo, hi) per query (per attribute
+        when several): labels/codes inclusive, bins half-open at bin edges."""
+        return self.ask(questions.ranges(self.domain, attrs, bounds), where=where, **options)
+
+    def marginals(self, attrs_or_k: int | str | Sequence[str], *, k: int | None = None,
+                  where: Any = None, **options: Any) -> pd.DataFrame:
+        """Marginals: `marginals(["sex", "race"])` the joint counts of those
+        attributes (`k=1` their one-way marginals instead); `marginals(2)` all
+        2-way marginals of the table."""
+        if isinstance(attrs_or_k, int) and not isinstance(attrs_or_k, bool):
+            attrs, k = list(self.domain.names), attrs_or_k
+        else:
+            attrs = [attrs_or_k] if isinstance(attrs_or_k, str) else list(attrs_or_k)  # type: ignore[arg-type]
+        return self.ask(questions.marginals(self.domain, attrs, k), where=where, **options)
+
+    def workload(self, W: Any, attrs: str | Sequence[str], *, where: Any = None,
+                 **options: Any) -> pd.DataFrame:
+        """Any linear workload W (an EMatrix) over the vectorization of `attrs`."""
+        return self.ask(questions.custom(self.domain, W, attrs), where=where, **options)
+
+    def question(self, name: str, *args: Any, **kwargs: Any) -> questions.ParsedWorkload:
+        """A question by name ("histogram", "cdf", "ranges", "marginals",
+        "workload") and its arguments, or a spec string ("cdf:age by sex")."""
+        if ":" in name and not args:
+            return questions.parse(name, self.domain)
+        if name in ("histogram", "counts"):
+            return questions.histogram(self.domain, *args, **kwargs)
+        if name == "cdf":
+            return questions.cdf(self.domain, *args, **kwargs)
+        if name == "ranges":
+            return questions.ranges(self.domain, *args, **kwargs)
+        if name == "marginals":
+            first = args[0] if args else kwargs.pop("attrs")
+            if isinstance(first, int):
+                return questions.marginals(self.domain, list(self.domain.names), first)
+            return questions.marginals(self.domain, first, *args[1:], **kwargs)
+        if name == "workload":
+            W, attrs = args
+            return questions.custom(self.domain, W, attrs)
+        raise ValueError(f"unknown question {name!r}: histogram, cdf, ranges, marginals, "
+                         "workload, or a spec string such as 'cdf:age by sex'")
+
+    # -- before spending -------------------------------------------------------------
+    def preview(self, question: Any, *args: Any, plan: str = "auto",
+                epsilon: float | None = None, rho: float | None = None, alpha: float = 0.05,
+                **kwargs: Any) -> Preview:
+        """The expected error and interval width of a question WITHOUT spending.
+
+        `question` is a name with its arguments (``"cdf", "age"``), a spec
+        string (``"cdf:age by sex"``) or a ParsedWorkload."""
+        q = question if isinstance(question, questions.ParsedWorkload) else self.question(
+            question, *args, **kwargs)
+        alpha = _alpha(alpha)
+        budget = self._request(epsilon, rho)
+        name, why, table = self._plan(q, plan, budget)
+        std, method = self._expected_std(q, name, budget)
+        half = None if std is None else _half_width(std, method, alpha)
+        return Preview(name, why, std, half, method, float(alpha), budget, table)
+
+    # -- answering -------------------------------------------------------------------
+    def ask(
+        self,
+        q: questions.ParsedWorkload,
+        *,
+        where: Any = None,
+        epsilon: float | None = None,
+        rho: float | None = None,
+        plan: str = "auto",
+        alpha: float = 0.05,
+        nonnegative: bool = False,
+        round: bool = False,
+        consistent: bool = False,
+        params: dict[str, Any] | None = None,
+    ) -> pd.DataFrame:
+        """Answer question `q` (see the named questions) privately: a tidy
+        DataFrame, its plan and budget in ``frame.attrs``."""
+        from . import plans
+
+        alpha = _alpha(alpha)
+        budget = self._request(epsilon, rho)
+        params = dict(params or {})
+        name, why, _ = self._plan(q, plan, budget)
+        table = self._filtered(where)  # checks the filter before anything is spent
+        if name != DIRECT_MARGINALS:
+            info = plans.get(name)
+            unknown = set(params) - set(info.parameters)
+            if unknown:
+                raise TypeError(f"plan {name!r} has no parameter(s) {sorted(unknown)}; its "
+                                f"parameters are {sorted(info.parameters)}")
+            _check_vector_size(q, name)
+        before = len(self._recorder.measurements)
+        with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
+            estimate = self._run(q, name, table, budget, params)
+        taken = self._recorder.measurements[before:]
+        std, method = self._observed_std(q, name, budget, taken, params)
+        answers = np.asarray(estimate, dtype=np.float64)
+        frame = _tidy(q, answers, std, method, alpha, nonnegative, round, consistent)
+        after = self.budget
+        frame.attrs.update(plan=name, why=why, alpha=alpha, ci_method=method,
+                           budget={"unit": after.unit, "total": after.total,
+                                   "spent": after.spent, "remaining": after.remaining})
+        self._history.append({
+            "question": q.kind, "attributes": ",".join(q.attributes),
+            "where": None if where is None else str(where), "plan": name,
+            **budget, "spent_after": after.spent, "remaining_after": after.remaining,
+        })
+        return frame
+
+    # -- internals -------------------------------------------------------------------
+    def _request(self, epsilon: float | None, rho: float | None) -> dict[str, float]:
+        """The question's budget as the kernel will charge it: {"epsilon": ε}
+        on a pure-DP kernel; {"rho": ρ} on a zCDP kernel (ε converted with the
+        session's δ, the tight conversion of `ektelo.budget`)."""
+        if (epsilon is None) == (rho is None):
+            raise TypeError("give the question's budget: epsilon= (or rho= on a zCDP session)")
+        b = self.budget
+        if rho is not None:
+            if b.unit != "rho":
+                raise ValueError("rho= needs a zCDP session (Session(..., epsilon=, delta=) "
+                                 "or rho=); this one is pure ε-DP")
+            return {"rho": check.positive(rho, "rho")}
+        eps = check.positive(epsilon, "epsilon")
+        if b.unit == "rho":
+            if b.delta is None:
+                raise ValueError("this zCDP session has no delta: give the question rho=")
+            from .budget import rho_of_epsilon_delta
+
+            return {"rho": rho_of_epsilon_delta(eps, b.delta), "epsilon": eps}
+        return {"epsilon": eps}
+
+    def _plan(self, q: questions.ParsedWorkload, plan: str,
+              budget: dict[str, float]) -> tuple[str, str, pd.DataFrame]:
+        from . import planner, plans
+
+        large = math.prod(q.shape) > LARGE_VECTOR
+        if q.kind == "marginals" and (plan == DIRECT_MARGINALS or (plan == "auto" and large)):
+            why = ("each marginal measured on its own vector (the full table would have "
+                   f"{math.prod(q.shape):,} cells); exact error")
+            return DIRECT_MARGINALS, why, pd.DataFrame()
+        if plan != "auto":
+            info = plans.get(plan)  # a clear error naming the plans
+            if "rho" in budget and (info.data_dependent or
+                                    plans.strategy_for(plan, q.shape, q.matrix) is None):
+                why = "named; runs with the Laplace mechanism at ε = √(2ρ) (same ρ)"
+            else:
+                why = "named"
+            return plan, why, pd.DataFrame()
+        if large:
+            name, why = planner.choose_plan(q.kind, q.shape)
+            return name, why + " (domain too large for closed-form comparison)", pd.DataFrame()
+        choice = planner.auto_plan(q.matrix, q.kind, q.shape,
+                                   eps=None if "rho" in budget else budget["epsilon"],
+                                   rho=budget.get("rho"))
+        table = pd.DataFrame([{"plan": c.plan, "data_dependent": c.data_dependent,
+                               "expected_rmse": c.rmse, "note": c.note}
+                              for c in choice.candidates])
+        return choice.plan, choice.why, table
+
+    def _filtered(self, where: Any) -> Any:
+        if where is None:
+            return self._table
+        if isinstance(where, str):
+            from .where import parse_where
+
+            where = parse_where(where, self.domain)
+        return self._table.where(where)
+
+    def _gaussian(self, budget: dict[str, float], name: str, q: Any) -> bool:
+        from . import plans
+
+        return ("rho" in budget and not plans.get(name).data_dependent
+                and plans.strategy_for(name, q.shape, q.matrix) is not None)
+
+    def _run(self, q: questions.ParsedWorkload, name: str, table: Any,
+             budget: dict[str, float], params: dict[str, Any]) -> np.ndarray:
+        from . import inference, plans
+
+        attrs = list(q.attributes)
+        if name == DIRECT_MARGINALS:
+            return self._direct_marginals(q, table, budget)
+        info = plans.get(name)
+        if self._gaussian(budget, name, q) and not params:
+            # the data-independent plan with the Gaussian mechanism: its strategy
+            # measured at ρ (Bun & Steinke 2016), then least squares
+            A = plans.strategy_for(name, q.shape, q.matrix)
+            y = table.vectorize(attrs).gaussian(A, rho=budget["rho"])
+            return q.matrix @ inference.least_squares([y]).x.reshape(-1)
+        eps = budget.get("epsilon") if "rho" not in budget else math.sqrt(2 * budget["rho"])
+        assert eps is not None
+        if info.input_kind == "table":
+            sub = table.select(attrs)
+            if name == "cdf_estimator":
+                if q.kind != "prefix" or len(attrs) != 1:
+                    raise ValueError("cdf_estimator answers a CDF of one attribute")
+                params = {"attribute": attrs[0], **params}
+            result = plans.run(name, sub, q.matrix, eps, **params)
+        else:
+            result = plans.run(name, table.vectorize(attrs), q.matrix, eps, **params)
+        result = np.asarray(result, dtype=np.float64).reshape(-1)
+        if info.returns == "answers":
+            return result
+        return np.asarray(q.matrix @ result).reshape(-1)
+
+    def _direct_marginals(self, q: questions.ParsedWorkload, table: Any,
+                          budget: dict[str, float]) -> np.ndarray:
+        """Every marginal on its own vector, Identity, with ε/K (or ρ/K): the
+        marginals of one table compose sequentially (K of them)."""
+        from .matrix import Identity
+
+        groups = _marginal_groups(q)
+        K = len(groups)
+        out = []
+        for attrs, _ in groups:
+            if not attrs:  # the 0-way marginal: the total
+                x = table.vectorize([q.attributes[0]])
+                from .matrix import Total
+
+                M: Any = Total(x.size)
+            else:
+                x = table.vectorize(list(attrs))
+                M = Identity(x.size)
+            if "rho" in budget:
+                y = x.gaussian(M, rho=budget["rho"] / K)
+            else:
+                y = x.laplace(M, eps=budget["epsilon"] / K)
+            out.append(np.asarray(y.answers))
+        return np.concatenate(out)
+
+    def _expected_std(self, q: questions.ParsedWorkload, name: str,
+                      budget: dict[str, float]) -> tuple[np.ndarray | None, str]:
+        """Per-query standard errors known before measuring (data-independent)."""
+        from . import plans
+        from .matrix import Identity
+        from .operators import error
+
+        m = q.matrix.shape[0]
+        gaussian = "rho" in budget
+        if name == DIRECT_MARGINALS:
+            K = len(_marginal_groups(q))
+            if gaussian:
+                var = K / (2 * budget["rho"])  # σ² of each marginal's Gaussian at ρ/K
+                return np.full(m, math.sqrt(var)), "exact Gaussian"
+            return np.full(m, math.sqrt(2) * K / budget["epsilon"]), "exact Laplace"
+        info = plans.get(name)
+        if info.data_dependent:
+            if name in _LS_DEPENDENT:
+                return None, ("noise-only | partition: known after measuring (data-dependent "
+                              "plan, no closed form before)")
+            return None, f"none: {name}'s estimate is not linear in the noise"
+        A = plans.strategy_for(name, q.shape, q.matrix)
+        if A is None:
+            return None, f"none: {name} has no fixed strategy"
+        try:
+            if self._gaussian(budget, name, q):
+                var = error.expected_error(q.matrix, A, rho=budget["rho"], per_query=True)
+                return np.sqrt(np.asarray(var, dtype=np.float64)), "exact Gaussian"
+            eps = budget.get("epsilon") if not gaussian else math.sqrt(2 * budget["rho"])
+            var = error.expected_error(q.matrix, A, eps, per_query=True)
+        except (ValueError, MemoryError) as exc:
+            return None, f"none: {str(exc).splitlines()[0]}"
+        single = isinstance(A, Identity) and isinstance(q.matrix, Identity)
+        return (np.sqrt(np.asarray(var, dtype=np.float64)),
+                "exact Laplace" if single else "normal approx. (exact variance)")
+
+    def _observed_std(self, q: questions.ParsedWorkload, name: str, budget: dict[str, float],
+                      taken: list[Any], params: dict[str, Any]) -> tuple[np.ndarray | None, str]:
+        from . import plans
+
+        if name == DIRECT_MARGINALS or not plans.get(name).data_dependent:
+            if params:
+                return None, "none: error bars are computed for the plan's default parameters"
+            return self._expected_std(q, name, budget)
+        if name not in _LS_DEPENDENT:
+            return None, f"none: {name}'s estimate is not linear in the noise"
+        if not taken:
+            return None, "none: no measurement recorded"
+        n = q.matrix.shape[1]
+        if n > _DENSE_CELLS:
+            return None, (f"none: noise-only interval computed up to {_DENSE_CELLS} cells "
+                          f"(this vector has {n:,})")
+        return noise_only_std(q.matrix, taken), "noise-only | partition (normal approx.)"
+
+
+def _alpha(alpha: float) -> float:
+    a = check.positive(alpha, "alpha")
+    if not a < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
+    return a
+
+
+def _marginal_groups(q: questions.ParsedWorkload) -> list[tuple[tuple[str, ...], int]]:
+    """(attributes, rows) of each marginal of a marginals question, in order."""
+    out: list[tuple[tuple[str, ...], int]] = []
+    for name, rows in q.rows.groupby("marginal", sort=False).size().items():
+        out.append((() if name == "total" else tuple(str(name).split("×")), int(rows)))
+    return out
+
+
+def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
+    """√diag(W G⁺ Wᵀ), G = Σⱼ QⱼᵀQⱼ / vⱼ over the measurements on the root:
+    the noise's standard error of W x̂ for the minimum-norm least-squares x̂
+    (what the plans' LS returns, spreading each group evenly), conditional on
+    the public partition/selection the measurements were taken on."""
+    n = W.shape[1]
+    G = np.zeros((n, n))
+    for m in measurements:
+        Q = m.query_on_root
+        if Q.shape[1] != n:
+            continue
+        G += np.asarray(Q.gram().dense(), dtype=np.float64) / m.variance
+    lam, V = np.linalg.eigh(0.5 * (G + G.T))
+    keep = lam > lam.max(initial=0.0) * n * np.finfo(np.float64).eps * 10
+    Z = V[:, keep] / np.sqrt(lam[keep])  # G⁺ = Z Zᵀ
+    WZ = np.asarray(W.matmat(Z))
+    return np.sqrt(np.sum(WZ**2, axis=1))
+
+
+def _half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:
+    """Half-width of the two-sided 1 − α interval for the given method."""
+    if method.startswith("exact Laplace"):  # one Laplace(b) term, b = sd/√2
+        return std / math.sqrt(2) * math.log(1 / alpha)
+    z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
+    return z * std
+
+
+def _tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | None,
+          method: str, alpha: float, nonnegative: bool, rounded: bool,
+          consistent: bool) -> pd.DataFrame:
+    frame = q.rows.copy()
+    values = answers.copy()
+    if consistent and nonnegative:
+        values = _consistent_nonnegative(q, values)
+    elif nonnegative:
+        values = np.maximum(values, 0.0)
+    if std is None:
+        low = high = np.full(values.shape, np.nan)
+        err = np.full(values.shape, np.nan)
+    else:
+        half = _half_width(std, method, alpha)
+        low, high, err = answers - half, answers + half, std
+        if nonnegative:
+            low, high = np.maximum(low, 0.0), np.maximum(high, 0.0)
+    if rounded:
+        values = np.round(values)
+    frame["answer"] = values
+    frame["std_error"] = err
+    frame["ci_low"] = low
+    frame["ci_high"] = high
+    frame["ci_method"] = method
+    return frame
+
+
+def _consistent_nonnegative(q: questions.ParsedWorkload, answers: np.ndarray) -> np.ndarray:
+    """Non-negative answers that stay consistent: a CDF non-decreasing from
+    0 (isotonic by running maximum of the clipped values), other questions
+    clipped at 0 (histogram cells are independent answers)."""
+    if q.kind == "prefix":
+        steps = q.shape[0]
+        shaped = np.maximum(answers, 0.0).reshape(steps, -1)
+        return np.maximum.accumulate(shaped, axis=0).reshape(-1)
+    return np.maximum(answers, 0.0)
+
+
+def _check_vector_size(q: questions.ParsedWorkload, name: str) -> None:
+    cells = math.prod(q.shape)
+    if cells > LARGE_VECTOR:
+        warnings.warn(
+            f"{name} builds a data vector of {cells:,} cells over {' × '.join(q.attributes)}; "
+            f"ask about fewer attributes or coarser bins, or for marginals (measured one by one "
+            f"with plan='{DIRECT_MARGINALS}')",
+            LargeVectorWarning,
+            stacklevel=3,
+        )
+
+
+class _Progress:
+    """Progress on a slow step: a tqdm counter of elapsed seconds on a
+    terminal, a log line every 10 s otherwise (nothing for fast steps)."""
+
+    def __init__(self, label: str, enabled: bool, delay: float = 1.0, every: float = 10.0):
+        import threading
+
+        self.label, self.enabled, self.delay, self.every = label, enabled, delay, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        import logging
+        import sys
+        import time
+
+        start = time.perf_counter()
+        if self._stop.wait(self.delay):
+            return
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            with tqdm(desc=self.label, unit="s", bar_format="{desc}: {elapsed}",
+                      leave=False) as bar:
+                while not self._stop.wait(0.2):
+                    bar.refresh()
+            return
+        log = logging.getLogger("ektelo")
+        while True:
+            log.warning("still running %s (%.0f s)", self.label, time.perf_counter() - start)
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
