@@ -31,6 +31,16 @@ of handles: clients hold opaque handles (`handles.py`) that submit typed
 requests (`port.py`) through a port; `local.LocalPort` maps them onto the
 methods here.
 
+The ledger is an `Accountant` (`ledger.py`): the in-memory `Ledger` by
+default, or a durable one (`store.DurableLedger`, issue #26) whose step 2 is
+a *reservation* committed to a database before any noise is drawn; each
+Private→Public request then *releases* its public answer to the ledger
+(stored with the charge). A request may carry a client `request_id`: a
+repeat with the same content returns the stored answer and charges nothing
+(a fresh draw would spend twice); a repeat with other content is refused
+(`RequestConflict`) before anything. A database failure at release raises
+after the charge — the one exception to step 3, and the charge stands.
+
 Operator types (§4.2): the transformations are **Private** (a new source, no
 budget); `laplace`, `noisy_count` and the private partition/selection
 operators are **Private→Public** (they charge `eps` through Algorithm 2 and
@@ -41,6 +51,8 @@ the one requested (safe); the kernel charges the requested ε.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 import numbers
 import threading
@@ -67,12 +79,14 @@ from ..matrix import (
     Total,
     VStack,
     Weighted,
+    from_json,
     rebuild,
+    to_json,
 )
 from ..measurement import Gaussian, Laplace, Measurement
 from . import ahp, dawa, marginal_select, mwem, privbayes, tables
 from .gaussian import gaussian_draw, gaussian_sigma_for
-from .ledger import Budget, Ledger, NodeState, check_epsilon
+from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
 from .noise import RandomSource, laplace_scale_for
 from .port import QueryRecord, SourceInfo
 from .predicates import compile_predicate
@@ -210,10 +224,17 @@ def _finite(values: np.ndarray) -> np.ndarray:
 class Kernel:
     """Holds one protected input, its derived sources, the budget and the noise."""
 
-    def __init__(self, budget: PureDP | ZCDP, *, seed: int | None = None):
+    def __init__(
+        self, budget: PureDP | ZCDP, *, seed: int | None = None, ledger: Accountant | None = None
+    ):
+        """`ledger`: the accountant to charge (default: a fresh in-memory
+        `Ledger` of `budget`; a durable one from `store.attach` must be of
+        the same unit)."""
         if not isinstance(budget, (PureDP, ZCDP)):
             raise TypeError(f"budget must be PureDP(...) or ZCDP(...), got {budget!r}")
-        self._ledger = Ledger(budget)
+        if ledger is not None and ledger.unit != budget.unit:
+            raise ValueError(f"the ledger's unit is {ledger.unit}; the budget's is {budget.unit}")
+        self._ledger: Accountant = Ledger(budget) if ledger is None else ledger
         self._random = RandomSource(seed)
         self._sources: dict[int, _Table | _Vector] = {}
         self._history: list[QueryRecord] = []
@@ -299,20 +320,23 @@ class Kernel:
         return node, cast(_Vector, self._sources[node])  # _resolve checked the kind
 
     def _new_table(
-        self, parent: int, rows: tables.Rows, domain: Domain, stability: int, op: str
-    ) -> int:
-        node = self._ledger.add_child(parent, "table", stability, op)
+        self, parent: int, rows: tables.Rows, domain: Domain, stability: int, op: str,
+        spec: str = "",
+    ) -> int:  # fmt: skip
+        node = self._ledger.add_child(parent, "table", stability, op, spec)
         self._sources[node] = _Table(rows, domain)
         return node
 
-    def _add_vector(self, parent: int, op: str, stability: Any, vec: _Vector) -> int:
-        node = self._ledger.add_child(parent, "vector", stability, op)
+    def _add_vector(
+        self, parent: int, op: str, stability: Any, vec: _Vector, spec: str = ""
+    ) -> int:
+        node = self._ledger.add_child(parent, "vector", stability, op, spec)
         self._sources[node] = vec
         return node
 
     def _derived_vector(
         self, parent: int, op: str, stability: Any, values: np.ndarray, base: _Vector,
-        mapping: EMatrix, integral: bool,
+        mapping: EMatrix, integral: bool, spec: str = "",
     ) -> int:  # fmt: skip
         """A vector = mapping · base, recorded with its map back to the root."""
         to_root = mapping if base.to_root is None else Product(mapping, base.to_root)
@@ -320,7 +344,7 @@ class Kernel:
         vec = _Vector(
             flat, (flat.size,), integral, base.root_id, base.root_shape, to_root, base.attributes
         )
-        return self._add_vector(parent, op, stability, vec)
+        return self._add_vector(parent, op, stability, vec, spec)
 
     @_private
     def describe(self, source: Any) -> SourceInfo:
@@ -341,7 +365,8 @@ class Kernel:
     def where(self, source: int, predicate: Any) -> int:
         node, t = self._table(source)
         mask_of = compile_predicate(predicate, t.domain)
-        return self._new_table(node, tables.where_rows(t.rows, mask_of), t.domain, 1, "where")
+        rows = tables.where_rows(t.rows, mask_of)
+        return self._new_table(node, rows, t.domain, 1, "where", repr(predicate))
 
     @_private
     def select(self, source: int, attrs: Any) -> int:
@@ -349,7 +374,7 @@ class Kernel:
         names = check_names(t.domain, attrs)
         cols = [t.domain.index(n) for n in names]
         rows = tables.select_rows(t.rows, cols)
-        return self._new_table(node, rows, t.domain.project(names), 1, "select")
+        return self._new_table(node, rows, t.domain.project(names), 1, "select", repr(names))
 
     @_private
     def group_by(
@@ -364,15 +389,18 @@ class Kernel:
         cols = [t.domain.index(n) for n in names]
         rows = tables.group_rows(t.rows, cols, count, count_cap)
         domain = tables.group_domain(t.domain, cols, count, count_cap)
-        return self._new_table(node, rows, domain, 2, "group_by")
+        return self._new_table(node, rows, domain, 2, "group_by", repr((names, count, count_cap)))
 
     @_private
     def split_table(self, source: int, attr: Any) -> list[int]:
         node, t = self._table(source)
         (name,) = check_names(t.domain, [attr], "attr")
         parts = tables.split_rows(t.rows, t.domain.index(name), t.domain[name].size)
-        part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})")
-        return [self._new_table(part, c, t.domain, 1, "split_child") for c in parts]
+        part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})", name)
+        return [
+            self._new_table(part, c, t.domain, 1, "split_child", str(i))
+            for i, c in enumerate(parts)
+        ]
 
     @_private
     def vectorize(self, source: int, attrs: Any = None) -> int:
@@ -385,7 +413,7 @@ class Kernel:
         values = tables.vectorize_rows(t.rows, cols, shape)
         root_id = self._table_root(node, tuple(names))
         vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names))
-        return self._add_vector(node, "vectorize", 1, vec)
+        return self._add_vector(node, "vectorize", 1, vec, repr(tuple(names)))
 
     # -- Private: vector transformations (§5.1) ------------------------------------
     @_private
@@ -394,25 +422,29 @@ class Kernel:
         part = trusted_partition(P, v.values.size)
         values = part.reduce(v.values)
         return self._derived_vector(
-            node, "reduce_by_partition", 1, values, v, part.reduce_matrix(), v.integral
-        )
+            node, "reduce_by_partition", 1, values, v, part.reduce_matrix(), v.integral,
+            _array_digest(part.groups),
+        )  # fmt: skip
 
     @_private
     def split_vector(self, source: int, P: Any) -> list[int]:
         node, v = self._vector(source)
         part = trusted_partition(P, v.values.size)
-        pnode = self._ledger.add_child(node, "partition", 1, "split_by_partition")
+        pnode = self._ledger.add_child(
+            node, "partition", 1, "split_by_partition", _array_digest(part.groups)
+        )
         order = np.argsort(part.groups, kind="stable")
         bounds = np.cumsum(part.sizes)[:-1]
         children = []
-        for cells in np.split(order, bounds):
+        for i, cells in enumerate(np.split(order, bounds)):
             select = sp.csr_matrix(
                 (np.ones(cells.size), (np.arange(cells.size), cells)),
                 shape=(cells.size, v.values.size),
             )
             children.append(
                 self._derived_vector(
-                    pnode, "split_child", 1, v.values[cells], v, Sparse(select), v.integral
+                    pnode, "split_child", 1, v.values[cells], v, Sparse(select), v.integral,
+                    str(i),
                 )
             )
         return children
@@ -424,29 +456,47 @@ class Kernel:
         f = query_facts(Q)
         values = Q.matvec(v.values)
         integral = v.integral and f.integral
-        return self._derived_vector(node, "transform", Fraction(f.l1), values, v, Q, integral)
+        return self._derived_vector(
+            node, "transform", Fraction(f.l1), values, v, Q, integral, _matrix_digest(Q)
+        )
 
     # -- Private→Public ----------------------------------------------------------------
     def _spend(
         self, node: int, operation: str, *, eps: float | None = None, rho: float | None = None,
-        **detail: Any,
-    ) -> QueryRecord:  # fmt: skip
-        """Charge one request (ε, or ρ on a zCDP ledger) by Algorithm 2."""
-        steps = self._ledger.plan(node, self._ledger.amount(eps=eps, rho=rho))
-        charged = self._ledger.commit(steps)
+        request_id: Any = None, content: dict[str, Any] | None = None, **detail: Any,
+    ) -> tuple[QueryRecord, Reservation]:  # fmt: skip
+        """Reserve one request (ε, or ρ on a zCDP ledger) by Algorithm 2 —
+        durably before returning, with a durable ledger — or find the stored
+        answer of its earlier identical request (`Reservation.replay`).
+        `content` is the request's public content beyond the source and the
+        budget (the query's spec, options), for the request's digest."""
+        amount = self._ledger.amount(eps=eps, rho=rho)
+        budget = {"eps": None if eps is None else str(Fraction(eps)),
+                  "rho": None if rho is None else str(Fraction(rho))}  # fmt: skip
+        res = self._ledger.reserve(
+            node, amount, operation=operation, request_id=request_id,
+            content={**budget, **(content or {})},
+        )  # fmt: skip
         record = QueryRecord(
             index=len(self._history), operation=operation, node=node, eps=eps,
-            charged_at_root=float(charged),
-            increments=tuple((n, float(inc)) for n, inc in steps), rho=rho, **detail,
+            charged_at_root=float(res.charged),
+            increments=tuple((n, float(inc)) for n, inc in res.steps), rho=rho,
+            request_id=None if request_id is None else res.request_id,
+            replayed=res.replay is not None, **detail,
         )  # fmt: skip
         self._history.append(record)
-        return record
+        return record, res
+
+    def _release(self, res: Reservation, **answer: Any) -> None:
+        """Store a fresh answer with its reservation (a replay's is stored)."""
+        if res.replay is None:
+            self._ledger.release(res, answer)
 
     def _noted(self, record: QueryRecord, **detail: Any) -> None:
         self._history[record.index] = replace(record, **detail)
 
     @_private
-    def laplace(self, source: int, M: Any, *, eps: Any) -> Measurement:
+    def laplace(self, source: int, M: Any, *, eps: Any, request_id: Any = None) -> Measurement:
         """Vector Laplace (§5.2): Q·x + Laplace(sens(Q)/ε), sens computed here."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
@@ -456,22 +506,28 @@ class Kernel:
             raise ValueError("M is all zero: nothing to measure")
         integral, nnz = v.integral and f.integral, f.max_column_nnz
         laplace_scale_for(f.l1, eps, integral=integral, max_column_nnz=nnz)  # validates
-        record = self._spend(node, "laplace", eps=eps, query=repr(Q), sensitivity=f.l1)
-        # charged: from here on nothing raises on the data (noise.py clamps, L6)
-        draw = self._random.laplace(
-            Q.matvec(v.values), sensitivity=f.l1, epsilon=eps, integral=integral,
-            max_column_nnz=nnz,
+        record, res = self._spend(
+            node, "laplace", eps=eps, request_id=request_id,
+            content={"query": _matrix_digest(Q)}, query=repr(Q), sensitivity=f.l1,
         )  # fmt: skip
-        self._noted(record, noise_scale=draw.scale)
+        # charged: from here on nothing raises on the data (noise.py clamps, L6)
+        if res.replay is None:
+            draw = self._random.laplace(
+                Q.matvec(v.values), sensitivity=f.l1, epsilon=eps, integral=integral,
+                max_column_nnz=nnz,
+            )  # fmt: skip
+            self._release(res, answers=draw.values, scale=draw.scale, grid=draw.grid)
+        out = res.replay or {"answers": draw.values, "scale": draw.scale, "grid": draw.grid}
+        self._noted(record, noise_scale=out["scale"])
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
         return Measurement(
-            answers=draw.values, query=Q, query_on_root=on_root,
-            noise=Laplace(draw.scale, draw.grid), epsilon=eps, root_id=v.root_id,
+            answers=out["answers"], query=Q, query_on_root=on_root,
+            noise=Laplace(out["scale"], out["grid"]), epsilon=eps, root_id=v.root_id,
             root_shape=v.root_shape, seed=self.seed, attributes=v.attributes,
         )  # fmt: skip
 
     @_private
-    def gaussian(self, source: int, M: Any, *, rho: Any) -> Measurement:
+    def gaussian(self, source: int, M: Any, *, rho: Any, request_id: Any = None) -> Measurement:
         """Gaussian mechanism (zCDP): Q·x + N_Z(0, σ²) with σ ≥ Δ₂(Q)/√(2ρ),
         the exact discrete Gaussian (gaussian.py); Δ₂ computed here."""
         node, v = self._vector(source)
@@ -483,35 +539,47 @@ class Kernel:
             raise ValueError("M is all zero: nothing to measure")
         integral, nnz = v.integral and f.integral, f.max_column_nnz
         gaussian_sigma_for(f.l2, rho, integral=integral, max_column_nnz=nnz)  # validates
-        record = self._spend(node, "gaussian", rho=rho, query=repr(Q), sensitivity=f.l2)
-        # charged: from here on nothing raises on the data (answers clamped, G-notes)
-        draw = gaussian_draw(
-            self._random, Q.matvec(v.values), sensitivity=f.l2, rho=rho, integral=integral,
-            max_column_nnz=nnz,
+        record, res = self._spend(
+            node, "gaussian", rho=rho, request_id=request_id,
+            content={"query": _matrix_digest(Q)}, query=repr(Q), sensitivity=f.l2,
         )  # fmt: skip
-        self._noted(record, noise_scale=draw.sigma)
+        # charged: from here on nothing raises on the data (answers clamped, G-notes)
+        if res.replay is None:
+            draw = gaussian_draw(
+                self._random, Q.matvec(v.values), sensitivity=f.l2, rho=rho,
+                integral=integral, max_column_nnz=nnz,
+            )  # fmt: skip
+            self._release(res, answers=draw.values, scale=draw.sigma, grid=draw.grid)
+        out = res.replay or {"answers": draw.values, "scale": draw.sigma, "grid": draw.grid}
+        self._noted(record, noise_scale=out["scale"])
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
         return Measurement(
-            answers=draw.values, query=Q, query_on_root=on_root,
-            noise=Gaussian(draw.sigma, draw.grid), epsilon=0.0, root_id=v.root_id,
+            answers=out["answers"], query=Q, query_on_root=on_root,
+            noise=Gaussian(out["scale"], out["grid"]), epsilon=0.0, root_id=v.root_id,
             root_shape=v.root_shape, seed=self.seed, attributes=v.attributes, rho=rho,
         )  # fmt: skip
 
     @_private
-    def noisy_count(self, source: int, *, eps: Any) -> Measurement:
+    def noisy_count(self, source: int, *, eps: Any, request_id: Any = None) -> Measurement:
         """NoisyCount (§5.2): |T| + Laplace(1/ε), as a Total query on the
         table's full vectorization (the root of `vectorize()` with no attrs)."""
         node, t = self._table(source)
         eps = check_epsilon(eps)
         laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
-        record = self._spend(node, "noisy_count", eps=eps, query="Total", sensitivity=1.0)
-        answer = np.array([float(t.rows.count())])
-        draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
-        self._noted(record, noise_scale=draw.scale)
+        record, res = self._spend(
+            node, "noisy_count", eps=eps, request_id=request_id, query="Total", sensitivity=1.0
+        )
+        if res.replay is None:
+            answer = np.array([float(t.rows.count())])
+            draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
+            self._release(res, answers=draw.values, scale=draw.scale, grid=draw.grid)
+        out = res.replay or {"answers": draw.values, "scale": draw.scale, "grid": draw.grid}
+        self._noted(record, noise_scale=out["scale"])
         Q = Total(t.domain.size)
         root_id = self._table_root(node, tuple(t.domain.names))
         return Measurement(
-            answers=draw.values, query=Q, query_on_root=Q, noise=Laplace(draw.scale, draw.grid),
+            answers=out["answers"], query=Q, query_on_root=Q,
+            noise=Laplace(out["scale"], out["grid"]),
             epsilon=eps, root_id=root_id, root_shape=t.domain.shape, seed=self.seed,
             attributes=tuple(t.domain.names),
         )  # fmt: skip
@@ -555,40 +623,64 @@ class Kernel:
         return W, xh, delta
 
     @_private
-    def ahp_partition(self, source: int, *, eps: Any, **options: Any) -> Partition:
+    def ahp_partition(
+        self, source: int, *, eps: Any, request_id: Any = None, **options: Any
+    ) -> Partition:
         """AHP partition selection (Zhang et al. 2014), ε-DP on this vector."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
         opts = ahp.check_options(**_plain_options(options))
         x = self._counts(v, "AHP partition selection")
-        self._spend(node, "ahp_partition", eps=eps)
+        _, res = self._spend(
+            node, "ahp_partition", eps=eps, request_id=request_id, content={"options": repr(opts)}
+        )
+        if res.replay is not None:
+            return Partition(np.array(res.replay["groups"], copy=True), v.shape)
         P = ahp.ahp_partition(x, eps, self._random, **opts)
+        self._release(res, groups=np.asarray(P.groups, dtype=np.int64))
         return Partition(np.array(P.groups, copy=True), v.shape)
 
     @_private
-    def dawa_partition(self, source: int, *, eps: Any, **options: Any) -> Partition:
+    def dawa_partition(
+        self, source: int, *, eps: Any, request_id: Any = None, **options: Any
+    ) -> Partition:
         """DAWA partition selection (Li et al. 2014), ε-DP on this vector."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
         opts = dawa.check_options(v.shape, eps, **_plain_options(options))
         x = self._counts(v, "DAWA partition selection")
-        self._spend(node, "dawa_partition", eps=eps)
+        _, res = self._spend(
+            node, "dawa_partition", eps=eps, request_id=request_id, content={"options": repr(opts)}
+        )
+        if res.replay is not None:
+            return Partition(np.array(res.replay["groups"], copy=True), v.shape)
         P = dawa.dawa_partition(x, eps, self._random, **opts)
+        self._release(res, groups=np.asarray(P.groups, dtype=np.int64))
         return Partition(np.array(P.groups, copy=True), v.shape)
 
     @_private
-    def worst_approx(self, source: int, workload: Any, x_hat: Any, *, eps: Any) -> int:
+    def worst_approx(
+        self, source: int, workload: Any, x_hat: Any, *, eps: Any, request_id: Any = None
+    ) -> int:
         """MWEM's worst-approximated query (exponential mechanism), ε-DP."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
         W, xh, delta = self._selection(v, workload, x_hat)
-        self._spend(node, "worst_approx", eps=eps)
-        return mwem.worst_approx(v.values, W, xh, eps, self._random, delta=delta)
+        content = {"workload": _matrix_digest(W), "x_hat": _array_digest(xh)}
+        _, res = self._spend(
+            node, "worst_approx", eps=eps, request_id=request_id, content=content
+        )
+        if res.replay is not None:
+            return int(res.replay["index"])
+        i = mwem.worst_approx(v.values, W, xh, eps, self._random, delta=delta)
+        self._release(res, index=int(i))
+        return i
 
     @_private
     def augmented_worst_approx(
-        self, source: int, workload: Any, x_hat: Any, *, eps: Any, round_index: int
-    ) -> EMatrix:
+        self, source: int, workload: Any, x_hat: Any, *, eps: Any, round_index: int,
+        request_id: Any = None,
+    ) -> EMatrix:  # fmt: skip
         """The MWEM variant's augmented query selection (§8.1), ε-DP."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
@@ -596,14 +688,21 @@ class Kernel:
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
             raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
         W, xh, delta = self._selection(v, workload, x_hat)
-        self._spend(node, "augmented_worst_approx", eps=eps)
-        return mwem.augmented_worst_approx(
+        content = {"workload": _matrix_digest(W), "x_hat": _array_digest(xh), "round": int(r)}
+        _, res = self._spend(
+            node, "augmented_worst_approx", eps=eps, request_id=request_id, content=content
+        )
+        if res.replay is not None:
+            return from_json(res.replay["matrix"])
+        chosen = mwem.augmented_worst_approx(
             v.values, W, xh, eps, self._random, int(r), delta=delta
         )
+        self._release(res, matrix=to_json(chosen))
+        return chosen
 
     @_private
     def privbayes_select(
-        self, source: int, *, eps: Any, **options: Any
+        self, source: int, *, eps: Any, request_id: Any = None, **options: Any
     ) -> list[tuple[int, ...]]:
         """PrivBayes network selection (Zhang et al. 2014): attribute-index cliques."""
         node, t = self._table(source)
@@ -614,15 +713,22 @@ class Kernel:
             raise ValueError("the attribute domain is too large for int64 cell codes")
         if len(shape) > 1 and eps / (len(shape) - 1) <= 2.0**-32:  # noise.py E4, per choice
             raise ValueError(f"eps={eps!r} is too small for {len(shape) - 1} network choices")
-        self._spend(node, "privbayes_select", eps=eps)
+        _, res = self._spend(
+            node, "privbayes_select", eps=eps, request_id=request_id,
+            content={"options": repr(opts)},
+        )  # fmt: skip
+        if res.replay is not None:
+            return [tuple(int(i) for i in c) for c in res.replay["cliques"]]
         codes = np.array(t.rows.selected(), copy=True)
         cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
-        return [tuple(int(i) for i in c) for c in cliques]
+        out = [tuple(int(i) for i in c) for c in cliques]
+        self._release(res, cliques=[list(c) for c in out])
+        return out
 
     @_private
     def select_marginal(
         self, source: int, candidates: Any, estimates: Any, *, eps: Any = None,
-        rho: Any = None, weights: Any = None, penalties: Any = None,
+        rho: Any = None, weights: Any = None, penalties: Any = None, request_id: Any = None,
     ) -> tuple[str, ...]:  # fmt: skip
         """MST's and AIM's choice of one marginal (exponential mechanism on
         w_r·(‖M_r(D) − est_r‖₁ − p_r), marginal_select.py M1–M4): ε-DP, or
@@ -630,10 +736,34 @@ class Kernel:
         node, t = self._table(source)
         request = marginal_select.check_request(t.domain, candidates, estimates, weights, penalties)
         em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
-        self._spend(node, "select_marginal", sensitivity=request.sensitivity, **charge)
+        content = {
+            "candidates": repr(request.candidates),
+            "estimates": [_array_digest(e) for e in request.estimates],
+            "weights": _array_digest(request.weights),
+            "penalties": _array_digest(request.penalties),
+        }
+        _, res = self._spend(
+            node, "select_marginal", sensitivity=request.sensitivity, request_id=request_id,
+            content=content, **charge,
+        )  # fmt: skip
+        if res.replay is not None:
+            return request.candidates[int(res.replay["index"])]
         # charged: from here on nothing raises on the data (clamps M2–M3)
         i = marginal_select.select_marginal(t.rows, request, em_eps, self._random)
+        self._release(res, index=int(i))
         return request.candidates[i]
+
+
+def _array_digest(a: Any) -> str:
+    """SHA-256 of an array's dtype, shape and bytes (a request's content)."""
+    arr = np.ascontiguousarray(a)
+    head = json.dumps([arr.dtype.str, list(arr.shape)]).encode()
+    return hashlib.sha256(head + arr.tobytes()).hexdigest()
+
+
+def _matrix_digest(Q: EMatrix) -> str:
+    """SHA-256 of a trusted matrix's spec (library classes only, see `trusted_matrix`)."""
+    return hashlib.sha256(to_json(Q).encode()).hexdigest()
 
 
 def _checked_matrix(M: Any, v: _Vector, name: str = "M") -> EMatrix:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
-from . import port
+from . import port, store
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
 from .ledger import check_epsilon, check_rho
@@ -65,19 +65,32 @@ class LocalPort:
                 tuple(k.split_vector(r.source, r.partition))
             ),
             port.Transform: lambda r: port.NewSource(k.transform(r.source, r.matrix)),
-            port.VectorLaplace: lambda r: k.laplace(r.source, r.matrix, eps=r.eps),
-            port.VectorGaussian: lambda r: k.gaussian(r.source, r.matrix, rho=r.rho),
-            port.NoisyCount: lambda r: k.noisy_count(r.source, eps=r.eps),
-            port.AHPPartition: lambda r: k.ahp_partition(r.source, eps=r.eps, **r.options),
-            port.DAWAPartition: lambda r: k.dawa_partition(r.source, eps=r.eps, **r.options),
-            port.WorstApprox: lambda r: k.worst_approx(r.source, r.workload, r.x_hat, eps=r.eps),
-            port.AugmentedWorstApprox: lambda r: k.augmented_worst_approx(
-                r.source, r.workload, r.x_hat, eps=r.eps, round_index=r.round_index
+            port.VectorLaplace: lambda r: k.laplace(
+                r.source, r.matrix, eps=r.eps, request_id=r.request_id
             ),
-            port.PrivBayesSelect: lambda r: k.privbayes_select(r.source, eps=r.eps, **r.options),
+            port.VectorGaussian: lambda r: k.gaussian(
+                r.source, r.matrix, rho=r.rho, request_id=r.request_id
+            ),
+            port.NoisyCount: lambda r: k.noisy_count(r.source, eps=r.eps, request_id=r.request_id),
+            port.AHPPartition: lambda r: k.ahp_partition(
+                r.source, eps=r.eps, request_id=r.request_id, **r.options
+            ),
+            port.DAWAPartition: lambda r: k.dawa_partition(
+                r.source, eps=r.eps, request_id=r.request_id, **r.options
+            ),
+            port.WorstApprox: lambda r: k.worst_approx(
+                r.source, r.workload, r.x_hat, eps=r.eps, request_id=r.request_id
+            ),
+            port.AugmentedWorstApprox: lambda r: k.augmented_worst_approx(
+                r.source, r.workload, r.x_hat, eps=r.eps, round_index=r.round_index,
+                request_id=r.request_id,
+            ),
+            port.PrivBayesSelect: lambda r: k.privbayes_select(
+                r.source, eps=r.eps, request_id=r.request_id, **r.options
+            ),
             port.SelectMarginal: lambda r: k.select_marginal(
                 r.source, r.candidates, r.estimates, eps=r.eps, rho=r.rho, weights=r.weights,
-                penalties=r.penalties,
+                penalties=r.penalties, request_id=r.request_id,
             ),
         }
 
@@ -105,6 +118,9 @@ def protect(
     seed: int | None = None,
     integral: bool | None = None,
     show_bad_values: bool = False,
+    ledger: Any = None,
+    dataset: str | None = None,
+    analyst: str | None = None,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total privacy budget (§4.1).
 
@@ -130,18 +146,33 @@ def protect(
     `seed=None` draws secure noise; an int seed is research mode (reproducible,
     NOT secure) and is recorded in every Measurement.
 
+    A durable budget (issue #26, docs/ledger.md): `ledger=` is a SQLite file
+    path (created if absent), a `postgresql://` URL or an open store
+    (`ektelo.kernel.store.open_store`), and `dataset=` names the budget in
+    it. The first protect of a dataset records its total (from epsilon/
+    delta/rho); later ones must state the same budget (ValueError naming the
+    stored total otherwise: a cap never changes) and share it — every
+    session, in any process, charges the dataset's one persistent root, and
+    each charge is committed to the database before noise is drawn.
+    `analyst=` names an analyst added with `store.add_analyst` (their quota
+    applies too); None is the data holder.
+
     Guarantee: any sequence of requests on the returned handle and the handles
     derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
-    10⁻⁹ is the ledger's documented float slack, see `kernel.ledger`).
+    10⁻⁹ is the ledger's documented float slack, see `kernel.ledger`); with
+    a ledger, so is every request on the dataset, from all sessions together.
     """
     budget = budget_of(epsilon=epsilon, delta=delta, rho=rho)
+    if ledger is None and (dataset is not None or analyst is not None):
+        raise TypeError("dataset= and analyst= name a budget in a ledger store: pass ledger=")
+
     if isinstance(data, pd.DataFrame):
         if not isinstance(domain, Domain):
             raise TypeError("protecting a DataFrame needs domain=Domain(...)")
         if integral is False:
             raise ValueError("a table is always counts: integral=False does not apply")
         codes = domain.encode(data, show_bad_values=show_bad_values)
-        kernel = Kernel(budget, seed=seed)
+        kernel = _kernel(budget, seed, ledger, dataset, analyst)
         return ProtectedTable(LocalPort(kernel), kernel.add_table(codes, domain))
     if domain is not None:
         raise ValueError("domain= applies to DataFrames; an array is protected as a vector")
@@ -160,5 +191,19 @@ def protect(
     if declared and not np.array_equal(values, np.round(values)):
         # the data holder's own call, before any kernel or analyst exists
         raise ValueError("integral=True needs integer values; the array has fractions")
-    kernel = Kernel(budget, seed=seed)
+    kernel = _kernel(budget, seed, ledger, dataset, analyst)
     return ProtectedVector(LocalPort(kernel), kernel.add_vector(values, integral=declared))
+
+
+def _kernel(
+    budget: PureDP | ZCDP, seed: int | None, ledger: Any, dataset: str | None,
+    analyst: str | None,
+) -> Kernel:  # fmt: skip
+    """A kernel over the in-memory ledger, or attached to `dataset` in a store
+    (after the data was checked, so a refused protect records nothing)."""
+    if ledger is None:
+        return Kernel(budget, seed=seed)
+    if dataset is None:
+        raise TypeError("a ledger= needs dataset= naming the budget in it")
+    durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None)
+    return Kernel(budget, seed=seed, ledger=durable)

@@ -8,6 +8,11 @@ group arrays, predicates, ε and plain options. Nothing in a request is
 code the kernel runs: the kernel rebuilds matrices from the library's
 classes and compiles predicates itself.
 
+Every Private→Public request carries an optional `request_id`: the client's
+id for idempotent retries (a repeat with the same content returns the stored
+answer without a new charge; with other content it is refused); None means
+the kernel gives the request a fresh id.
+
 Responses are public values: `NewSource`/`NewSources` for Private
 transformations (the ids of the derived sources), a `Measurement`, a
 `Partition`, an index, a matrix or cliques for Private→Public requests, and
@@ -88,6 +93,8 @@ class QueryRecord:
     sensitivity: float | None = None
     noise_scale: float | None = None
     rho: float | None = None  # a zCDP request's ρ
+    request_id: str | None = None  # the client's id (None: none given; the store keeps a fresh one)
+    replayed: bool = False  # True: a repeat of an earlier request id (its stored answer, no charge)
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,7 @@ class VectorLaplace:
     source: int
     matrix: Any
     eps: Any
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -198,12 +206,14 @@ class VectorGaussian:
     source: int
     matrix: Any
     rho: Any
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
 class NoisyCount:
     source: int
     eps: Any
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -211,6 +221,7 @@ class AHPPartition:
     source: int
     eps: Any
     options: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,7 @@ class DAWAPartition:
     source: int
     eps: Any
     options: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,7 @@ class WorstApprox:
     workload: Any
     x_hat: Any
     eps: Any
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -235,6 +248,7 @@ class AugmentedWorstApprox:
     x_hat: Any
     eps: Any
     round_index: Any
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -242,6 +256,7 @@ class PrivBayesSelect:
     source: int
     eps: Any
     options: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
 @dataclass(frozen=True)
@@ -255,3 +270,4 @@ class SelectMarginal:
     rho: Any = None
     weights: Any = None
     penalties: Any = None
+    request_id: str | None = None  # idempotent retries (None: a fresh id)
