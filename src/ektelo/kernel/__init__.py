@@ -10,15 +10,18 @@ over a port), `sensitivity` (the kernel's own structural rules), `tables`
 `where`), `noise` (secure/research `RandomSource`), and the private
 operators `ahp`, `dawa`, `mwem`, `privbayes`. `port` is public (its request
 and response types are what a server's wire format carries, `ektelo.wire`).
+`store` holds the durable budget ledgers (SQLite, PostgreSQL) and the audit
+trail: `open_store(path_or_url)` (docs/ledger.md).
 """
 
 from . import port, store
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
-from .ledger import Budget, BudgetExceeded, NodeState
+from .ledger import Budget, BudgetExceeded, NodeState, RequestConflict
 from .local import LocalPort, protect
 from .port import Port, QueryRecord
 from .predicates import Predicate, col
+from .store import open_store
 
 __all__ = [
     "Budget",
@@ -31,7 +34,9 @@ __all__ = [
     "ProtectedTable",
     "ProtectedVector",
     "QueryRecord",
+    "RequestConflict",
     "col",
+    "open_store",
     "port",
     "protect",
     "store",
