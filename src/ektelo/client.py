@@ -19,6 +19,7 @@ run in the same order, give the same ids — before retrying.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import threading
 import time
@@ -153,6 +154,9 @@ class RemotePort:
     def __init__(self, connection: Connection, dataset: str):
         self.connection, self.dataset = connection, dataset
         self._derivations: list[tuple[bytes, Any]] = []  # (request doc, response)
+        # request ids: a random prefix per port and a counter, unique per analyst
+        self._ids = itertools.count()
+        self._prefix = uuid.uuid4().hex
         self._open()
 
     def _open(self) -> None:
@@ -180,7 +184,8 @@ class RemotePort:
     def submit(self, request: Any) -> Any:
         """Send one port request; return its decoded response."""
         request_doc = wire.encode(request)
-        request_id = uuid.uuid4().hex if type(request) in wire.PRIVATE_TO_PUBLIC else None
+        spends = type(request) in wire.PRIVATE_TO_PUBLIC
+        request_id = f"{self._prefix}-{next(self._ids)}" if spends else None
         for attempt in range(3):
             try:
                 response = self._send(request_doc, request_id)
