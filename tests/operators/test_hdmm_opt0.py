@@ -1,4 +1,4 @@
-"""HDMM's OPT_0 machinery (ektelo.operators._hdmm_opt0): the two ways it
+"""HDMM's OPT_0 machinery (ektelo.operators.hdmm_opt0): the two ways it
 applies a workload's Gram (the library's `gram()`, or the workload's own rows
 when it has fewer rows than columns), the runs of cells no range splits (and
 the objective on them), the interval-hierarchy start, and the optimised
@@ -13,9 +13,9 @@ import pytest
 
 from ektelo.matrix import Diagonal, EMatrix, Prefix, Product, RangeQueries
 
-# white-box: OPT_0's view of W, its objective on runs and its start are checked
-# against dense formulas; the public `hdmm` returns only the strategy
-from ektelo.operators import _hdmm_opt0 as opt0
+# OPT_0's documented building blocks (its view of W, its objective on runs,
+# its start) against dense formulas
+from ektelo.operators import hdmm_opt0 as opt0
 from ektelo.operators.error import expected_error
 from ektelo.operators.selection import hdmm
 from ektelo.workload import all_range, random_range
@@ -41,19 +41,19 @@ def test_weighted_ranges_through_their_rows_or_their_gram(m: int) -> None:
     R = random_range(n, m, seed=m)
     w = np.random.default_rng(m).uniform(0.5, 2.0, size=m)
     W = Product(Diagonal(w), R)
-    target = opt0._target(W)
+    target = opt0.gram_target(W)
     distinct = np.unique(R.lower[:, 0] * n + R.upper[:, 0]).size
     assert (target.factor is not None) == (distinct < n)
     assert (target.gram is None) == (distinct < n)
     theta = np.random.default_rng(m).uniform(0.0, 1.0, size=(6, n))
-    value, _ = opt0._p_identity_objective(theta, target)
+    value, _ = opt0.p_identity_objective(theta, target)
     assert value == pytest.approx(p_identity_error(theta, dense_gram(W)), rel=1e-10)
 
 
 def test_runs_are_those_no_range_splits() -> None:
     n = 300
     W = random_range(n, 40, seed=2)
-    merged, first = opt0._runs(opt0._target(W))
+    merged, first = opt0.merged_runs(opt0.gram_target(W))
     ends = np.unique(np.concatenate([[0], W.lower[:, 0], W.upper[:, 0] + 1]))
     np.testing.assert_array_equal(first, ends[ends < n])
     E = np.zeros((n, first.size))  # cell → run indicator
@@ -63,9 +63,9 @@ def test_runs_are_those_no_range_splits() -> None:
     G_r = rows.dense().T @ rows.dense()
     np.testing.assert_allclose(E @ G_r @ E.T, dense_gram(W), rtol=1e-12, atol=1e-9)
     # every cell its own run: nothing to merge
-    assert opt0._runs(opt0._target(random_range(12, 200, seed=1))) is None
-    assert opt0._runs(opt0._target(Prefix(16))) is None
-    assert opt0._runs(opt0._target(all_range(16))) is None
+    assert opt0.merged_runs(opt0.gram_target(random_range(12, 200, seed=1))) is None
+    assert opt0.merged_runs(opt0.gram_target(Prefix(16))) is None
+    assert opt0.merged_runs(opt0.gram_target(all_range(16))) is None
 
 
 def test_run_constant_objective_is_the_full_objective(rng: np.random.Generator) -> None:
@@ -73,15 +73,15 @@ def test_run_constant_objective_is_the_full_objective(rng: np.random.Generator) 
     # is ∇C's run sums divided by √s. The optimiser's variables are Zᵀ.
     n, p = 300, 5
     W = random_range(n, 40, seed=2)
-    target = opt0._target(W)
-    merged, first = opt0._runs(target)
+    target = opt0.gram_target(W)
+    merged, first = opt0.merged_runs(target)
     length = np.diff(np.append(first, n))
     Z = rng.uniform(0.0, 1.0, size=(p, first.size))
     grad = np.empty(Z.size)
-    objective = opt0._PIdentityObjective(merged, p, length.astype(float))
+    objective = opt0.PIdentityObjective(merged, p, length.astype(float))
     value = objective(np.ascontiguousarray(Z.T).reshape(-1), grad)
     theta = np.repeat(Z / np.sqrt(length), length, axis=1)
-    full_value, full_grad = opt0._p_identity_objective(theta, target)
+    full_value, full_grad = opt0.p_identity_objective(theta, target)
     assert value == pytest.approx(full_value, rel=1e-12)
     assert value == pytest.approx(p_identity_error(theta, dense_gram(W)), rel=1e-9)
     expected = np.add.reduceat(full_grad, first, axis=1) / np.sqrt(length)
@@ -91,7 +91,7 @@ def test_run_constant_objective_is_the_full_objective(rng: np.random.Generator) 
 def test_many_rows_per_column_are_materialised() -> None:
     # No range form and more than 8 rows per column: the dense Gram, once.
     R = RangeQueries((4, 5), np.zeros((200, 2), np.int64), np.tile([3, 4], (200, 1)))
-    target = opt0._target(R)
+    target = opt0.gram_target(R)
     assert target.factor is None and type(target.gram).__name__ == "Dense"
     np.testing.assert_allclose(target.gram.dense(), dense_gram(R))
 
@@ -101,7 +101,7 @@ def test_many_rows_per_column_are_materialised() -> None:
 )
 def test_interval_levels_partition_the_domain_level_by_level(p: int, counts: list[int]) -> None:
     n = 1000
-    rows = opt0._interval_levels(p, n)
+    rows = opt0.interval_levels(p, n)
     assert rows.shape == (p, n) and set(np.unique(rows)) <= {0.0, 1.0}
     r = 0
     for k in counts:

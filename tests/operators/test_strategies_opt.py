@@ -13,7 +13,6 @@ from scipy.sparse.linalg import lsmr
 
 from ektelo.matrix import (
     Dense,
-    Diagonal,
     EMatrix,
     Identity,
     Kronecker,
@@ -28,16 +27,13 @@ from ektelo.matrix import (
     Weighted,
 )
 
-# white-box: GreedyH's passes and oracles, HDMM's objectives and gradients, are
-# checked against dense formulas and each other; the public `greedy_h`/`hdmm`
-# return only the strategy (and `_optimise` its error and method)
-from ektelo.operators import _forms
-from ektelo.operators import _greedy_h as gh
-from ektelo.operators import _greedy_h_oracles as gho
-from ektelo.operators import _greedy_h_tree as ght
-from ektelo.operators import _hdmm as hd
-from ektelo.operators import _hdmm_opt0 as opt0
-from ektelo.operators.selection import greedy_h, greedy_h_many, hdmm
+# GreedyH through `greedy_h` / `greedy_h_error` (one weighting with `local=`;
+# its oracles and passes by the workload's representation: ranges, a Dense
+# matrix of few rows, a Dense matrix padded with zero rows, which has the same
+# Gram); HDMM's documented objectives and gradients from its public modules
+from ektelo.operators import hdmm as hd
+from ektelo.operators import hdmm_opt0 as opt0
+from ektelo.operators.selection import greedy_h, greedy_h_error, greedy_h_many, hdmm
 from ektelo.workload import all_range, marginals, prefix, random_range
 
 
@@ -85,6 +81,30 @@ def tree_ranges(A: EMatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return A.B.lower[:, 0], A.B.upper[:, 0], A.A.d
 
 
+LOCALS = ("canonical", "damped", "reference", "exact")
+
+
+def padded(W: EMatrix) -> Dense:
+    """W as a Dense matrix with n zero rows more: the same Gram WᵀW, but at
+    least as many rows as cells, so GreedyH holds it by its dense Gram."""
+    D = W.dense()
+    return Dense(np.vstack([D, np.zeros((D.shape[1], D.shape[1]))]))
+
+
+def assert_same_strategy(A: EMatrix, B: EMatrix) -> None:
+    """The same nodes with the same weights (the same splits and collapses)."""
+    for x, y in zip(tree_ranges(A)[:2], tree_ranges(B)[:2], strict=True):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_allclose(tree_ranges(A)[2], tree_ranges(B)[2], rtol=1e-12)
+
+
+def collapsed(A: EMatrix, n: int) -> bool:
+    """Some node collapsed: without collapses every cell keeps its own row
+    (the grid's splits p > 0 leave every leaf a positive weight)."""
+    lower, upper, _ = tree_ranges(A)
+    return bool(np.setdiff1d(np.arange(n), lower[lower == upper]).size)
+
+
 WORKLOADS_1D = {
     "prefix": lambda n: prefix(n),
     "random_range": lambda n: random_range(n, 30, seed=7),
@@ -101,7 +121,7 @@ WORKLOADS_1D = {
 def test_greedy_h_objective_is_the_dense_error(n: int, name: str, branching: int) -> None:
     W = WORKLOADS_1D[name](n)
     A = greedy_h(n, W, branching=branching)
-    implicit = gh._objective(n, W, branching=branching)
+    implicit = greedy_h_error(n, W, branching=branching)
     assert implicit == pytest.approx(dense_error(A, W), rel=1e-9)
 
 
@@ -112,7 +132,9 @@ def test_greedy_h_beats_the_unweighted_hierarchy(n: int, name: str) -> None:
     greedy = dense_error(greedy_h(n, W), W)
     h2 = dense_error(dense_h2(n), W)
     assert greedy <= h2
-    assert gh._hierarchy_error(n, W) == pytest.approx(h2, rel=1e-9)
+    assert greedy_h_error(n, W, local="uniform") == pytest.approx(h2, rel=1e-9)
+    uniform = greedy_h(n, W, local="uniform")  # H_b, every node weighted alike
+    assert dense_error(uniform, W) == pytest.approx(h2, rel=1e-9)
 
 
 def test_greedy_h_is_a_weighted_hierarchy_of_sensitivity_one() -> None:
@@ -147,28 +169,27 @@ def test_greedy_h_is_deterministic() -> None:
 def test_greedy_h_general_workload_matches_range_path(local: str) -> None:
     n = 48
     W = random_range(n, 20, seed=5)
-    as_dense = Dense(W.dense())  # no range structure: the dense-Gram oracle
-    assert _forms.range_form(as_dense, n) is None
-    tree = ght._Tree.build(n, 2)
-    fits = [gh._greedy_pass(tree, gho._oracle_for(M, n), local=local) for M in (W, as_dense)]
-    for a, b in zip(fits[0].split, fits[1].split, strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
+    as_dense = Dense(W.dense())  # no range structure: held by its rows
+    assert opt0.gram_target(as_dense).form is None
+    for M in (as_dense, padded(W)):  # ... and by its dense Gram
+        assert_same_strategy(greedy_h(n, M, local=local), greedy_h(n, W, local=local))
+        assert greedy_h_error(n, M, local=local) == pytest.approx(
+            greedy_h_error(n, W, local=local), rel=1e-9
+        )
     A = greedy_h(n, as_dense)
-    assert gh._objective(n, as_dense) == pytest.approx(dense_error(A, W), rel=1e-9)
+    assert greedy_h_error(n, as_dense) == pytest.approx(dense_error(A, W), rel=1e-9)
 
 
 def test_greedy_h_local_objectives_are_exactly_evaluated() -> None:
     n = 64
     W = random_range(n, 40, seed=8)
-    tree = ght._Tree.build(n, 2)
-    oracle = gho._oracle_for(W, n)
-    for local in ("canonical", "damped", "reference", "exact"):
-        fit = gh._greedy_pass(tree, oracle, local=local)
-        lower, upper, weights = ght._node_weights(tree, fit)
-        A = Product(Diagonal(weights), RangeQueries(n, lower, upper))
-        assert fit.root_error == pytest.approx(dense_error(A, W), rel=1e-9)
-        assert gh._objective(n, W) <= fit.root_error * (1 + 1e-12)  # the best is returned
+    errors = []
+    for local in (*LOCALS, "uniform"):
+        A = greedy_h(n, W, local=local)
+        errors.append(greedy_h_error(n, W, local=local))
+        assert errors[-1] == pytest.approx(dense_error(A, W), rel=1e-9)
+    assert greedy_h_error(n, W) == min(errors)  # the best is returned
+    assert len({round(e, 6) for e in errors}) >= 4  # ... of weightings that differ
 
 
 @pytest.mark.parametrize("n", [40, 97])
@@ -180,26 +201,35 @@ def test_greedy_h_on_workload_reduced_by_interval_partition(n: int) -> None:
     k = P.num_groups
     for W in (prefix(n), random_range(n, 30, seed=3)):
         reduced = P.reduce_workload(W)
-        oracle = gho._oracle_for(reduced, k)
-        assert isinstance(oracle, gho._RangeOracle)  # no dense Gram needed
-        gram = gho._GramOracle(dense_gram(reduced))
-        np.testing.assert_allclose(oracle.coverage, np.diag(gram.G), atol=1e-12)
-        tree = ght._Tree.build(k, 2)
-        for local in ("exact", "damped"):
-            fits = [gh._greedy_pass(tree, o, local=local) for o in (oracle, gram)]
-            for x, y in zip(fits[0].split, fits[1].split, strict=True):
-                np.testing.assert_array_equal(x, y)
-            assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
+        for local in ("exact", "damped"):  # the ranges against the dense Gram
+            ranged = greedy_h(k, reduced, local=local)
+            assert_same_strategy(ranged, greedy_h(k, padded(reduced), local=local))
+            assert greedy_h_error(k, reduced, local=local) == pytest.approx(
+                dense_error(ranged, reduced), rel=1e-9
+            )
         A = greedy_h(k, reduced)
-        assert gh._objective(k, reduced) == pytest.approx(dense_error(A, reduced), rel=1e-9)
+        assert greedy_h_error(k, reduced) == pytest.approx(dense_error(A, reduced), rel=1e-9)
+
+
+def test_greedy_h_reduced_ranges_need_no_dense_gram() -> None:
+    # 10⁴ buckets, as many ranges: held as ranges of buckets, never as the
+    # dense 10⁴×10⁴ Gram (refused above 8192 cells) nor as rows (q ≥ n)
+    n, k = 40_000, 10_000
+    rng = np.random.default_rng(4)
+    cuts = np.sort(rng.choice(np.arange(1, n), size=k - 1, replace=False))
+    P = Partition(np.searchsorted(cuts, np.arange(n), side="right"))
+    reduced = P.reduce_workload(random_range(n, k, seed=4))
+    A = greedy_h(k, reduced)
+    assert A.sensitivity(1) == pytest.approx(1.0, rel=1e-9)
+    assert greedy_h_error(k, reduced) <= greedy_h_error(k, reduced, local="uniform")
 
 
 def test_greedy_h_weighted_stacked_ranges_are_recognised() -> None:
     n = 32
     W = VStack([Weighted(prefix(n), 2.0), random_range(n, 10, seed=1), Total(n)])
-    assert _forms.range_form(W, n) is not None
+    assert opt0.gram_target(W).form is not None
     A = greedy_h(n, W)
-    assert gh._objective(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
+    assert greedy_h_error(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
 
 
 def test_greedy_h_collapses_what_the_workload_cannot_see() -> None:
@@ -213,7 +243,7 @@ def test_greedy_h_collapses_what_the_workload_cannot_see() -> None:
     for lo, hi in ((8, 15), (16, 23)):
         assert weights[(lower == lo) & (upper == hi)] == pytest.approx([1.0])
         assert not np.any((lower >= lo) & (upper <= hi) & (upper - lower < hi - lo))
-    assert gh._objective(n, Total(n)) == pytest.approx(1.0)  # the root alone
+    assert greedy_h_error(n, Total(n)) == pytest.approx(1.0)  # the root alone
     # Identity workload: the leaves alone (the Identity strategy).
     np.testing.assert_allclose(greedy_h(16, Identity(16)).dense(), np.eye(16))
 
@@ -232,8 +262,9 @@ def test_greedy_h_large_domain_stays_implicit() -> None:
     for W in (prefix(n), random_range(n, 1000, seed=0)):
         A = greedy_h(n, W)
         assert A.sensitivity(1) == pytest.approx(1.0, rel=1e-9)
-        assert gh._objective(n, W) < gh._hierarchy_error(n, W)
-        assert gh._objective(n, W) < float(W.column_norms(2).sum())  # beats Identity
+        error = greedy_h_error(n, W)
+        assert error < greedy_h_error(n, W, local="uniform")
+        assert error < float(W.column_norms(2).sum())  # beats Identity (‖W‖_F²)
 
 
 def test_greedy_h_rejects_bad_input() -> None:
@@ -245,6 +276,8 @@ def test_greedy_h_rejects_bad_input() -> None:
         greedy_h(8, prefix(8), branching=1)
     with pytest.raises(TypeError):
         greedy_h(8, np.eye(8))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="local"):
+        greedy_h_error(8, prefix(8), local="best")
 
 
 # -- HDMM: OPT_0 -------------------------------------------------------------------
@@ -272,15 +305,15 @@ def p_identity_dense(theta: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("n", [1, 2, 7, 40])
 @pytest.mark.parametrize("name", sorted(GRAM_WORKLOADS))
 def test_opt0_reads_the_workload_gram_exactly(name: str, n: int, rng: np.random.Generator) -> None:
-    """OPT_0's view of W (`_target`: the library's W.gram(), or W itself when
+    """OPT_0's view of W (`gram_target`: the library's W.gram(), or W itself when
     it has fewer rows than columns, with the diagonal from its column norms)
     gives the objective C(Θ) = tr((AᵀA)⁻¹ WᵀW) of the dense formula."""
     W = GRAM_WORKLOADS[name](n)
     D = W.dense()
-    target = opt0._target(W)
+    target = opt0.gram_target(W)
     np.testing.assert_allclose(target.diag, np.diag(D.T @ D), rtol=1e-12, atol=1e-12)
     theta = rng.uniform(0, 1, size=(3, n))
-    value, _ = opt0._p_identity_objective(theta, target)
+    value, _ = opt0.p_identity_objective(theta, target)
     A = p_identity_dense(theta)
     expected = float(np.trace(np.linalg.solve(A.T @ A, D.T @ D)))
     assert value == pytest.approx(expected, rel=1e-9, abs=1e-9)
@@ -297,7 +330,7 @@ def test_minimise_nonnegative_recovers_nnls(rng: np.random.Generator) -> None:
         grad[:] = A.T @ r
         return 0.5 * float(r @ r)
 
-    x, f = opt0._minimise_nonnegative(fun, np.ones(25), maxiter=2000, rtol=0.0)
+    x, f = opt0.minimise_nonnegative(fun, np.ones(25), maxiter=2000, rtol=0.0)
     assert np.all(x >= 0) and np.count_nonzero(expected == 0) > 0  # some bounds bind
     np.testing.assert_allclose(x, expected, atol=1e-6)
     assert f == pytest.approx(0.5 * float(np.sum((A @ expected - b) ** 2)), rel=1e-9)
@@ -307,17 +340,17 @@ def test_minimise_nonnegative_recovers_nnls(rng: np.random.Generator) -> None:
 def test_p_identity_gradient_matches_finite_differences(
     W: EMatrix, rng: np.random.Generator
 ) -> None:
-    target = opt0._target(W)
+    target = opt0.gram_target(W)
     theta = rng.uniform(0, 1, size=(3, 12))
-    value, grad = opt0._p_identity_objective(theta, target)
+    value, grad = opt0.p_identity_objective(theta, target)
     assert value == pytest.approx(dense_error(p_identity_dense(theta), W), rel=1e-9)
     h = 1e-6
     numeric = np.zeros_like(theta)
     for idx in np.ndindex(theta.shape):
         e = np.zeros_like(theta)
         e[idx] = h
-        up = opt0._p_identity_objective(theta + e, target)[0]
-        down = opt0._p_identity_objective(theta - e, target)[0]
+        up = opt0.p_identity_objective(theta + e, target)[0]
+        down = opt0.p_identity_objective(theta - e, target)[0]
         numeric[idx] = (up - down) / (2 * h)
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7 * np.abs(grad).max())
 
@@ -325,7 +358,7 @@ def test_p_identity_gradient_matches_finite_differences(
 def test_hdmm_prefix_beats_identity_and_hierarchies() -> None:
     n = 64
     W = prefix(n)
-    result = hd._optimise(W, restarts=1)
+    result = hd.optimise(W, restarts=1)
     assert result.method == "OPT_0"
     A = result.strategy
     err = dense_error(A, W)
@@ -415,7 +448,7 @@ def test_hdmm_kronecker_prefix_prefix() -> None:
     A8 = hdmm(W8, restarts=1)
     assert dense_error(A8, W8) <= identity_error(W8) * (1 + 1e-9)
     W16 = Kronecker([Prefix(16), Prefix(16)])
-    result = hd._optimise(W16, restarts=1)
+    result = hd.optimise(W16, restarts=1)
     assert isinstance(result.strategy, Kronecker) and result.method == "OPT_kron"
     err = dense_error(result.strategy, W16)
     assert result.error == pytest.approx(err, rel=1e-9)
@@ -424,17 +457,17 @@ def test_hdmm_kronecker_prefix_prefix() -> None:
 
 def test_hdmm_union_of_products_block_descent() -> None:
     W = VStack([Kronecker([Prefix(16), Total(8)]), Kronecker([Total(16), Prefix(8)])])
-    result = hd._optimise(W, restarts=1, rounds=3)
+    result = hd.optimise(W, restarts=1, rounds=3)
     err = dense_error(result.strategy, W)
     assert result.error == pytest.approx(err, rel=1e-9)
     assert err < 0.5 * identity_error(W)
-    one_round = hd._optimise(W, restarts=1, rounds=1).error
+    one_round = hd.optimise(W, restarts=1, rounds=1).error
     assert result.error <= one_round * (1 + 1e-9)
 
 
 def test_hdmm_two_dimensional_ranges_as_union_of_products(rng: np.random.Generator) -> None:
     W = random_range((8, 8), 20, seed=1)
-    result = hd._optimise(W, restarts=1)
+    result = hd.optimise(W, restarts=1)
     err = dense_error(result.strategy, W)
     assert result.error == pytest.approx(err, rel=1e-9)
     assert err <= identity_error(W)
@@ -450,18 +483,18 @@ def test_hdmm_two_dimensional_ranges_as_union_of_products(rng: np.random.Generat
 def test_marginal_objective_closed_form_and_gradient(rng: np.random.Generator) -> None:
     dims = (3, 4, 2)
     W = marginals(dims, 2)
-    w = hd._marginal_coefficients(W, dims)
-    alg = hd._MarginalSpectrum.of(dims)
+    w = hd.marginal_coefficients(W, dims)
+    alg = hd.MarginalSpectrum.of(dims)
     weight = alg.multiplicity * alg.eigenvalues(w)
     theta = rng.uniform(0.2, 1, size=8)
-    value, grad = hd._marginal_objective(theta, weight, alg)
-    assert value == pytest.approx(dense_error(hd._marginals_matrix(theta, dims), W), rel=1e-9)
+    value, grad = hd.marginal_objective(theta, weight, alg)
+    assert value == pytest.approx(dense_error(hd.marginals_strategy(theta, dims), W), rel=1e-9)
     h = 1e-6
     numeric = np.array(
         [
             (
-                hd._marginal_objective(theta + h * e, weight, alg)[0]
-                - hd._marginal_objective(theta - h * e, weight, alg)[0]
+                hd.marginal_objective(theta + h * e, weight, alg)[0]
+                - hd.marginal_objective(theta - h * e, weight, alg)[0]
             )
             / (2 * h)
             for e in np.eye(8)
@@ -473,7 +506,7 @@ def test_marginal_objective_closed_form_and_gradient(rng: np.random.Generator) -
 def test_hdmm_two_way_marginals(rng: np.random.Generator) -> None:
     dims = (5, 5, 5, 5)
     W = marginals(dims, 2)
-    result = hd._optimise(W, restarts=1)
+    result = hd.optimise(W, restarts=1)
     assert result.method == "OPT_M"
     err = dense_error(result.strategy, W)
     assert result.error == pytest.approx(err, rel=1e-6)
@@ -495,7 +528,8 @@ def test_hdmm_rejects_bad_input() -> None:
 
 
 def test_greedy_h_rows_oracle_matches_the_gram_oracle() -> None:
-    # A general workload with fewer rows than cells is held by its rows; some
+    # A general workload with fewer rows than cells is held by its rows (a
+    # q-vector image per node), the padded copy by its dense Gram; some
     # neighbouring columns are equal, so nodes collapse ("flat") in both.
     rng = np.random.default_rng(11)
     n, q = 90, 25
@@ -503,24 +537,18 @@ def test_greedy_h_rows_oracle_matches_the_gram_oracle() -> None:
     R[:, 8:16] = R[:, 8:9]
     R[:, 40:44] = R[:, 40:41] * 0.5
     W = Dense(R)
-    rows = gho._oracle_for(W, n)
-    assert isinstance(rows, gho._RowsOracle)
-    gram = gho._GramOracle(dense_gram(W))
-    lower, upper = np.array([0, 8, 40, 50]), np.array([7, 15, 43, 89])
-    np.testing.assert_array_equal(rows.uniform(lower, upper), gram.uniform(lower, upper))
-    u = rng.random(n)
-    np.testing.assert_allclose(rows.quadratic(lower, upper, u), gram.quadratic(lower, upper, u))
-    tree = ght._Tree.build(n, 2)
     for local in ("exact", "damped", "reference"):
-        fits = [gh._greedy_pass(tree, o, local=local) for o in (rows, gram)]
-        assert any(s.any() for s in fits[0].stop[:-1]), "some node collapses"
-        for a, b in zip(fits[0].stop, fits[1].stop, strict=True):
-            np.testing.assert_array_equal(a, b)
-        for a, b in zip(fits[0].split, fits[1].split, strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-12)
-        assert fits[0].root_error == pytest.approx(fits[1].root_error, rel=1e-9)
+        by_rows = greedy_h(n, W, local=local)
+        assert collapsed(by_rows, n), "some node collapses"
+        assert_same_strategy(by_rows, greedy_h(n, padded(W), local=local))
+        assert greedy_h_error(n, W, local=local) == pytest.approx(
+            greedy_h_error(n, padded(W), local=local), rel=1e-9
+        )
+        assert greedy_h_error(n, W, local=local) == pytest.approx(
+            dense_error(by_rows, W), rel=1e-9
+        )
     A = greedy_h(n, W)
-    assert gh._objective(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
+    assert greedy_h_error(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
 
 
 # -- GreedyH on small domains: every weighting in one pass on the dense Gram -------------
@@ -545,41 +573,39 @@ def _small_workload(rng: np.random.Generator, kind: int) -> tuple[int, EMatrix]:
 
 @pytest.mark.parametrize("kind", [0, 1, 2, 3])
 def test_greedy_h_dense_pass_matches_the_gram_oracle_passes(kind: int) -> None:
-    """`_best_fit_dense` (all weightings side by side, n ≤ 256) picks what
-    `_best_fit` picks with the `_GramOracle` of the same workload: the same
-    splits, collapsed nodes and exact error."""
+    """On small domains (n ≤ 256) `greedy_h` weighs every weighting side by
+    side in one pass on the dense Gram; it must pick what the one-weighting
+    passes on the dense-Gram oracle (`local=`, the padded workload) pick — the
+    first of least exact error among H_b, "damped", "reference" and "exact" —
+    with the same splits, collapsed nodes and exact error."""
     rng = np.random.default_rng(20 + kind)
-    collapsed = 0
-    for _ in range(25):
+    flat = 0
+    for _ in range(12):
         n, W = _small_workload(rng, kind)
         b = int(rng.choice([2, 3]))
-        G = gho._small_gram(W, n)
-        assert G is not None
-        np.testing.assert_allclose(G, dense_gram(W), rtol=1e-12, atol=1e-12 * G.max())
-        want = gh._best_fit(ght._Tree.build(n, b), gho._GramOracle(dense_gram(W)))
-        got = gh._best_fit_dense(n, b, G[None])[0]
-        for a, c in zip(want.stop, got.stop, strict=True):
-            np.testing.assert_array_equal(a, c)
-        for a, c in zip(want.split, got.split, strict=True):
-            np.testing.assert_allclose(a, c, rtol=1e-12)
-        for a, c in zip(want.error, got.error, strict=True):
-            np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-12)
-        assert got.root_error == pytest.approx(want.root_error, rel=1e-9)
-        internal = [lv.child_count > 0 for lv in ght._tree(n, b).levels]
-        collapsed += sum(int(s[i].sum()) for s, i in zip(got.stop, internal, strict=True))
+        G = padded(W)
+        errors = {
+            local: greedy_h_error(n, G, branching=b, local=local)
+            for local in ("uniform", "damped", "reference", "exact")
+        }
+        best = min(errors, key=errors.__getitem__)  # the first of least error
         A = greedy_h(n, W, branching=b)
-        assert got.root_error == pytest.approx(dense_error(A, W), rel=1e-7, abs=1e-9)
+        assert_same_strategy(A, greedy_h(n, G, branching=b, local=best))
+        error = greedy_h_error(n, W, branching=b)
+        assert error == pytest.approx(errors[best], rel=1e-9, abs=1e-12)
+        assert error == pytest.approx(dense_error(A, W), rel=1e-7, abs=1e-9)
+        flat += collapsed(A, n)
     if kind == 3:
-        assert collapsed > 0, "flat nodes were exercised"
+        assert flat > 0, "flat nodes were exercised"
 
 
 def test_greedy_h_keeps_range_workloads_on_the_range_oracle() -> None:
-    # ranges in range form (and large domains) keep `_RangeOracle` and "canonical"
-    for W in (Prefix(64), random_range(64, 30, seed=1), Identity(64)):
-        assert gho._small_gram(W, 64) is None
-    groups = Partition(np.arange(64) // 4)
-    assert gho._small_gram(groups.reduce_workload(random_range(64, 30, seed=1)), 16) is None
-    assert gho._small_gram(Dense(np.ones((3, 300))), 300) is None
+    # ranges in range form (also reduced by intervals) keep the range oracle and
+    # its "canonical" objective, which wins on these; the dense path (their
+    # dense Gram, as the padded copies have) has no "canonical" and errs more
+    for n, W in [(64, Prefix(64)), (64, random_range(64, 30, seed=1))]:
+        assert_same_strategy(greedy_h(n, W), greedy_h(n, W, local="canonical"))
+        assert greedy_h_error(n, W) < greedy_h_error(n, padded(W)) * (1 - 1e-6)
 
 
 def test_greedy_h_many_equals_one_call_per_workload() -> None:
@@ -595,14 +621,10 @@ def test_greedy_h_many_equals_one_call_per_workload() -> None:
         np.testing.assert_array_equal(A.B.lower, B.B.lower)
         np.testing.assert_array_equal(A.B.upper, B.B.upper)
         np.testing.assert_allclose(A.A.d, B.A.d, rtol=1e-12)
-    saved = gh._DENSE_BATCH_ENTRIES
-    try:
-        gh._DENSE_BATCH_ENTRIES = 1  # one workload per chunk
-        again = greedy_h_many(problems[:10], branching=3, granularity=50)
-    finally:
-        gh._DENSE_BATCH_ENTRIES = saved
-    for A, B in zip(again, many[:10], strict=True):
-        np.testing.assert_allclose(A.dense(), B.dense(), rtol=1e-12)
+    # 256 cells: a batched pass holds 16 Grams of 256², so these 20 take two
+    big = [(256, Dense(rng.random((int(rng.integers(1, 40)), 256)))) for _ in range(20)]
+    for (n, W), A in zip(big, greedy_h_many(big, branching=3, granularity=50), strict=True):
+        assert_same_strategy(A, greedy_h(n, W, branching=3, granularity=50))
 
 
 def test_greedy_h_many_reduces_by_a_partition_like_reduce_workload() -> None:

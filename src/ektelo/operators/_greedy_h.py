@@ -112,7 +112,7 @@ from ._greedy_h_tree import (
     _tree,
 )
 
-__all__ = ["greedy_h", "greedy_h_many"]
+__all__ = ["greedy_h", "greedy_h_error", "greedy_h_many"]
 
 # Entries of the (workloads × n × n) work arrays of one batched dense pass.
 _DENSE_BATCH_ENTRIES = 2**20
@@ -124,6 +124,7 @@ def greedy_h(
     *,
     branching: int = 2,
     granularity: int = 100,
+    local: str | None = None,
 ) -> EMatrix:
     """GreedyH (Li, Hay & Miklau, PVLDB 2014, §4): a weighted hierarchy for `workload`.
 
@@ -139,6 +140,9 @@ def greedy_h(
         branching: the tree's branching factor b ≥ 2 (DAWA uses 2).
         granularity: the number g of grid values tried for each node's split
             p ∈ {1, (g-1)/g, …, 1/g} (the reference code uses 100).
+        local: None (the default: the best of all), or the one weighting to
+            return, for comparing them: "uniform" (H_b), "canonical",
+            "damped", "reference" or "exact" (the module docstring).
 
     Returns:
         ``Product(Diagonal(c), RangeQueries(n, lower, upper))``: the tree's
@@ -149,6 +153,34 @@ def greedy_h(
         always answers the workload (W lies in its row space) but need not
         determine every cell.
     """
+    tree, fit = _fit(n_or_shape, workload, branching, granularity, local)
+    return _strategy(tree, fit)
+
+
+def greedy_h_error(
+    n_or_shape: int | Sequence[int],
+    workload: EMatrix,
+    *,
+    branching: int = 2,
+    granularity: int = 100,
+    local: str | None = None,
+) -> float:
+    """tr(W (AᵀA)⁺ Wᵀ) for the strategy A that `greedy_h` returns with the
+    same arguments (sensitivity 1, so the expected total squared error at
+    ε = √2): the exact value GreedyH's recursion carries to the root (module
+    docstring), without materialising A — O((n + q)·log n) for range
+    workloads, at any n."""
+    return _fit(n_or_shape, workload, branching, granularity, local)[1].root_error
+
+
+def _fit(
+    n_or_shape: int | Sequence[int],
+    workload: EMatrix,
+    branching: int,
+    granularity: int,
+    local: str | None,
+) -> tuple[_Tree, _Fit]:
+    """The tree and the weighting `greedy_h` returns, its arguments checked."""
     n = _domain_size(n_or_shape)
     if not isinstance(workload, EMatrix):
         raise TypeError(f"workload must be an EMatrix, got {type(workload).__name__}")
@@ -156,13 +188,21 @@ def greedy_h(
         raise ValueError(f"workload has {workload.shape[1]} columns; the domain has {n} cells")
     b = check.integer(branching, "branching", minimum=2)
     g = check.positive_int(granularity, "granularity")
+    if local is not None and local not in ("uniform", *_LOCAL_OBJECTIVES):
+        raise ValueError(
+            f"local must be None, 'uniform' or one of {', '.join(_LOCAL_OBJECTIVES)}; "
+            f"got {local!r}"
+        )
     tree = _tree(n, b)
+    if local is not None:  # one weighting, through the workload's oracle
+        oracle = _oracle_for(workload, n)
+        if local == "uniform":
+            return tree, _uniform_fit(tree, oracle)
+        return tree, _greedy_pass(tree, oracle, granularity=g, local=local)
     gram = _small_gram(workload, n)
     if gram is not None:  # the weightings `_best_fit` would try, on the dense Gram
-        fit = _best_fit_dense(n, b, gram[None], granularity=g)[0]
-    else:
-        fit = _best_fit(tree, _oracle_for(workload, n), granularity=g)
-    return _strategy(tree, fit)
+        return tree, _best_fit_dense(n, b, gram[None], granularity=g)[0]
+    return tree, _best_fit(tree, _oracle_for(workload, n), granularity=g)
 
 
 def greedy_h_many(
@@ -478,27 +518,3 @@ def _best_fit_dense(n: int, b: int, G: np.ndarray, *, granularity: int = 100) ->
         stops.append(stop)
         errors.append(exact_by_depth[depth][every, lane])
     return _Fits(tuple(splits), tuple(stops), tuple(errors), root[every, lane])
-
-
-def _hierarchy_error(n: int, workload: EMatrix, *, branching: int = 2) -> float:
-    """‖H‖₁²·tr(W (HᵀH)⁺ Wᵀ) for the unweighted b-ary hierarchy H of a complete
-    tree (benchmarks, tests): tr(W (AᵀA)⁺ Wᵀ) for A = H/‖H‖₁."""
-    tree = _Tree.build(n, branching)
-    return _uniform_fit(tree, _oracle_for(workload, n)).root_error
-
-
-def _objective(
-    n: int,
-    workload: EMatrix,
-    *,
-    branching: int = 2,
-    granularity: int = 100,
-    local: str | None = None,
-) -> float:
-    """tr(W (AᵀA)⁺ Wᵀ) of GreedyH's strategy A (sensitivity 1), from the tree
-    recursion; `local` restricts the search to one local objective."""
-    tree = _Tree.build(n, branching)
-    oracle = _oracle_for(workload, n)
-    if local is None:
-        return _best_fit(tree, oracle, granularity=granularity).root_error
-    return _greedy_pass(tree, oracle, granularity=granularity, local=local).root_error

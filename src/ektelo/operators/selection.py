@@ -41,8 +41,12 @@ Operators and their sources:
   for Kronecker workloads and unions of them (OPT_⊗), weighted marginals for
   marginal workloads (OPT_M); memoised.
   Both read the workload only through its structure and its Gram
-  (`EMatrix.gram`) and return strategies of L1 sensitivity 1; their
-  algorithms are documented in the private modules `_greedy_h` and `_hdmm`.
+  (`EMatrix.gram`) and return strategies of L1 sensitivity 1; GreedyH's
+  algorithm is documented in the private module `_greedy_h` (its exact error
+  without the matrix: `greedy_h_error`), HDMM's in the public modules
+  `ektelo.operators.hdmm` (OPT_⊗, OPT_M's closed form, `optimise` with the
+  error and the winning method) and `ektelo.operators.hdmm_opt0` (OPT_0's
+  objective, gradient and optimiser).
 
 How trees split a domain that is not a power of the branching factor b:
 every node is cut along each axis into min(b, side) contiguous parts whose
@@ -83,20 +87,21 @@ from ..matrix import (
     Weighted,
     rebuild,
 )
-from ._greedy_h import greedy_h, greedy_h_many
+from ._greedy_h import greedy_h, greedy_h_error, greedy_h_many
 from ._greedy_h_groups import (
     greedy_h_on_partition,
     greedy_h_stripes,
     stripe_union,
     stripe_workloads,
 )
-from ._hdmm import hdmm
+from .hdmm import hdmm
 
 __all__ = [
     "adaptive_grid",
     "ag_first_level",
     "ag_second_level",
     "greedy_h",
+    "greedy_h_error",
     "greedy_h_many",
     "greedy_h_on_partition",
     "greedy_h_stripes",

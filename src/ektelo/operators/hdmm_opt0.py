@@ -21,10 +21,10 @@ instead, which also gives Θ̃GΘ̃ᵀ = (WΘ̃ᵀ)ᵀ(WΘ̃ᵀ) for O(p²m). Th
 works on Θᵀ (n×p) so that those products take the library's column layout.
 
 Cells of a run that no range of the workload splits share their column of Θ
-(`_runs`): m ranges leave at most 2m + 1 runs, and Θ is optimised on them.
-The minimiser is a projected L-BFGS (`_minimise_nonnegative`) that stops
+(`merged_runs`): m ranges leave at most 2m + 1 runs, and Θ is optimised on them.
+The minimiser is a projected L-BFGS (`minimise_nonnegative`) that stops
 once the objective stalls, started from a slightly perturbed hierarchy of
-intervals (`_interval_levels`; further restarts: seeded random starts).
+intervals (`interval_levels`; further restarts: seeded random starts).
 """
 
 from __future__ import annotations
@@ -39,13 +39,26 @@ from scipy.linalg.lapack import dtrtrs
 from ..matrix import Dense, Diagonal, EMatrix, Identity, Product, Sparse, VStack
 from ._forms import MAX_GRAM_N, RangeForm, dense_gram, range_form, ranges_matrix
 
+__all__ = [
+    "GramTarget",
+    "PIdentityObjective",
+    "gram_target",
+    "interval_levels",
+    "merged_runs",
+    "minimise_nonnegative",
+    "opt_p_identity",
+    "p_identity_objective",
+    "p_identity_strategy",
+    "p_identity_value",
+]
+
 # OPT_0 refuses problems whose Θ would hold more entries than this.
 _MAX_THETA_ENTRIES = 2**24
 # A workload's Gram is materialised (dense) when the workload has more than this
 # many rows per column and no range structure: applying WᵀW through W would
 # then cost more than a dense product.
 _DENSE_ROWS_PER_COLUMN = 8
-# Projected L-BFGS (`_minimise_nonnegative`): stored curvature pairs, the stall
+# Projected L-BFGS (`minimise_nonnegative`): stored curvature pairs, the stall
 # test (relative decrease of the objective over a window of iterations),
 # Armijo constant and backtracking limit.
 _LBFGS_MEMORY = 10
@@ -53,8 +66,8 @@ _STALL_WINDOW = 10
 _STALL_RTOL = 3e-4
 _ARMIJO = 1e-4
 _MAX_BACKTRACKS = 40
-# The first start (`_opt_p_identity`): _START_WEIGHT × a hierarchy of intervals
-# (`_interval_levels`) plus _START_NOISE × uniform [0, 1] entries. From it the
+# The first start (`opt_p_identity`): _START_WEIGHT × a hierarchy of intervals
+# (`interval_levels`) plus _START_NOISE × uniform [0, 1] entries. From it the
 # optimiser stopped in 50–70 % of the iterations it needed from a uniform
 # [0, 1] start, as low or lower, on Prefix(1024), Prefix(4096) and
 # RandomRange(1000) over 4096 cells; weights 0.2–0.5 and noise 0–0.1 did alike.
@@ -63,11 +76,12 @@ _START_NOISE = 0.01
 
 
 @dataclass(frozen=True)
-class _Target:
+class GramTarget:
     """The workload side of C(Θ) for a matrix W on n cells: the diagonal of
     G = WᵀW, and G as the library gives it (`gram`) or, when W has fewer rows
     than columns, W itself (`factor`, G applied as Wᵀ·(W·X)). `form` is W's
-    range form (`_forms.range_form`) when it has one."""
+    range form when it has one: (a, b, ω), W's rows as one weighted set of
+    distinct 1-D ranges [a_q, b_q] with weights ω_q² summed (None otherwise)."""
 
     n: int
     diag: np.ndarray
@@ -76,7 +90,10 @@ class _Target:
     form: RangeForm | None
 
 
-def _target(W: EMatrix) -> _Target:
+def gram_target(W: EMatrix) -> GramTarget:
+    """OPT_0's view of the workload W (see `GramTarget`): its Gram's diagonal,
+    the Gram from the library's closed forms (`EMatrix.gram`) or W itself
+    when it has fewer rows than columns, and its range form."""
     n = W.shape[1]
     form = range_form(W, n)
     if form is None:
@@ -86,14 +103,14 @@ def _target(W: EMatrix) -> _Target:
         a, b, w = form  # G_ii = Σ ω_q over the ranges q containing i: a difference array
         diag = np.cumsum(np.bincount(a, w, n + 1) - np.bincount(b + 1, w, n + 1))[:n]
     if W.shape[0] < n:
-        return _Target(n, diag, None, W, form)
+        return GramTarget(n, diag, None, W, form)
     G = W.gram()
     if form is None and W.shape[0] > _DENSE_ROWS_PER_COLUMN * n and n <= MAX_GRAM_N:
         G = Dense(dense_gram(W, n))
-    return _Target(n, diag, G, None, form)
+    return GramTarget(n, diag, G, None, form)
 
 
-def _runs(target: _Target) -> tuple[_Target, np.ndarray] | None:
+def merged_runs(target: GramTarget) -> tuple[GramTarget, np.ndarray] | None:
     """(the target on runs, the runs' first cells) when the target's ranges
     leave r < n runs of consecutive cells that no range splits: G = E G_r Eᵀ
     for the n×r run indicator E, G_r the Gram of the ranges over the runs.
@@ -110,18 +127,18 @@ def _runs(target: _Target) -> tuple[_Target, np.ndarray] | None:
         return None
     first = np.searchsorted(starts, a)  # the run that begins at a_q
     last = np.searchsorted(starts, b + 1) - 1  # the run that ends at b_q
-    return _target(ranges_matrix(starts.size, (first, last, w))), starts
+    return gram_target(ranges_matrix(starts.size, (first, last, w))), starts
 
 
-class _PIdentityObjective:
+class PIdentityObjective:
     """C(Θ) and its gradient (module docstring) for Θᵀ = x.reshape(n, p), with
     the n×p work array allocated once. Per evaluation: one application of the
     Gram to an n×p block, three p×p×n products (a fourth, Θ̃GΘ̃ᵀ, unless the
     workload's rows give it) and never an n×n solve."""
 
-    def __init__(self, target: _Target, p: int, sizes: np.ndarray | None = None):
+    def __init__(self, target: GramTarget, p: int, sizes: np.ndarray | None = None):
         self.target, self.p, self.n = target, p, target.n
-        # √s per merged cell (a run of s cells, `_opt_p_identity`); None for single cells.
+        # √s per merged cell (a run of s cells, `opt_p_identity`); None for single cells.
         self.root = None if sizes is None else np.sqrt(sizes)
         self._scaled = np.empty((self.n, p))
 
@@ -169,19 +186,20 @@ class _PIdentityObjective:
         return value * scale
 
 
-def _p_identity_objective(theta: np.ndarray, target: _Target) -> tuple[float, np.ndarray]:
+def p_identity_objective(theta: np.ndarray, target: GramTarget) -> tuple[float, np.ndarray]:
     """C(Θ) and its gradient for Θ of shape p×n (allocating; the optimiser
-    reuses one `_PIdentityObjective`)."""
+    reuses one `PIdentityObjective`)."""
     p = theta.shape[0]
     grad = np.empty(theta.size)
-    value = _PIdentityObjective(target, p)(np.ascontiguousarray(theta.T).reshape(-1), grad)
+    value = PIdentityObjective(target, p)(np.ascontiguousarray(theta.T).reshape(-1), grad)
     return value, np.ascontiguousarray(grad.reshape(-1, p).T)
 
 
-def _p_identity_value(theta: np.ndarray, target: _Target) -> float:
+def p_identity_value(theta: np.ndarray, target: GramTarget) -> float:
+    """C(Θ) alone; the Identity's tr(G) when Θ has no rows or is zero."""
     if theta.shape[0] == 0 or not theta.any():
         return float(target.diag.sum())
-    return _p_identity_objective(theta, target)[0]
+    return p_identity_objective(theta, target)[0]
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -190,7 +208,7 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b))
 
 
-def _minimise_nonnegative(
+def minimise_nonnegative(
     fun: Callable[[np.ndarray, np.ndarray], float],
     x0: np.ndarray,
     *,
@@ -316,8 +334,8 @@ def _minimise_nonnegative(
     return x, f
 
 
-def _opt_p_identity(
-    target: _Target,
+def opt_p_identity(
+    target: GramTarget,
     p: int,
     rng: np.random.Generator,
     *,
@@ -326,13 +344,13 @@ def _opt_p_identity(
     start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Θ (p×n) minimising C(Θ) over Θ ≥ 0, and C there: the best of `restarts`
-    starts (the first a perturbed hierarchy of intervals, `_interval_levels`;
+    starts (the first a perturbed hierarchy of intervals, `interval_levels`;
     the others with entries uniform in [0, 1]), `start` (if given) and Θ = 0
     (the Identity).
 
     When no range tells apart the cells of a run of consecutive cells
-    (`_runs`: the r ≤ 2m + 1 runs between the ends of m ranges), Θ is
-    optimised constant on each run, in p×r variables (`_PIdentityObjective`
+    (`merged_runs`: the r ≤ 2m + 1 runs between the ends of m ranges), Θ is
+    optimised constant on each run, in p×r variables (`PIdentityObjective`
     with `sizes`). The runs refine the εktelo paper's workload-based partition
     (§"Workload-based partition selection"), but the strategy stays a
     p-Identity strategy on all n cells. On RandomRange(1000) over 4096 cells
@@ -349,18 +367,18 @@ def _opt_p_identity(
     if best_value <= 0:
         return best, 0.0
     scale = 1.0 / best_value  # the Identity strategy scores 1
-    runs = _runs(target)
+    runs = merged_runs(target)
     if runs is None:
-        objective = _PIdentityObjective(target, p)
+        objective = PIdentityObjective(target, p)
     else:
         merged, first = runs
         length = np.diff(np.append(first, n))
-        objective = _PIdentityObjective(merged, p, length.astype(np.float64))
+        objective = PIdentityObjective(merged, p, length.astype(np.float64))
         root = np.sqrt(length)[:, None]
 
     def variables(theta: np.ndarray) -> np.ndarray:
         """The optimiser's variables for Θ: Θᵀ, or Zᵀ (run sums of Θᵀ over √s,
-        `_PIdentityObjective`) on runs."""
+        `PIdentityObjective`) on runs."""
         if runs is None:
             return np.ascontiguousarray(theta.T)
         return np.add.reduceat(theta.T, first, axis=0) / root
@@ -373,10 +391,10 @@ def _opt_p_identity(
         noise = rng.uniform(0.0, 1.0, size=(p, n))
         if k == 0:  # the first start: a hierarchy of intervals, slightly perturbed
             noise *= _START_NOISE
-            noise += _START_WEIGHT * _interval_levels(p, n)
+            noise += _START_WEIGHT * interval_levels(p, n)
         starts.append(variables(noise))
     for x0 in starts:
-        x, f = _minimise_nonnegative(fun, x0.reshape(-1), maxiter=maxiter)
+        x, f = minimise_nonnegative(fun, x0.reshape(-1), maxiter=maxiter)
         if f / scale < best_value:
             best_value = f / scale
             z = x.reshape(-1, p)
@@ -385,7 +403,7 @@ def _opt_p_identity(
     return best, best_value
 
 
-def _interval_levels(p: int, n: int) -> np.ndarray:
+def interval_levels(p: int, n: int) -> np.ndarray:
     """p rows of interval indicators in levels, coarsest first, each level
     cutting [0, n) into equal intervals; from the finest, each level takes
     three quarters of the rows left (p = 64: levels of 1, 3, 12 and 48
@@ -407,7 +425,7 @@ def _interval_levels(p: int, n: int) -> np.ndarray:
     return rows
 
 
-def _p_identity_matrix(theta: np.ndarray) -> EMatrix:
+def p_identity_strategy(theta: np.ndarray) -> EMatrix:
     """A(Θ) = [I; Θ]·D⁻¹ without its all-zero rows (Identity when Θ = 0)."""
     n = theta.shape[1]
     rows = theta[theta.any(axis=1)]

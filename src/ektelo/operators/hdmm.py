@@ -13,7 +13,7 @@ The workload enters only through its Gram WᵀW, which the matrix classes give
 (`EMatrix.gram`, closed forms included).
 
 * OPT_0 (HDMM §5.1), p-Identity strategies on a workload without product
-  structure: `_hdmm_opt0`.
+  structure: `ektelo.operators.hdmm_opt0`.
 * OPT_⊗ (HDMM §5.2), Kronecker workloads W = W₁ ⊗ … ⊗ W_d: for a Kronecker
   strategy A = A₁ ⊗ … ⊗ A_d, ‖A‖₁ = Π‖A_i‖₁ and
   tr((AᵀA)⁻¹ WᵀW) = Π_i tr((A_iᵀA_i)⁻¹ W_iᵀW_i) (`Kronecker.gram` is the
@@ -71,15 +71,23 @@ from ..matrix import (
     to_spec,
 )
 from ._forms import ranges_matrix
-from ._hdmm_opt0 import (
-    _opt_p_identity,
-    _p_identity_matrix,
-    _p_identity_value,
-    _Target,
-    _target,
+from .hdmm_opt0 import (
+    GramTarget,
+    gram_target,
+    opt_p_identity,
+    p_identity_strategy,
+    p_identity_value,
 )
 
-__all__ = ["hdmm"]
+__all__ = [
+    "HDMMResult",
+    "MarginalSpectrum",
+    "hdmm",
+    "marginal_coefficients",
+    "marginal_objective",
+    "marginals_strategy",
+    "optimise",
+]
 
 # Default p: n/16 extra rows (the paper's choice), at most _P_CAP (see `hdmm`).
 _P_CAP = 64
@@ -141,7 +149,7 @@ def hdmm(
         to_spec(workload)  # a class foreign to ektelo.matrix has no spec (no value semantics)
         hash(args)
     except TypeError:
-        return _optimise(
+        return optimise(
             workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds
         ).strategy
     return rebuild(_memo(workload, *args, maxiter, rounds).strategy)
@@ -155,8 +163,8 @@ def _memo(
     seed: int,
     maxiter: int,
     rounds: int,
-) -> _Result:
-    return _optimise(workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds)
+) -> HDMMResult:
+    return optimise(workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds)
 
 
 # Like functools.lru_cache's own (experiments empty every `cache_clear` they find).
@@ -165,13 +173,17 @@ hdmm.cache_info = _memo.cache_info  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
-class _Result:
+class HDMMResult:
+    """What `optimise` found: the strategy A (‖A‖₁ = 1), its exact error
+    tr((AᵀA)⁺ WᵀW) on the workload (the 2/ε² factor left out), and the
+    optimiser that won: "OPT_0" (§5.1), "OPT_kron" (§5.2) or "OPT_M" (§5.3)."""
+
     strategy: EMatrix
-    error: float  # tr((AᵀA)⁺ WᵀW) with ‖A‖₁ = 1
-    method: str  # "OPT_0", "OPT_kron" or "OPT_M"
+    error: float
+    method: str
 
 
-def _optimise(
+def optimise(
     workload: EMatrix,
     *,
     p: int | Sequence[int] | None = None,
@@ -179,7 +191,12 @@ def _optimise(
     seed: int = 0,
     maxiter: int = 1000,
     rounds: int = 4,
-) -> _Result:
+) -> HDMMResult:
+    """HDMM's search for `workload`, not memoised: `hdmm`'s strategy with
+    its exact error and the optimiser it came from (McKenna et al., PVLDB
+    2018, §5: OPT_0 or OPT_⊗ by the workload's structure, OPT_M as well on
+    marginal workloads, the candidate of least error kept). The arguments
+    are `hdmm`'s."""
     if not isinstance(workload, EMatrix):
         raise TypeError(f"workload must be an EMatrix, got {type(workload).__name__}")
     restarts = check.positive_int(restarts, "restarts")
@@ -202,7 +219,7 @@ def _optimise(
     kron = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter, rounds=rounds)
     best = kron
     if len(dims) > 1:
-        marg = _marginal_coefficients(workload, dims)
+        marg = marginal_coefficients(workload, dims)
         if marg is not None:
             opt_m = _opt_marginals(marg, dims, rng, restarts=restarts, maxiter=maxiter)
             if opt_m.error < best.error:
@@ -234,10 +251,10 @@ class _FactorFamily:
         distinct: dict[EMatrix, int] = {}  # equal factors (value semantics) are one
         self.index = np.array([distinct.setdefault(f, len(distinct)) for f in factors])
         self.factors = list(distinct)
-        self.targets = [_target(f) for f in self.factors]
+        self.targets = [gram_target(f) for f in self.factors]
         self.n = self.targets[0].n
 
-    def weighted_target(self, coefs: np.ndarray) -> _Target:
+    def weighted_target(self, coefs: np.ndarray) -> GramTarget:
         """OPT_0's target for Σ_j c_j G_j, the Gram of the stack [√c_j·W_j]_j
         (a single weighted set of ranges when every factor is ranges)."""
         c = np.bincount(self.index, coefs, len(self.factors))
@@ -248,16 +265,16 @@ class _FactorFamily:
         if all(form is not None for form in forms):
             parts = [(f[0], f[1], f[2] * c[k]) for f, k in zip(forms, live, strict=True)]  # type: ignore[index]
             form = tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
-            return _target(ranges_matrix(self.n, form))  # type: ignore[arg-type]
+            return gram_target(ranges_matrix(self.n, form))  # type: ignore[arg-type]
         blocks = [
             self.factors[k] if c[k] == 1.0 else Weighted(self.factors[k], math.sqrt(c[k]))
             for k in live
         ]
-        return _target(blocks[0] if len(blocks) == 1 else VStack(blocks))
+        return gram_target(blocks[0] if len(blocks) == 1 else VStack(blocks))
 
     def values(self, theta: np.ndarray) -> np.ndarray:
         """tr((A(Θ)ᵀA(Θ))⁻¹ G_j) for every term j."""
-        per_factor = np.array([_p_identity_value(theta, t) for t in self.targets])
+        per_factor = np.array([p_identity_value(theta, t) for t in self.targets])
         return per_factor[self.index]
 
 
@@ -267,8 +284,8 @@ class _RangeFamily:
     def __init__(self, n: int, a: np.ndarray, b: np.ndarray):
         self.n, self.a, self.b = n, a, b
 
-    def weighted_target(self, coefs: np.ndarray) -> _Target:
-        return _target(ranges_matrix(self.n, (self.a, self.b, coefs)))
+    def weighted_target(self, coefs: np.ndarray) -> GramTarget:
+        return gram_target(ranges_matrix(self.n, (self.a, self.b, coefs)))
 
     def values(self, theta: np.ndarray) -> np.ndarray:
         """tr((A(Θ)ᵀA(Θ))⁻¹ 1_j1_jᵀ) = 1_jᵀ D M⁻¹ D 1_j = ‖D 1_j‖² − (ΘD1_j)ᵀ R⁻¹ (ΘD1_j)."""
@@ -339,7 +356,7 @@ def _opt_kron(
     restarts: int,
     maxiter: int,
     rounds: int,
-) -> _Result:
+) -> HDMMResult:
     d = len(families)
     thetas = [np.zeros((0, f.n)) for f in families]  # Θ with no rows: the Identity
     # values[i, j] = tr((A_iᵀA_i)⁻¹ G_i⁽ʲ⁾) for the current strategies.
@@ -351,7 +368,7 @@ def _opt_kron(
             others = np.prod(np.delete(values, i, axis=0), axis=0)
             weights = coefs * others
             start = thetas[i] if sweep > 0 else None
-            theta, _ = _opt_p_identity(
+            theta, _ = opt_p_identity(
                 fam.weighted_target(weights),
                 ps[i],
                 rng,
@@ -366,9 +383,9 @@ def _opt_kron(
         total = new_total
         if converged:
             break
-    factors = [_p_identity_matrix(t) for t in thetas]
+    factors = [p_identity_strategy(t) for t in thetas]
     strategy = factors[0] if d == 1 else Kronecker(factors)
-    return _Result(strategy, total, "OPT_0" if d == 1 else "OPT_kron")
+    return HDMMResult(strategy, total, "OPT_0" if d == 1 else "OPT_kron")
 
 
 # -- OPT_M: weighted marginals ----------------------------------------------------
@@ -388,8 +405,11 @@ def _identity_plus_ones(G: EMatrix) -> tuple[float, float] | None:
     return None
 
 
-def _marginal_coefficients(W: EMatrix, dims: tuple[int, ...]) -> np.ndarray | None:
-    """w with WᵀW = Σ_a w_a Q_a (bit i of a set ⇔ Identity on attribute i)."""
+def marginal_coefficients(W: EMatrix, dims: tuple[int, ...]) -> np.ndarray | None:
+    """OPT_M's view of a marginal workload (HDMM §5.3): the coefficients w
+    with WᵀW = Σ_a w_a Q_a over the 2^d attribute sets a (bit i of a set ⇔
+    Identity on attribute i, else Total), or None when W is not a union of
+    Kronecker products of factors whose Grams are α·I + β·11ᵀ."""
     terms = _kron_terms(W)
     if terms is None:
         return None
@@ -430,13 +450,19 @@ def _subset_sum(v: np.ndarray, d: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _MarginalSpectrum:
+class MarginalSpectrum:
+    """The common eigenbasis of the Q_a on a domain of shape `dims` (see the
+    module): per attribute set, Π_{i∉a} n_i (`complement_size`) and the
+    multiplicity Π_{i∈s}(n_i − 1) of eigenspace s; `eigenvalues(u)` gives
+    λ_s(u) = Σ_{a ⊇ s} u_a Π_{i∉a} n_i for all s in O(d·2^d)."""
+
     d: int
     complement_size: np.ndarray  # Π_{i∉a} n_i per mask a
     multiplicity: np.ndarray  # Π_{i∈s} (n_i − 1) per mask s
 
     @staticmethod
-    def of(dims: tuple[int, ...]) -> _MarginalSpectrum:
+    def of(dims: tuple[int, ...]) -> MarginalSpectrum:
+        """The spectrum for the domain shape `dims`."""
         d = len(dims)
         masks = np.arange(2**d)
         comp = np.ones(2**d)
@@ -445,17 +471,20 @@ class _MarginalSpectrum:
             inside = (masks >> i & 1).astype(bool)
             comp = np.where(inside, comp, comp * n)
             mult = np.where(inside, mult * (n - 1), mult)
-        return _MarginalSpectrum(d, comp, mult)
+        return MarginalSpectrum(d, comp, mult)
 
     def eigenvalues(self, coef: np.ndarray) -> np.ndarray:
         """λ_s of Σ_a coef_a Q_a."""
         return _superset_sum(coef * self.complement_size, self.d)
 
 
-def _marginal_objective(
-    theta: np.ndarray, weight: np.ndarray, alg: _MarginalSpectrum
+def marginal_objective(
+    theta: np.ndarray, weight: np.ndarray, alg: MarginalSpectrum
 ) -> tuple[float, np.ndarray]:
-    """(Σθ)²·Σ_s c_s / λ_s(θ²) with c_s = mult_s λ_s(w), and its gradient."""
+    """OPT_M's objective (HDMM §5.3) and its gradient in θ: the error
+    (Σθ)²·Σ_s c_s / λ_s(θ²) of the weighted marginals M(θ), with
+    c_s = mult_s·λ_s(w) passed as `weight` (w from `marginal_coefficients`);
+    +∞ (gradient 0) where some needed λ_s(θ²) is 0."""
     lam = alg.eigenvalues(theta**2)
     need = weight > 0
     if np.any(lam[need] <= 0):
@@ -478,16 +507,16 @@ def _opt_marginals(
     *,
     restarts: int,
     maxiter: int,
-) -> _Result:
-    alg = _MarginalSpectrum.of(dims)
+) -> HDMMResult:
+    alg = MarginalSpectrum.of(dims)
     weight = alg.multiplicity * alg.eigenvalues(w)
     best = np.zeros(2**alg.d)
     best[-1] = 1.0  # the full-dimensional marginal: the Identity strategy
-    best_value = _marginal_objective(best, weight, alg)[0]
+    best_value = marginal_objective(best, weight, alg)[0]
     scale = 1.0 / best_value if best_value > 0 else 1.0
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = _marginal_objective(x, weight, alg)
+        value, grad = marginal_objective(x, weight, alg)
         return value * scale, grad * scale
 
     for _ in range(restarts):
@@ -503,13 +532,15 @@ def _opt_marginals(
         if theta.sum() <= 0:
             continue
         theta = theta / theta.sum()
-        value = _marginal_objective(theta, weight, alg)[0]
+        value = marginal_objective(theta, weight, alg)[0]
         if value < best_value:
             best, best_value = theta, value
-    return _Result(_marginals_matrix(best, dims), best_value, "OPT_M")
+    return HDMMResult(marginals_strategy(best, dims), best_value, "OPT_M")
 
 
-def _marginals_matrix(theta: np.ndarray, dims: tuple[int, ...]) -> EMatrix:
+def marginals_strategy(theta: np.ndarray, dims: tuple[int, ...]) -> EMatrix:
+    """M(θ) = [θ_a·M_a]_a: the marginals of the attribute sets a with θ_a > 0,
+    each a Kronecker of Identity (attributes in a) and Total factors, weighted."""
     blocks: list[EMatrix] = []
     for a in np.nonzero(theta > 0)[0]:
         factors: list[EMatrix] = [
