@@ -48,8 +48,8 @@ from ektelo.matrix import EMatrix, Kronecker
 from ektelo.operators import _greedy_h as gh
 from ektelo.operators import _greedy_h_oracles as gho
 from ektelo.operators import _greedy_h_tree as ght
-from ektelo.operators import _hdmm as hd
-from ektelo.operators.selection import greedy_h, hdmm
+from ektelo.operators import hdmm as hd
+from ektelo.operators.selection import greedy_h, greedy_h_error, hdmm
 from ektelo.workload import all_range, prefix, random_range
 
 TARGET_SECONDS = 0.5  # GreedyH at n = 4096
@@ -107,8 +107,8 @@ def greedy_table() -> None:
             wall, cpu = cpu_timed(lambda W=W, n=n: greedy_h(n, W))
             mib = peak_mib(lambda W=W, n=n: greedy_h(n, W))
             m = W.shape[0]
-            g = per_query(gh._objective(n, W), m)
-            h2 = per_query(gh._hierarchy_error(n, W), m)
+            g = per_query(greedy_h_error(n, W), m)
+            h2 = per_query(greedy_h_error(n, W, local="uniform"), m)
             ident = per_query(identity_trace(W), m)
             rows = A.shape[0]
             flag = " <- target" if n == 4096 else ""
@@ -143,7 +143,7 @@ def local_objective_table() -> None:
 def hierarchy_kron_trace(W: EMatrix) -> float:
     """H2 ⊗ … ⊗ H2 on a Kronecker workload: Π_i of the 1-D H2 traces."""
     assert isinstance(W, Kronecker)
-    return math.prod(gh._hierarchy_error(f.shape[1], f) for f in W.factors)
+    return math.prod(greedy_h_error(f.shape[1], f, local="uniform") for f in W.factors)
 
 
 def hierarchy_ranges_trace(W: EMatrix) -> float:
@@ -187,15 +187,15 @@ def optional(value: float | None, width: int, spec: str) -> str:
 
 def hdmm_cases(quick: bool) -> list[tuple[str, EMatrix, Callable[[EMatrix], float]]]:
     cases: list[tuple[str, EMatrix, Callable[[EMatrix], float]]] = [
-        ("Prefix(1024)", prefix(1024), lambda W: gh._hierarchy_error(1024, W)),
+        ("Prefix(1024)", prefix(1024), lambda W: greedy_h_error(1024, W, local="uniform")),
     ]
     if not quick:
         cases += [
-            ("Prefix(4096)", prefix(4096), lambda W: gh._hierarchy_error(4096, W)),
+            ("Prefix(4096)", prefix(4096), lambda W: greedy_h_error(4096, W, local="uniform")),
             (
                 "RandomRange(1000) 4096",
                 random_range(4096, 1000),
-                lambda W: gh._hierarchy_error(4096, W),
+                lambda W: greedy_h_error(4096, W, local="uniform"),
             ),
         ]
     cases += [
@@ -257,13 +257,13 @@ def tradeoff_table() -> None:
         (4096, "RandomRange(1000) 4096", random_range(4096, 1000)),
     ):
         m = W.shape[0]
-        h2 = per_query(gh._hierarchy_error(n, W), m)
+        h2 = per_query(greedy_h_error(n, W, local="uniform"), m)
         for p in (16, 32, 64, 128, 256):
             if p > n // 16:
                 continue
             for restarts in (1, 2):
                 c, w = time.process_time(), time.perf_counter()
-                result = hd._optimise(W, p=p, restarts=restarts, seed=0)
+                result = hd.optimise(W, p=p, restarts=restarts, seed=0)
                 wall, cpu = time.perf_counter() - w, time.process_time() - c
                 err = per_query(result.error, m)
                 print(
