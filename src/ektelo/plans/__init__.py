@@ -13,6 +13,7 @@ of this module (the MWEM variants are `mwem` with other defaults).
 """
 
 from .budget import MECHANISMS, Mechanism, PlanBudget, check_budget, split
+from .aim import aim
 from .cdf import cdf_estimator
 from .data_dependent import adaptive_grid, ahp, dawa, uniform, uniform_grid
 from .data_independent import (
@@ -25,6 +26,7 @@ from .data_independent import (
     quadtree,
     strategy_for,
 )
+from .mst import mst
 from .mwem import mwem, mwem_b, mwem_c, mwem_d
 from .naive_bayes import nb_select_ls, nb_workload, nb_workload_ls
 from .privbayes import privbayes, privbayes_ls
@@ -38,6 +40,7 @@ __all__ = [
     "PlanInfo",
     "adaptive_grid",
     "ahp",
+    "aim",
     "cdf_estimator",
     "check_budget",
     "dawa",
@@ -51,6 +54,7 @@ __all__ = [
     "hdmm",
     "identity",
     "mechanism_plans",
+    "mst",
     "mwem",
     "mwem_b",
     "mwem_c",

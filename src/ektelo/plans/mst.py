@@ -1,0 +1,122 @@
+"""MST (McKenna, Miklau & Sheldon, "Winning the NIST contest: a scalable and
+general approach to differentially private synthetic data", JPC 2021, §4,
+Algorithm 1): a table plan, ρ-zCDP.
+
+The budget ρ is split in thirds: (1) all 1-way marginals, Gaussian noise;
+(2) a maximum spanning tree over the attributes, whose edge weights are how
+badly the 1-way model answers each pair, chosen privately by r − 1 rounds of
+the exponential mechanism in Kruskal's order (the kernel's `select_marginal`,
+candidates the pairs that close no cycle, ε = √(8·(ρ/3)/(r − 1)) each);
+(3) the chosen pairs' marginals, Gaussian noise.  The graphical model
+(Private-PGM, `inference.fit_graphical_model`) fitted to all of them is the
+result: it answers any marginal and samples synthetic rows.  As in the
+reference run of issue #25, without MST's domain compression.
+
+Pure ε-DP kernels are refused: MST is defined in zCDP (its Gaussian
+measurements have no pure-DP guarantee).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from typing import Any
+
+from ..budget import ZCDP, PureDP
+from ..inference import GraphicalModel, fit_graphical_model
+from ..kernel import ProtectedTable
+from ..matrix import Identity
+from ..measurement import Measurement
+from .registry import register
+
+__all__ = ["check_rho_budget", "mst", "shares"]
+
+
+def check_rho_budget(table: Any, budget: Any, plan: str) -> float:
+    """The plan's ρ (a number or ZCDP), refusing PureDP and pure-ε kernels
+    before anything is spent."""
+    if not isinstance(table, ProtectedTable):
+        raise TypeError(f"{plan} runs on a ProtectedTable, got {type(table).__name__}")
+    if isinstance(budget, PureDP):
+        raise TypeError(
+            f"{plan} spends a ρ of zCDP (a number or ZCDP), got "
+            f"PureDP(epsilon={budget.epsilon:g}); its measurements are Gaussian"
+        )
+    rho = budget.rho if isinstance(budget, ZCDP) else budget
+    if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not (
+        math.isfinite(rho) and rho > 0
+    ):
+        raise ValueError(f"{plan}'s budget must be a finite positive ρ, got {budget!r}")
+    if table.budget.unit != "rho":
+        raise ValueError(
+            f"{plan} is a zCDP mechanism (Gaussian noise), but this table was protected with a "
+            "pure ε-DP budget: protect it with epsilon= and delta= (or rho=)"
+        )
+    return float(rho)
+
+
+def shares(total: float | Fraction, n: int) -> list[float]:
+    """`total` in n equal float shares whose exact sum is `total` up to the
+    last share's rounding (the last is the exact remainder, rounded)."""
+    t = Fraction(total)
+    each = float(t / n)
+    return [each] * (n - 1) + [float(t - (n - 1) * Fraction(each))]
+
+
+def _root(parent: dict[str, str], v: str) -> str:
+    """The representative of v's component (Kruskal's disjoint sets)."""
+    while parent[v] != v:
+        v = parent[v]
+    return v
+
+
+def _acyclic_pairs(attrs: list[str], parent: dict[str, str]) -> list[tuple[str, str]]:
+    """The pairs whose edge closes no cycle of the forest so far."""
+    pairs = itertools.combinations(attrs, 2)
+    return [(a, b) for a, b in pairs if _root(parent, a) != _root(parent, b)]
+
+
+@register(
+    "mst",
+    citation="McKenna, Miklau & Sheldon, JPC 2021 (Winning the NIST contest)",
+    summary="1-way marginals, private maximum spanning tree of pairs, graphical model",
+    data_dependent=True,
+    input_kind="table",
+    returns="model",
+)
+def mst(
+    table: ProtectedTable,
+    workload: Any,
+    budget: float | ZCDP,
+    *,
+    maxiter: int = 1000,
+) -> GraphicalModel:
+    """MST. Budget: ρ (zCDP) in thirds — 1-way marginals, the tree's r − 1
+    exponential-mechanism choices, the tree's pair marginals. `workload` is
+    not used (MST targets all low-order marginals). Returns the fitted
+    GraphicalModel (`.marginal`, `.answer`, `.synthetic`)."""
+    rho = check_rho_budget(table, budget, "mst")
+    domain = table.domain
+    attrs = list(domain.names)
+    if len(attrs) < 2:
+        raise ValueError(f"mst needs at least 2 attributes, the table has {attrs}")
+    rho_1, rho_select, rho_2 = shares(rho, 3)
+    log1: list[Measurement] = [
+        table.vectorize([a]).gaussian(Identity(domain[a].size), rho=r)
+        for a, r in zip(attrs, shares(rho_1, len(attrs)), strict=True)
+    ]  # Private→Public: 1-way marginals
+    model = fit_graphical_model(log1, domain, maxiter=maxiter)  # Public
+    parent = {a: a for a in attrs}
+    tree: list[tuple[str, ...]] = []
+    for r in shares(rho_select, len(attrs) - 1):  # Kruskal order, r − 1 choices
+        pairs = _acyclic_pairs(attrs, parent)
+        estimates = [model.marginal(p) for p in pairs]  # Public: the 1-way model's pairs
+        edge = table.select_marginal(pairs, estimates, rho=r)  # Private→Public
+        parent[_root(parent, edge[0])] = _root(parent, edge[1])
+        tree.append(edge)
+    log2 = [
+        table.vectorize(list(e)).gaussian(Identity(domain.project(list(e)).size), rho=r)
+        for e, r in zip(tree, shares(rho_2, len(tree)), strict=True)
+    ]  # Private→Public: the tree's pair marginals
+    return fit_graphical_model(log1 + log2, domain, maxiter=maxiter)  # Public
