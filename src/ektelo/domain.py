@@ -288,10 +288,19 @@ class Attribute:
         series, _, ok, is_bool = self._codes(column)
         if ok.all():
             return series
-        if self.values is not None:
-            raise self._bad_values(series, ~ok, is_bool, False, clamp=True)
         numeric = np.array(pd.to_numeric(series, errors="coerce"), dtype=np.float64)
         numeric[is_bool] = np.nan
+        if self.values is not None:  # numeric labels: the nearest label; others have none
+            labels = [v for v in self.values if _is_number(v)]
+            if len(labels) != self.size or not np.isfinite(numeric[~ok]).all():
+                bad = ~ok if len(labels) != self.size else ~ok & ~np.isfinite(numeric)
+                raise self._bad_values(series, bad, is_bool, False, clamp=True)
+            grid = np.array(labels, dtype=np.float64)
+            nearest = grid[np.abs(numeric[:, None] - grid[None, :]).argmin(axis=1)]
+            out = series.astype(object).copy()
+            out[~ok] = [self.values[labels.index(v)] if v in labels else v
+                        for v in nearest[~ok].tolist()]
+            return out
         if not np.isfinite(numeric[~ok]).all():  # missing or non-numeric: no nearest value
             raise self._bad_values(series, ~ok & ~np.isfinite(numeric), is_bool, False,
                                    clamp=True)
