@@ -27,6 +27,7 @@ A refusal writes its audit entry and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -160,6 +161,12 @@ class SQLStore:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def __del__(self) -> None:
+        # a store opened by protect() lives as long as its kernel: close its
+        # connection when it goes, quietly (a driver warns about open ones)
+        with contextlib.suppress(Exception):
+            self.close()
 
     def __enter__(self) -> SQLStore:
         return self
