@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean pg
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(STAMP_DEV)
 
 bench: $(STAMP_RUN)
 	for f in benchmarks/bench_*.py; do PYTHONPATH=. $(BIN)/python $$f || exit 1; done
+
+# a throwaway PostgreSQL cluster for the ledger store; prints its URL
+# (export EKTELO_PG_URL=<url> to run tests/store against it)
+pg: $(STAMP_DEV)
+	$(BIN)/python tests/store/pgcluster.py start
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
