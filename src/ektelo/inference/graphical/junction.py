@@ -11,8 +11,9 @@ computes a model's clique marginals by message passing on a junction tree:
 * the maximal cliques of the triangulated graph are joined by a maximum
   spanning tree on separator sizes (Koller & Friedman, Thm. 10.4), which has
   the running-intersection property;
-* `calibrate` runs sum-product in log space (two passes, logsumexp), giving
-  every maximal clique's log-belief and the log-partition function.
+* `calibrate` runs sum-product (two passes) on scaled exponentials, with
+  `calibrate_log` (log space, logsumexp) as its fallback, giving every
+  maximal clique's marginal and the log-partition function.
 
 Every array here is one clique's table, axes in the domain's attribute
 order; nothing materialises the full domain.
@@ -77,8 +78,10 @@ def _eliminate(domain: Domain, cliques: Sequence[Clique], rule: str) -> list[Cli
             nbrs = adjacent[a]
             fill = sum(1 for u in nbrs for v in nbrs if u < v and v not in adjacent[u])
             weight = _cells(domain, [a, *nbrs])
-            key = (fill, weight, domain.index(a)) if rule == "fill" else (
-                weight, fill, domain.index(a)
+            key = (
+                (fill, weight, domain.index(a))
+                if rule == "fill"
+                else (weight, fill, domain.index(a))
             )
             if best is None or key < best:
                 best, pick = key, a
@@ -186,13 +189,65 @@ class JunctionTree:
         want = set(attrs)
         best = None
         for i, c in enumerate(self.cliques):
-            if want <= set(c) and (best is None or math.prod(self.shapes[i]) < math.prod(
-                self.shapes[best]
-            )):
+            if want <= set(c) and (
+                best is None or math.prod(self.shapes[i]) < math.prod(self.shapes[best])
+            ):
                 best = i
         return best
 
     def calibrate(self, log_potentials: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float]:
+        """Sum-product belief propagation: every maximal clique's probability
+        table (summing to one) and log Z.
+
+        Run on exp(θ − max θ) per clique with every upward message scaled to
+        a maximum of one (the scales and maxima add up to log Z): one exp per
+        clique instead of one per message, which is what a fit's time goes
+        to. Should a table underflow to all zeros (log-potentials spanning
+        more than ~700 nats with no mass left), the log-space version
+        (`calibrate_log`) is used instead.
+        """
+        acc: list[np.ndarray] = []
+        log_z = 0.0
+        for phi in log_potentials:
+            top = float(np.max(phi))
+            acc.append(np.exp(phi - top))
+            log_z += top
+        up: dict[int, np.ndarray] = {}
+        for e in reversed(self.edges):  # leaves first
+            msg = np.sum(acc[e.child], axis=e.child_sum) if e.child_sum else acc[e.child]
+            scale = float(np.max(msg))
+            if not (scale > 0 and math.isfinite(scale)):
+                return self._from_log(log_potentials)
+            msg = msg / scale
+            log_z += math.log(scale)
+            up[e.child] = msg
+            acc[e.parent] = acc[e.parent] * msg.reshape(e.parent_view)
+        root = self.order[0]
+        mass = float(np.sum(acc[root]))
+        if not (mass > 0 and math.isfinite(mass)):
+            return self._from_log(log_potentials)
+        log_z += math.log(mass)
+        probs = list(acc)
+        probs[root] = acc[root] / mass
+        for e in self.edges:  # parents before children
+            # The parent's belief without the child's message, summed to the
+            # separator: the message depends on the separator only, so it
+            # divides the sum. Where it is zero the child's table is zero too.
+            into = up[e.child]
+            sep = np.sum(probs[e.parent], axis=e.parent_sum) if e.parent_sum else probs[e.parent]
+            down = np.divide(sep, into, out=np.zeros(into.shape), where=into > 0)
+            belief = acc[e.child] * down.reshape(e.child_view)
+            total = float(np.sum(belief))
+            if not (total > 0 and math.isfinite(total)):
+                return self._from_log(log_potentials)
+            probs[e.child] = belief / total
+        return probs, log_z
+
+    def _from_log(self, log_potentials: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float]:
+        beliefs, log_z = self.calibrate_log(log_potentials)
+        return [np.exp(b - log_z) for b in beliefs], log_z
+
+    def calibrate_log(self, log_potentials: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float]:
         """Sum-product belief propagation in log space: every maximal
         clique's log-belief (unnormalised; subtract log Z for the log
         marginal) and log Z. Upward pass leaves → root, then downward."""
