@@ -92,7 +92,8 @@ def test_run_json_records_with_where_and_auto_plan(census, tmp_path, capsys):
 def test_workload_specs(census, tmp_path, spec, plan):
     data, domain = census
     out = tmp_path / "a.csv"
-    assert main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain), "--workload", spec,
+    assert main(["run", "--no-ledger",
+                 "--data", str(data), "--domain", str(domain), "--workload", spec,
                  "--plan", plan, "--epsilon", "1", "--seed", "3", "--out", str(out)]) == 0
     assert len(pd.read_csv(out)) > 0
 
@@ -160,15 +161,18 @@ def test_out_of_domain_value_and_malformed_files(census, tmp_path, capsys):
     common = ("--workload", "identity:sex", "--epsilon", "1")
     bad = tmp_path / "bad.csv"
     bad.write_text("age,sex,race,marital,salary\n30,X,white,married,1000\n")
-    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(bad), "--domain", str(domain), *common)
+    code, _, err = call(capsys, "run", "--no-ledger",
+                        "--data", str(bad), "--domain", str(domain), *common)
     assert code != 0 and "column 'sex': values not among the labels" in err and "'X'" not in err
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(empty), "--domain", str(domain), *common)
+    code, _, err = call(capsys, "run", "--no-ledger",
+                        "--data", str(empty), "--domain", str(domain), *common)
     assert code != 0 and "empty" in err
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(bad), "--domain", str(broken), *common)
+    code, _, err = call(capsys, "run", "--no-ledger",
+                        "--data", str(bad), "--domain", str(broken), *common)
     assert code != 0 and "JSON" in err
 
 
@@ -187,7 +191,8 @@ def _with_private_outliers(census: tuple[Path, Path], tmp_path: Path) -> Path:
 def test_bad_values_are_counted_not_shown(census, tmp_path, capsys):
     _, domain = census
     data = _with_private_outliers(census, tmp_path)
-    args = ("run", "--no-ledger", "--data", str(data), "--domain", str(domain), "--workload", "identity:sex",
+    args = ("run", "--no-ledger",
+            "--data", str(data), "--domain", str(domain), "--workload", "identity:sex",
             "--plan", "identity", "--epsilon", "1")
     code, out, err = call(capsys, *args)
     assert code != 0 and len(err.strip().splitlines()) == 1
@@ -241,7 +246,8 @@ def test_repeated_csv_column_is_refused(census, tmp_path, capsys):
 def test_absurd_mwem_params_are_refused_at_once(census, capsys, param, needle):
     """`--param rounds=100000000` used to run for hours after buying the total."""
     data, domain = census
-    code, out, err = call(capsys, "run", "--no-ledger", "--data", str(data), "--domain", str(domain),
+    code, out, err = call(capsys, "run", "--no-ledger",
+                          "--data", str(data), "--domain", str(domain),
                           "--workload", "prefix:age", "--plan", "mwem", "--epsilon", "1",
                           "--param", param)
     assert code != 0 and needle in err
@@ -337,3 +343,165 @@ def test_experiments_run_from_the_repository_root():
         capture_output=True, text=True, cwd=root, timeout=120,
     )
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+# -- issue #27: the analyst's command line ------------------------------------------------
+def _run_args(census: tuple[Path, Path], *extra: str) -> list[str]:
+    data, domain = census
+    return ["run", "--data", str(data), "--domain", str(domain), *extra]
+
+
+def test_ledger_carries_the_budget_across_runs_and_refuses_at_the_cap(census, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger.sqlite")
+    base = _run_args(census, "--workload", "histogram:sex", "--ledger", ledger)
+    code, _, err = call(capsys, *base, "--epsilon", "0.4")
+    assert code == 2 and "--total" in err  # the first run must set the dataset's total
+    code, out, _ = call(capsys, *base, "--epsilon", "0.4", "--total", "1")
+    assert code == 0 and "spent ε=0.4, remaining ε=0.6" in out
+    code, out, _ = call(capsys, *base, "--epsilon", "0.4")
+    assert code == 0 and "spent ε=0.8" in out
+    code, out, err = call(capsys, *base, "--epsilon", "0.4")
+    assert code == 2 and "budget exceeded" in err and "nothing was measured" in err
+    code, out, _ = call(capsys, "budget", "--ledger", ledger)
+    assert code == 0 and "census" in out and "remaining ε=0.2" in out
+    code, out, _ = call(capsys, "audit", "verify", "--ledger", ledger)
+    assert code == 0 and "hash chain intact" in out
+    code, _, err = call(capsys, *base, "--epsilon", "0.1", "--total", "5")
+    assert code == 2 and "a total never changes" in err
+
+
+def test_unknown_output_suffix_refused_before_spending(census, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger.sqlite")
+    base = _run_args(census, "--workload", "histogram:sex", "--ledger", ledger, "--total", "1",
+                     "--epsilon", "0.5")
+    for bad in ("cdf.png", "answers.xlsx"):
+        code, _, err = call(capsys, *base, "--out", str(tmp_path / bad))
+        assert code == 2 and "unknown output type" in err and "nothing was spent" in err
+    assert not (tmp_path / "ledger.sqlite").exists()  # not even a ledger entry
+    for good in ("a.csv", "a.json", "a.parquet"):
+        assert call(capsys, *base, "--no-ledger", "--out", str(tmp_path / good))[0] == 0
+    assert len(pd.read_parquet(tmp_path / "a.parquet")) == 2
+    records = json.loads((tmp_path / "a.json").read_text())["answers"]
+    assert [r["sex"] for r in records] == ["F", "M"]
+
+
+def test_dry_run_and_explain_spend_nothing(census, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger.sqlite")
+    base = _run_args(census, "--workload", "cdf:age by sex", "--ledger", ledger, "--total", "1",
+                     "--epsilon", "0.5")
+    code, out, _ = call(capsys, *base, "--explain")
+    assert code == 0 and "candidates" in out and "hdmm" in out and "expected std error" in out
+    assert "spent ε=0," in out and "nothing spent" in out
+    code, out, _ = call(capsys, *base, "--dry-run")
+    assert code == 0 and "interval ±" in out and "candidates" not in out
+    code, out, _ = call(capsys, "budget", "--ledger", ledger)
+    assert "spent ε=0 " in out
+
+
+def test_delta_switches_to_zcdp_and_gaussian(census, tmp_path, capsys):
+    out = tmp_path / "m.csv"
+    code, printed, _ = call(capsys, *_run_args(census, "--workload", "marginals:2:sex,race,marital",
+                                               "--no-ledger", "--epsilon", "1", "--delta", "1e-9",
+                                               "--out", str(out)))
+    assert code == 0 and "ρ=" in printed and "δ=1e-09" in printed
+    assert (pd.read_csv(out)["ci_method"] == "exact Gaussian").all()
+
+
+def test_plot_draws_the_answers(census, tmp_path, capsys):
+    for spec in ("histogram:race", "cdf:age by sex", "histogram:sex,race"):
+        plot = tmp_path / f"{spec.split(':')[0]}{spec.count(',')}.png"
+        code, _, err = call(capsys, *_run_args(census, "--workload", spec, "--no-ledger",
+                                                 "--epsilon", "1", "--plot", str(plot)))
+        assert code == 0, err
+        assert plot.stat().st_size > 5000 and plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_debug_anywhere_and_quiet_on_a_closed_pipe(census):
+    data, domain = census
+    result = run_cli("run", "--data", str(data), "--domain", str(domain), "--workload",
+                     "histogram:nosuch", "--epsilon", "1", "--no-ledger", "--debug")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+    pipe = subprocess.run(
+        f"{sys.executable} -m ektelo.cli run --no-ledger --data {data} --domain {domain} "
+        f"--workload cdf:salary --plan identity --epsilon 1 | head -2",
+        shell=True, capture_output=True, text=True, timeout=300,
+    )
+    assert len(pipe.stdout.splitlines()) == 2
+    assert "Broken pipe" not in pipe.stderr and "Traceback" not in pipe.stderr
+
+
+def test_by_separator_and_aliases_are_the_same_question(census, tmp_path, capsys):
+    frames = []
+    for spec in ("cdf:age by sex", "prefix:age|sex"):
+        out = tmp_path / f"{len(frames)}.csv"
+        assert call(capsys, *_run_args(census, "--workload", spec, "--no-ledger", "--seed", "4",
+                                       "--plan", "hb_striped_kron", "--epsilon", "1",
+                                       "--out", str(out)))[0] == 0
+        frames.append(pd.read_csv(out))
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+
+
+def test_binned_where_message_in_the_filter_syntax(census, capsys):
+    code, _, err = call(capsys, *_run_args(census, "--workload", "histogram:sex", "--no-ledger",
+                                           "--epsilon", "1", "--where", "salary > 0"))
+    assert code == 2 and "`salary > 0`" in err and "salary >= 1000" in err
+    assert "col(" not in err  # not the Python API's syntax
+
+
+def test_domain_init_writes_a_template_with_a_loud_note(tmp_path, capsys):
+    data = tmp_path / "survey.csv"
+    pd.DataFrame({"rate_marriage": [1, 5, 3, 4], "religious": ["yes", "no", "no", ""],
+                  "affairs": [0.0, 0.4, 16.5, 2.3]}).to_csv(data, index=False)
+    code, _, err = call(capsys, "domain", "init", str(data))
+    assert code == 0 and "PRIVATE DATA" in err and "Replace every one of them" in err
+    spec = json.loads((tmp_path / "survey.domain.json").read_text())
+    assert "private" in spec["$comment"]
+    assert spec["rate_marriage"] == {"range": [1, 5], "width": 1}
+    assert spec["religious"] == {"values": ["no", "yes"]}
+    assert spec["affairs"]["width"] == 1
+    assert call(capsys, "domain", "init", str(data))[0] == 2  # no silent overwrite
+    # the template is a working domain
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(data), "--domain",
+                        str(tmp_path / "survey.domain.json"), "--workload",
+                        "histogram:rate_marriage", "--epsilon", "1", "--on-invalid", "drop")
+    assert code == 0, err
+
+
+def test_a_size_guessed_for_values_one_to_n_gets_a_hint(tmp_path, capsys):
+    (tmp_path / "d.json").write_text(json.dumps({"rate_marriage": 5}))
+    (tmp_path / "t.csv").write_text("rate_marriage\n1\n5\n3\n")
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / "t.csv"),
+                        "--domain", str(tmp_path / "d.json"), "--workload",
+                        "histogram:rate_marriage", "--epsilon", "1")
+    assert code == 2 and '{"range": [lo, hi]}' in err and "np.int64" not in err
+    assert "--on-invalid drop|clamp" in err
+
+
+def test_range_file_numeric_labels_and_binned_bounds(tmp_path, capsys):
+    (tmp_path / "d.json").write_text(json.dumps({"age": {"values": [17.5, 22, 27, 32]},
+                                                 "pay": {"bins": [0, 10, 20]}}))
+    (tmp_path / "t.csv").write_text("age,pay\n22,5\n27,15\n17.5,1\n")
+    ranges = tmp_path / "r.csv"
+    ranges.write_text("age_lo,age_hi,pay_lo,pay_hi\n22,27,0,20\n")
+    common = ("run", "--no-ledger", "--data", str(tmp_path / "t.csv"), "--domain",
+              str(tmp_path / "d.json"), "--epsilon", "1")
+    code, _, err = call(capsys, *common, "--workload", f"file:{ranges}")
+    assert code == 0, err
+    ranges.write_text("age_lo,age_hi,pay_lo,pay_hi\n22,27,0,15\n")
+    code, _, err = call(capsys, *common, "--workload", f"file:{ranges}")
+    assert code == 2 and "upper bound 15 is not a bin edge (nearest edges: 10 and 20)" in err
+
+
+def test_help_imports_nothing_heavy():
+    """`ektelo --help` loads no NumPy-based module of the CLI's own (lazy imports);
+    the time is measured by benchmarks/bench_cli_startup.py."""
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; sys.argv = ['ektelo', '--help']\n"
+         "import ektelo.cli as c\n"
+         "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
+         "print(sorted(m for m in ('ektelo.session', 'ektelo.plans', 'ektelo.planner', "
+         "'ektelo.workload.spec', 'matplotlib', 'tqdm') if m in sys.modules))"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("[]"), result.stderr
