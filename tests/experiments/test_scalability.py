@@ -62,9 +62,9 @@ def test_worker_empties_library_memos_before_each_job(monkeypatch):
     import sys
     import types
 
-    probe = types.ModuleType("ektelo._memo_probe")
+    probe = types.ModuleType("ektelo.memo_probe")
     probe.square = functools.lru_cache(maxsize=4)(lambda v: v * v)
-    monkeypatch.setitem(sys.modules, "ektelo._memo_probe", probe)
+    monkeypatch.setitem(sys.modules, "ektelo.memo_probe", probe)
     probe.square(3)
     assert probe.square.cache_info().currsize == 1
     common.clear_library_caches()

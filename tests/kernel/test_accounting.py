@@ -69,9 +69,9 @@ def test_stability_chain_multiplies():
     z.laplace(Total(16), eps=EPS)
     assert spent(x) == 8 * 2 * F(EPS)
     assert x.history()[-1].increments == (
-        (z._node, EPS),
-        (y._node, float(2 * F(EPS))),
-        (x._node, float(16 * F(EPS))),
+        (z.node, EPS),
+        (y.node, float(2 * F(EPS))),
+        (x.node, float(16 * F(EPS))),
     )
 
 

@@ -36,7 +36,7 @@ def test_partition_operators_charge_eps_through_the_chain(name):
     assert isinstance(P, Partition) and P.size == 64
     assert spent(x) == 2 * F(0.25)
     record = x.history()[-1]
-    assert record.operation == name and record.eps == 0.25 and record.node == y._node
+    assert record.operation == name and record.eps == 0.25 and record.node == y.node
     # the partition is public and usable at once
     m = y.reduce_by_partition(P).laplace(Identity(P.num_groups), eps=0.25)
     assert spent(x) == 4 * F(0.25) and m.query_on_root.shape == (P.num_groups, 64)

@@ -269,9 +269,9 @@ def measurement_meta(m: Measurement) -> tuple[Any, ...]:
 def result_meta(value: Any) -> Any:
     """The public metadata of a request's result (mechanism choices excluded)."""
     if isinstance(value, ProtectedVector):
-        return ("vector", value._node, value.shape, _strip_root(value.root_id), value.root_shape)
+        return ("vector", value.node, value.shape, _strip_root(value.root_id), value.root_shape)
     if isinstance(value, ProtectedTable):
-        return ("table", value._node, repr(value.domain))
+        return ("table", value.node, repr(value.domain))
     if isinstance(value, Measurement):
         return ("measurement", measurement_meta(value))
     if isinstance(value, Partition):  # chosen by AHP/DAWA: only the cells it covers

@@ -176,7 +176,7 @@ class KernelMachine(RuleBasedStateMachine):
         self.model = Model(TOTAL)
 
     def _stability(self, handle) -> Fraction:
-        return handle.ledger()[handle._node].stability
+        return handle.ledger()[handle.node].stability
 
     @initialize(target=vectors)
     def start(self):
@@ -187,30 +187,30 @@ class KernelMachine(RuleBasedStateMachine):
         w = v.transform(Dense(c * np.eye(v.size)))
         s = self._stability(w)
         assert s >= F(c)  # never below the true column norm
-        self.model.add(w._node, v._node, "v", s)
+        self.model.add(w.node, v.node, "v", s)
         return w
 
     @rule(target=vectors, v=vectors)
     def reduce(self, v):
         assume(v.size >= 2)
         w = v.reduce_by_partition(Partition(np.arange(v.size) // 2))
-        self.model.add(w._node, v._node, "v", self._stability(w))
+        self.model.add(w.node, v.node, "v", self._stability(w))
         return w
 
     @rule(target=vectors, v=vectors)
     def split(self, v):
         assume(v.size >= 2)
         kids = v.split_by_partition(Partition(np.arange(v.size) % 2))
-        part = kids[0].ledger()[kids[0]._node].parent
-        self.model.add(part, v._node, "p", F(1))
+        part = kids[0].ledger()[kids[0].node].parent
+        self.model.add(part, v.node, "p", F(1))
         for k in kids:
-            self.model.add(k._node, part, "v", F(1))
+            self.model.add(k.node, part, "v", F(1))
         return multiple(*kids)
 
     @rule(v=vectors, eps=EPS)
     def measure(self, v, eps):
         before, history = self.root.ledger(), self.root.history()
-        if self.model.request(v._node, eps):
+        if self.model.request(v.node, eps):
             m = v.laplace(Identity(v.size), eps=eps)
             assert m.epsilon == eps and m.root_id == self.root.root_id
             assert self.root.history()[-1].eps == eps
