@@ -249,13 +249,13 @@ def test_a_located_parent_stays_put_when_cells_tie(K, rng) -> None:
 def test_sorting_networks_sort(K) -> None:
     """Every 0–1 input comes out sorted, so every input does (Knuth, TAOCP
     vol. 3, §5.3.4, the 0–1 principle): the sizes used, up to 12."""
-    network = tree_nnls._network(K)  # private: the 0–1 principle needs the bare network
+    network = tree_nnls.sorting_network(K)
     for word in range(2**K):
         v = [(word >> i) & 1 for i in range(K)]
         for i, j in network:
             v[i], v[j] = min(v[i], v[j]), max(v[i], v[j])
         assert v == sorted(v)
-    assert len(tree_nnls._network(6)) == 12  # the optimum for 6 inputs
+    assert len(tree_nnls.sorting_network(6)) == 12  # the optimum for 6 inputs
 
 
 def test_parent_solve_writes_into_the_given_buffer(rng) -> None:
@@ -283,8 +283,8 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
     assert H.height == 2
     y = noisy_answers(H, True, rng)
     seen = []
-    # private `_local_price`/`_spread_down`/`_fitted_above`: the price a block
-    # sets is internal; it is checked against the public `tree.solve_from`
+    # private `_local_price`: the price a block sets is internal; it is
+    # checked against the public `tree.solve_from`
     price = tree_nnls._Parents._local_price
 
     def recorded(self, G, a, b):
@@ -301,8 +301,10 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
     assert len(seen) == 1 and seen[0][:2] == (0, math.prod(grid))
     _, _, (alpha, beta), G, local = seen[0]
     totals = tree.solve_from(H, y, t0, alpha.reshape(grid), beta.reshape(grid), True, terms=terms)
-    base = G - tree_nnls._spread_down(H, t0, {0: terms[0][0]})  # G less the root's w·y
-    expected = tree_nnls._fitted_above(H, t0, terms, totals, out=np.empty(G.size), base=base)
+    # the parents' one ancestor is the root: G less the root's w·y, plus the
+    # root's w² times the total the solve fits under it
+    (root_wy, root_w2) = terms[0]
+    expected = G - float(root_wy.reshape(-1)[0]) + float(np.asarray(root_w2)) * totals.sum()
     np.testing.assert_allclose(local, expected, rtol=1e-12, atol=1e-12 * np.abs(G).max())
 
 

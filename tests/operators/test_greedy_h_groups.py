@@ -27,10 +27,6 @@ from ektelo.matrix import (
 )
 from ektelo.operators import partition, selection
 
-# private `reduced_ranges`: its dense fast path is checked against the implicit
-# product it replaces (greedy_h_on_partition returns only the strategy)
-from ektelo.operators._greedy_h_groups import reduced_ranges
-
 
 def _skewed(shape: tuple[int, int], seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
@@ -73,15 +69,18 @@ def test_on_a_2d_partition_the_tree_follows_the_hilbert_curve():
 
 
 def test_dense_reduced_ranges_match_the_implicit_product():
+    # dyadic Hilbert buckets are rectangles: greedy_h_on_partition forms W P⁺ Cᵀ
+    # densely from the overlaps per axis; GreedyH on the implicit product must
+    # weigh the same tree alike
     x = _skewed((64, 64), 1)  # 4096 cells: the dyadic (approximate) partition
     W = wl.random_range((64, 64), 50, seed=4)
     for seed in range(3):
         P = dawa_partition(x, 0.5, RandomSource(seed))
-        order, C = _curve_order(P)
-        dense = reduced_ranges(P, W, order)
-        assert dense is not None, "dyadic Hilbert buckets are rectangles"
-        implicit = (P.reduce_workload(W) @ C.T).dense()
-        np.testing.assert_allclose(dense.dense(), implicit, rtol=1e-12, atol=1e-12)
+        _, C = _curve_order(P)
+        implicit = P.reduce_workload(W) @ C.T
+        M = selection.greedy_h_on_partition(P, W)
+        G = selection.greedy_h(P.num_groups, implicit)
+        np.testing.assert_allclose(M.dense(), (G @ C).dense(), rtol=1e-12, atol=1e-12)
 
 
 def test_dense_reduced_ranges_decline_non_rectangular_groups():
@@ -90,10 +89,11 @@ def test_dense_reduced_ranges_decline_non_rectangular_groups():
     groups[1, 0] = 0
     P = Partition(groups)
     W = wl.random_range((8, 8), 5, seed=1)
-    order, _ = _curve_order(P)
-    assert reduced_ranges(P, W, order) is None
+    _, C = _curve_order(P)
     M = selection.greedy_h_on_partition(P, W)  # through the implicit product instead
     assert M.shape == (M.shape[0], 2)
+    G = selection.greedy_h(P.num_groups, P.reduce_workload(W) @ C.T)
+    np.testing.assert_allclose(M.dense(), (G @ C).dense(), rtol=1e-12, atol=1e-12)
 
 
 def test_greedy_h_on_partition_checks_its_arguments():

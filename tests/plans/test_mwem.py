@@ -17,7 +17,6 @@ import pytest
 import ektelo
 from ektelo import inference, plans
 from ektelo import workload as wl
-from ektelo.inference import _mw_passes
 from ektelo.matrix import (
     Dense,
     EMatrix,
@@ -389,7 +388,8 @@ def test_mw_matches_literal_loop_over_many_passes(scratch_rows: int, monkeypatch
     """Enough passes for the blocks' first guesses to extrapolate the last
     passes' masses (polynomials up to order 5), and for the huge-block path
     (no kept scratch, the last masses only): the literal loop's result."""
-    monkeypatch.setattr(_mw_passes, "_SCRATCH_ROWS", scratch_rows)
+    # a size threshold (private): which blocks keep their scratch and history
+    monkeypatch.setattr("ektelo.inference._mw_passes._SCRATCH_ROWS", scratch_rows)
     rng = np.random.default_rng(4)
     n = 256
     x = rng.poisson(2, n)

@@ -65,7 +65,7 @@ from ..matrix import Hierarchy
 from .tree import answers as checked_answers
 from .tree import node_terms, solve_from
 
-__all__ = ["TreeNNLS", "solve"]
+__all__ = ["TreeNNLS", "solve", "sorting_network"]
 
 # Parents with more cells fall back (the breakpoints cost O(K) per cell).
 _MAX_CELLS_PER_PARENT = 64
@@ -245,7 +245,7 @@ def _layout(tree: Hierarchy) -> _Grid | _Runs | None:
     return layout if layout.K <= _MAX_CELLS_PER_PARENT else None
 
 
-def _network(K: int) -> tuple[tuple[int, int], ...]:
+def sorting_network(K: int) -> tuple[tuple[int, int], ...]:
     """Batcher's odd–even merge sort on K inputs (Knuth, TAOCP vol. 3,
     §5.3.4), as comparators (i, j), i < j: built for the next power of two,
     minus those touching the inputs beyond K (virtual +∞, never moved)."""
@@ -304,7 +304,7 @@ class _Parents:
         self.pads = layout.pads
         # p_v per parent, only where some have no row (else `own` for all)
         self.own_rows = None if rowless is None else np.where(rowless, 0.0, own)
-        self.network = _network(K) if K <= _NETWORK_CELLS else None
+        self.network = sorting_network(K) if K <= _NETWORK_CELLS else None
         self.ys = np.empty((K, P))
         self.alpha, self.beta = np.empty(P), np.empty(P)
         self.lo, self.hi = np.empty(P), np.empty(P)
