@@ -162,7 +162,9 @@ def test_show_bad_values_counts_and_lists_on_request():
     with pytest.raises(DomainValueError) as err:
         d.encode(frame, show_bad_values=True)
     message = str(err.value)
-    assert message.startswith("column 'affairs': 3 values outside the domain (integer codes 0..60; a size")
+    assert message.startswith(
+        "column 'affairs': 3 values outside the domain (integer codes 0..60; a size"
+    )
     assert "row 749 = 57.5999908" in message and "row 750 = 61.0" in message
     assert "row 998 = -3.25" in message
     assert err.value.column == "affairs" and "57.59" not in err.value.summary
@@ -317,3 +319,95 @@ def test_credit_hand_written_domain():
     binned = Domain.from_json(dict(CREDIT_DOMAIN, X5={"bins": [21, 30, 40, 50, 60, 70, 80]}))
     ages = binned.encode(frame)[:, 2]
     np.testing.assert_array_equal(ages, np.searchsorted([30, 40, 50, 60, 70], frame["X5"], "right"))
+
+
+# -- issue #27: domains made easy ---------------------------------------------------------
+def _schema() -> dict:
+    import importlib.resources
+    import json
+
+    return json.loads(importlib.resources.files("ektelo").joinpath("domain.schema.json")
+                      .read_text(encoding="utf-8"))
+
+
+def _readme_domain() -> dict:
+    import json
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    return json.loads(re.search(r"```json\n(.*?)```", readme, re.S).group(1))
+
+
+def test_schema_ships_and_accepts_what_the_parser_accepts():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = _schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    good = [_readme_domain(), {"a": 3, "b": {"size": 2}, "c": {"range": [0.0, 1.0], "width": 0.1}}]
+    for spec in good:
+        jsonschema.validate(spec, schema)
+        Domain.from_dict(spec)
+    for bad in ({"a": 0}, {"a": {"values": [1, 1]}}, {"a": {"bins": [1]}},
+                {"a": {"range": [0, 1], "bins": [0, 1]}}, {"a": "5"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+        with pytest.raises((ValueError, TypeError)):
+            Domain.from_dict(bad)
+
+
+def test_range_shorthand():
+    d = Domain.from_dict(_readme_domain())
+    assert d["age"].values == tuple(range(17, 91))  # integers one by one: labels
+    income = d["income"]
+    assert income.bins[0] == 0 and income.bins[-1] == 210000 and income.size == 21
+    tenth = Attribute.from_spec("r", {"range": [0, 1], "width": 0.1})
+    assert tenth.bins[3] == 0.3 and tenth.size == 11  # exact decimal steps; 1 has a bin
+    with pytest.raises(ValueError, match="'range' must be"):
+        Attribute.from_spec("r", {"range": [0], "width": 1})
+    with pytest.raises(ValueError, match="lo ≤ hi"):
+        Attribute.from_spec("r", {"range": [5, 1], "width": 1})
+
+
+def test_numeric_labels_from_text_and_binned_bounds_at_edges():
+    a = Attribute.from_spec("h", {"values": [17.5, 22, 27]})
+    assert a.code_of("27") == 2 and a.code_of(" 17.5") == 0
+    b = Attribute.from_spec("pay", {"bins": [0, 10, 20, 50]})
+    assert b.range_codes(10, 50) == (1, 2)  # half-open [10, 50): bins 1 and 2
+    with pytest.raises(ValueError, match=r"upper bound 49 is not a bin edge \(nearest edges: "
+                                         r"20 and 50\)"):
+        b.range_codes(0, 49)
+    with pytest.raises(ValueError, match="empty"):
+        b.range_codes(20, 20)
+
+
+def test_clean_drop_and_clamp_are_row_by_row():
+    d = Domain.from_dict({"age": {"range": [18, 27], "width": 1}, "pay": {"bins": [0, 10, 20]},
+                          "sex": {"values": ["F", "M"]}})
+    frame = pd.DataFrame({"age": [30, 20, 17], "pay": [5, -3, 25.0], "sex": ["F", "M", "F"]})
+    dropped = d.clean(frame, "drop")
+    assert dropped.to_dict("list") == {"age": [], "pay": [], "sex": []}
+    clamped = d.clean(frame, "clamp")
+    assert list(clamped["age"]) == [27, 20, 18] and list(clamped["pay"]) == [5, 0, 10]
+    d.encode(clamped)  # everything valid now
+    # one more bad row changes the cleaned table by at most one row (1-stable)
+    more = pd.concat([frame, frame.iloc[[0]]], ignore_index=True)
+    assert len(d.clean(more, "clamp")) == len(clamped) + 1
+    with pytest.raises(DomainValueError, match="cannot be clamped"):
+        d.clean(frame.assign(sex=["F", "X", "M"]), "clamp")
+    with pytest.raises(ValueError, match="on_invalid must be"):
+        d.clean(frame, "fix")
+
+
+def test_domain_template_is_valid_and_says_it_is_private():
+    from ektelo.domain import domain_template
+
+    frame = pd.DataFrame({"n": [1, 5, 3], "t": ["x", "y", None], "f": [0.5, 1000.0, 33.3],
+                          "many": ["a", "b", "c"]})
+    spec, notes = domain_template(frame, max_labels=2)
+    assert "private" in spec["$comment"] and notes == ["many: 3 distinct values (> 2); left out"]
+    assert spec["n"] == {"range": [1, 5], "width": 1} and spec["t"] == {"values": ["x", "y"]}
+    assert spec["f"]["width"] == 50 and spec["f"]["range"][0] == 0
+    d = Domain.from_dict(spec)
+    d.encode(frame.drop(columns="many").dropna())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(spec, _schema())

@@ -1,4 +1,5 @@
 """Row filters written as text (public): ``"sex == 'M' and 30 <= age <= 39"``
+(names that are not identifiers in backquotes, as in pandas: ```income>50K` == 1``)
 → a kernel predicate (`ektelo.col`), for `ektelo run --where` and
 `Session(...).histogram(..., where="...")`.
 
@@ -40,10 +41,19 @@ class WhereError(ValueError):
 def parse_where(text: str, domain: Domain | None = None) -> Any:
     """Turn `sex == 'M' and 30 <= age <= 39` into a kernel predicate; with
     `domain`, check every attribute and threshold against it first."""
+    import re
+
     from .kernel import col
 
+    quoted: dict[str, str] = {}  # `income>50K`: names that are not identifiers
+
+    def hide(match: re.Match[str]) -> str:
+        quoted[f"__ektelo_q{len(quoted)}__"] = match.group(1)
+        return f"__ektelo_q{len(quoted) - 1}__"
+
+    source = re.sub(r"`([^`]+)`", hide, text)
     try:
-        tree = ast.parse(text, mode="eval").body
+        tree = ast.parse(source, mode="eval").body
     except SyntaxError as exc:
         raise WhereError(f"--where: cannot parse {text!r}: {exc.msg}") from None
 
@@ -79,9 +89,10 @@ def parse_where(text: str, domain: Domain | None = None) -> Any:
             values = literal(right)
             if not isinstance(values, tuple | list | set):
                 raise WhereError("--where: 'in' needs a tuple or list of values")
+            name = quoted.get(left.id, left.id)
             for v in values:
-                _check(domain, left.id, "==", v)
-            pred = col(left.id).isin(list(values))
+                _check(domain, name, "==", v)
+            pred = col(name).isin(list(values))
             return ~pred if isinstance(op, ast.NotIn) else pred
         symbol = _COMPARE.get(type(op))
         if symbol is None:
@@ -92,6 +103,7 @@ def parse_where(text: str, domain: Domain | None = None) -> Any:
             name, value, symbol = right.id, literal(left), _FLIP[symbol]
         else:
             raise WhereError("--where: each comparison needs one attribute and one value")
+        name = quoted.get(name, name)
         _check(domain, name, symbol, value)
         column = col(name)
         return {
