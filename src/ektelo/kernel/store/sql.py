@@ -43,6 +43,7 @@ from .records import (
     DatasetRecord,
     HistoryEntry,
     StoreError,
+    decode_answer,
     frac,
     now,
 )
@@ -503,6 +504,19 @@ class SQLStore:
             HistoryEntry(t, None if a == OWNER else a, op, frac(amt), frac(ch), rid, st, ses)
             for t, a, op, amt, ch, rid, st, ses in rows
         ]
+
+    def released(
+        self, dataset: str, request_id: str, analyst: str | None = None
+    ) -> dict[str, Any] | None:
+        """The answer released for `request_id` (a dict of public values, as
+        the kernel stored it), or None if the request is unknown or was
+        charged without an answer."""
+        ds = self._dataset_id(dataset)
+        rows = self._read(lambda c: self._exec(
+            c, "SELECT answer FROM ektelo_reservations WHERE dataset = ? AND analyst = ? "
+            "AND request_id = ?", (ds, OWNER if analyst is None else analyst, request_id),
+        ))  # fmt: skip
+        return decode_answer(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def audit_log(self, dataset: str) -> list[AuditEntry]:
         """The audit entries of `dataset`, in order (no data values, no answers)."""
