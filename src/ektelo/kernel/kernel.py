@@ -59,7 +59,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
@@ -85,11 +85,11 @@ from ..matrix import (
 )
 from ..measurement import Gaussian, Laplace, Measurement
 from . import ahp, dawa, marginal_select, mwem, privbayes, tables
+from .engines import MemoryEngine, TableEngine
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
 from .noise import RandomSource, laplace_scale_for
 from .port import QueryRecord, SourceInfo
-from .predicates import compile_predicate
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
 __all__ = ["Kernel"]
@@ -97,8 +97,9 @@ __all__ = ["Kernel"]
 
 @dataclass
 class _Table:
-    rows: tables.Rows
+    rows: Any  # the engine's table value (tables.Rows for the memory engine)
     domain: Domain
+    engine: TableEngine = field(default_factory=MemoryEngine)
 
 
 @dataclass
@@ -284,6 +285,13 @@ class Kernel:
         return node
 
     @_private
+    def add_engine_table(self, engine: TableEngine, table: Any, domain: Domain) -> int:
+        """A root table held by a table engine (`engines.open_table`, protect)."""
+        node = self._ledger.add_root("table", "protect")
+        self._sources[node] = _Table(table, domain, engine)
+        return node
+
+    @_private
     def add_vector(self, values: np.ndarray, *, integral: bool) -> int:
         """A root vector; `integral` is the data holder's declaration (protect)."""
         node = self._ledger.add_root("vector", "protect")
@@ -320,11 +328,14 @@ class Kernel:
         return node, cast(_Vector, self._sources[node])  # _resolve checked the kind
 
     def _new_table(
-        self, parent: int, rows: tables.Rows, domain: Domain, stability: int, op: str,
-        spec: str = "",
+        self, parent: int, rows: Any, domain: Domain, stability: int, op: str,
+        spec: str = "", engine: TableEngine | None = None,
     ) -> int:  # fmt: skip
+        """A derived table; `rows` is the parent's engine's table value."""
+        if engine is None:  # the parent's (a split's children pass theirs: see split_table)
+            engine = cast(_Table, self._sources[parent]).engine
         node = self._ledger.add_child(parent, "table", stability, op, spec)
-        self._sources[node] = _Table(rows, domain)
+        self._sources[node] = _Table(rows, domain, engine)
         return node
 
     def _add_vector(
@@ -364,8 +375,8 @@ class Kernel:
     @_private
     def where(self, source: int, predicate: Any) -> int:
         node, t = self._table(source)
-        mask_of = compile_predicate(predicate, t.domain)
-        rows = tables.where_rows(t.rows, mask_of)
+        # the engines check the predicate against the public domain first
+        rows = t.engine.where(t.rows, predicate, t.domain)
         return self._new_table(node, rows, t.domain, 1, "where", repr(predicate))
 
     @_private
@@ -373,7 +384,7 @@ class Kernel:
         node, t = self._table(source)
         names = check_names(t.domain, attrs)
         cols = [t.domain.index(n) for n in names]
-        rows = tables.select_rows(t.rows, cols)
+        rows = t.engine.select(t.rows, cols)
         return self._new_table(node, rows, t.domain.project(names), 1, "select", repr(names))
 
     @_private
@@ -387,7 +398,7 @@ class Kernel:
         if isinstance(count_cap, bool) or not isinstance(count_cap, int) or count_cap < 1:
             raise ValueError(f"count_cap must be a positive int, got {count_cap!r}")
         cols = [t.domain.index(n) for n in names]
-        rows = tables.group_rows(t.rows, cols, count, count_cap)
+        rows = t.engine.group_by(t.rows, cols, count, count_cap)
         domain = tables.group_domain(t.domain, cols, count, count_cap)
         return self._new_table(node, rows, domain, 2, "group_by", repr((names, count, count_cap)))
 
@@ -395,10 +406,10 @@ class Kernel:
     def split_table(self, source: int, attr: Any) -> list[int]:
         node, t = self._table(source)
         (name,) = check_names(t.domain, [attr], "attr")
-        parts = tables.split_rows(t.rows, t.domain.index(name), t.domain[name].size)
+        parts = t.engine.split(t.rows, t.domain.index(name), t.domain[name].size)
         part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})", name)
         return [
-            self._new_table(part, c, t.domain, 1, "split_child", str(i))
+            self._new_table(part, c, t.domain, 1, "split_child", str(i), t.engine)
             for i, c in enumerate(parts)
         ]
 
@@ -410,7 +421,7 @@ class Kernel:
         if math.prod(shape) > tables.MAX_CELLS:
             raise ValueError(f"vectorize over {shape} has too many cells; select fewer")
         cols = [t.domain.index(n) for n in names]
-        values = tables.vectorize_rows(t.rows, cols, shape)
+        values = t.engine.vectorize(t.rows, cols, shape)  # engines: no charge here (base.py)
         root_id = self._table_root(node, tuple(names))
         vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names))
         return self._add_vector(node, "vectorize", 1, vec, repr(tuple(names)))
@@ -566,11 +577,12 @@ class Kernel:
         node, t = self._table(source)
         eps = check_epsilon(eps)
         laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
+        count = float(t.engine.count(t.rows))  # engine work before the charge (engines/base.py)
         record, res = self._spend(
             node, "noisy_count", eps=eps, request_id=request_id, query="Total", sensitivity=1.0
         )
         if res.replay is None:
-            answer = np.array([float(t.rows.count())])
+            answer = np.array([count])
             draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
             self._release(res, answers=draw.values, scale=draw.scale, grid=draw.grid)
         out = res.replay or {"answers": draw.values, "scale": draw.scale, "grid": draw.grid}
@@ -713,13 +725,13 @@ class Kernel:
             raise ValueError("the attribute domain is too large for int64 cell codes")
         if len(shape) > 1 and eps / (len(shape) - 1) <= 2.0**-32:  # noise.py E4, per choice
             raise ValueError(f"eps={eps!r} is too small for {len(shape) - 1} network choices")
+        codes = t.engine.codes(t.rows)  # engine work before the charge (engines/base.py)
         _, res = self._spend(
             node, "privbayes_select", eps=eps, request_id=request_id,
             content={"options": repr(opts)},
         )  # fmt: skip
         if res.replay is not None:
             return [tuple(int(i) for i in c) for c in res.replay["cliques"]]
-        codes = np.array(t.rows.selected(), copy=True)
         cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
         out = [tuple(int(i) for i in c) for c in cliques]
         self._release(res, cliques=[list(c) for c in out])
@@ -736,6 +748,9 @@ class Kernel:
         node, t = self._table(source)
         request = marginal_select.check_request(t.domain, candidates, estimates, weights, penalties)
         em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
+        rows = t.rows  # an engine's rows come in before the charge (engines/base.py)
+        if not isinstance(t.engine, MemoryEngine):
+            rows = tables.Rows.all(t.engine.codes(t.rows))
         content = {
             "candidates": repr(request.candidates),
             "estimates": [_array_digest(e) for e in request.estimates],
@@ -749,7 +764,7 @@ class Kernel:
         if res.replay is not None:
             return request.candidates[int(res.replay["index"])]
         # charged: from here on nothing raises on the data (clamps M2–M3)
-        i = marginal_select.select_marginal(t.rows, request, em_eps, self._random)
+        i = marginal_select.select_marginal(rows, request, em_eps, self._random)
         self._release(res, index=int(i))
         return request.candidates[i]
 

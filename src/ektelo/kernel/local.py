@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
 from . import port, store
+from .engines import is_table_source, open_table
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
 from .ledger import check_epsilon, check_rho
@@ -118,6 +118,8 @@ def protect(
     seed: int | None = None,
     integral: bool | None = None,
     show_bad_values: bool = False,
+    engine: Any = None,
+    on_invalid: str = "error",
     ledger: Any = None,
     dataset: str | None = None,
     analyst: str | None = None,
@@ -136,6 +138,17 @@ def protect(
       data holder passes `show_bad_values=True` to count them and list the
       first few rows and values, see `Domain.encode`);
     * a numeric numpy array of any shape → a `ProtectedVector` over that shape.
+
+    Where a table lives (issue #28, docs/engines.md): `engine=None` picks the
+    in-memory engine for a DataFrame, DuckDB for a CSV/Parquet path (str or
+    Path) or a ``"duckdb:///file.db?table=name"`` table, and Spark for a Spark
+    DataFrame; ``engine="memory"|"duckdb"|"spark"`` or a configured engine
+    (``DuckDBEngine(memory_limit="1GB", threads=2, temp_directory=...)``)
+    overrides it. `on_invalid` says what happens to values outside the domain
+    and missing values: "error" refuses the table (here, before any kernel
+    exists), "drop" removes their rows (a 1-stable filter), "clamp" moves
+    numbers to the nearest value of their attribute (a 1-stable map) and
+    refuses what has none — see `Domain.clean`.
 
     `integral` declares whether an array holds counts (integers): by default
     True for integer and bool dtypes, False for floats. The kernel never looks
@@ -166,14 +179,19 @@ def protect(
     if ledger is None and (dataset is not None or analyst is not None):
         raise TypeError("dataset= and analyst= name a budget in a ledger store: pass ledger=")
 
-    if isinstance(data, pd.DataFrame):
+    if is_table_source(data) or engine is not None:
         if not isinstance(domain, Domain):
-            raise TypeError("protecting a DataFrame needs domain=Domain(...)")
+            raise TypeError("protecting a table needs domain=Domain(...)")
         if integral is False:
             raise ValueError("a table is always counts: integral=False does not apply")
-        codes = domain.encode(data, show_bad_values=show_bad_values)
+        table_engine, table = open_table(
+            data, domain, engine=engine, on_invalid=on_invalid, show_bad_values=show_bad_values
+        )
         kernel = _kernel(budget, seed, ledger, dataset, analyst)
-        return ProtectedTable(LocalPort(kernel), kernel.add_table(codes, domain))
+        root = kernel.add_engine_table(table_engine, table, domain)
+        return ProtectedTable(LocalPort(kernel), root)
+    if on_invalid != "error":
+        raise ValueError("on_invalid= applies to tables; an array is protected as a vector")
     if domain is not None:
         raise ValueError("domain= applies to DataFrames; an array is protected as a vector")
     if not isinstance(data, np.ndarray):

@@ -1,0 +1,134 @@
+"""Table engines (issue #28): where a protected table's rows live and run.
+
+* `memory.MemoryEngine` — codes in this process (the default for a pandas
+  DataFrame);
+* `duckdb.DuckDBEngine` — DuckDB over a CSV/Parquet file or a DuckDB table,
+  the work pushed down as SQL (the default for a path or ``duckdb://`` URL;
+  extra ``ektelo[duckdb]``);
+* `spark.SparkEngine` — PySpark DataFrames (the default for a Spark
+  DataFrame; extra ``ektelo[spark]``).
+
+All three implement `base.TableEngine`; `open_table` is `protect`'s choice of
+engine and its opening of the data (the data holder's step, before any kernel
+exists: the only place a table's values may be refused). The engine modules
+import DuckDB and PySpark lazily, so neither is needed unless used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ...domain import Domain
+from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid
+from .duckdb import DuckDBEngine, is_duckdb_url
+from .memory import MemoryEngine, open_frame
+from .spark import SparkEngine, is_spark_dataframe
+
+__all__ = [
+    "ON_INVALID",
+    "DuckDBEngine",
+    "EngineError",
+    "MemoryEngine",
+    "SparkEngine",
+    "TableEngine",
+    "is_table_source",
+    "open_table",
+]
+
+ENGINES = {"memory": MemoryEngine, "duckdb": DuckDBEngine, "spark": SparkEngine}
+
+
+def is_table_source(data: Any) -> bool:
+    """Whether `protect` reads `data` as a table (not a vector)."""
+    return isinstance(data, (pd.DataFrame, str, Path)) or is_spark_dataframe(data)
+
+
+def _engine(data: Any, engine: Any) -> TableEngine:
+    if engine is None:
+        if isinstance(data, pd.DataFrame):
+            return MemoryEngine()
+        if is_spark_dataframe(data):
+            return SparkEngine()
+        return DuckDBEngine()  # a path or a duckdb:// URL: the rows stay in the file
+    if isinstance(engine, str):
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {sorted(ENGINES)}, got {engine!r}")
+        made: TableEngine = ENGINES[engine]()
+        return made
+    if isinstance(engine, (MemoryEngine, DuckDBEngine, SparkEngine)):
+        return engine
+    raise TypeError(
+        f"engine must be None, 'memory', 'duckdb', 'spark' or an engine object, got {engine!r}"
+    )
+
+
+def open_table(
+    data: Any,
+    domain: Domain,
+    *,
+    engine: Any = None,
+    on_invalid: str = "error",
+    show_bad_values: bool = False,
+) -> tuple[TableEngine, Any]:
+    """(engine, root table) for `data` under `domain` — protect's table step.
+
+    Defaults: a pandas DataFrame → memory; a str/Path (a .csv or .parquet
+    file) or ``"duckdb:///file.db?table=name"`` → DuckDB; a Spark DataFrame →
+    Spark. `engine=` ("memory" | "duckdb" | "spark" or a configured engine
+    object such as `DuckDBEngine(memory_limit="1GB")`) overrides it: memory
+    reads a file with pandas, DuckDB and Spark take a pandas DataFrame too.
+    Values outside the domain follow `on_invalid` (base.ON_INVALID).
+    """
+    if not isinstance(domain, Domain):
+        raise TypeError("protecting a table needs domain=Domain(...)")
+    check_on_invalid(on_invalid)
+    chosen = _engine(data, engine)
+    if isinstance(chosen, MemoryEngine):
+        if is_spark_dataframe(data):
+            raise TypeError("a Spark DataFrame needs engine='spark'")
+        frame = data if isinstance(data, pd.DataFrame) else _read(data, domain)
+        return chosen, open_frame(
+            frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
+        )
+    if isinstance(chosen, DuckDBEngine):
+        if isinstance(data, pd.DataFrame):
+            return chosen, chosen.open_frame(
+                data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
+            )
+        if is_spark_dataframe(data):
+            raise TypeError("a Spark DataFrame needs engine='spark'")
+        return chosen, chosen.open_source(
+            data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
+        )
+    assert isinstance(chosen, SparkEngine)
+    if isinstance(data, pd.DataFrame):
+        return chosen, chosen.open_frame(
+            data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
+        )
+    return chosen, chosen.open_source(
+        data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
+    )
+
+
+def _read(source: Any, domain: Domain) -> pd.DataFrame:
+    """A file's domain columns, for the in-memory engine."""
+    if is_duckdb_url(source):
+        raise ValueError("a duckdb:// table needs engine='duckdb'")
+    if not isinstance(source, (str, Path)):
+        raise TypeError(f"expected a DataFrame or a file path, got {type(source).__name__}")
+    path = Path(source)
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".parquet", ".pq"):
+        return pd.read_parquet(path, columns=list(domain.names))
+    if ".csv" in suffixes:  # as Domain.read_csv: string labels as text, blanks kept
+        text = {
+            a.name: str
+            for a in domain.attributes
+            if a.values is not None and all(isinstance(v, str) for v in a.values)
+        }
+        names = list(domain.names)
+        return pd.read_csv(path, usecols=names, dtype=text, keep_default_na=False)[names]
+    raise ValueError(f"{path}: the memory engine reads .parquet and .csv files")

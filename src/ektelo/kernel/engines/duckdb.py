@@ -1,0 +1,455 @@
+"""The DuckDB table engine (issue #28): tables that stay in their files.
+
+A protected table is a lazily composed SQL relation (`Relation`) over a CSV
+or Parquet file or a table of a DuckDB database; the rows are never loaded
+into Python. `where`, `select`, `group_by` and `split` compose the relation
+(they read no row); `vectorize` runs one `GROUP BY` over the cell index and
+scatters the counts into the dense cell vector; `count` and `codes` run one
+query each. Stabilities are the kernel's (tables.py): the engine computes the
+same function of the rows as the in-memory engine, checked by
+tests/engines/.
+
+SQL is built from the engine's own fragments only. Column identifiers come
+from the public `Domain` (checked against the source's columns when the table
+is opened) and are double-quoted with quotes doubled; past the first level
+the columns are the engine's positional names c0, c1, … Every value — a
+path, a label, a bin edge, a predicate's code, a size — is a bound parameter
+with an explicit CAST, never text in the query.
+
+Encoding in SQL (the first level). Each attribute's raw column becomes a code:
+labels through `list_position` over the bound list of labels (the column
+must be text for string labels, numeric for numeric labels, boolean for
+boolean labels; a CSV is read as text and cast with TRY_CAST); bins through
+a balanced tree of `x < edge` comparisons (binary search, the same answer as
+NumPy's searchsorted); integer codes by range and integrality. A value
+outside the domain, NULL, NaN or a text that is not a number gets a NULL
+code, and the policy `on_invalid` decides what happens to it:
+  * "error": a scan when the table is opened (before any kernel exists)
+    refuses the table with `DomainValueError` naming the column and the kind
+    of problem (counts and a few values only with `show_bad_values=True`);
+  * "drop": rows with a NULL code are filtered out (a 1-stable filter);
+  * "clamp": numbers outside an attribute are moved to its nearest value
+    (integer codes rounded half to even, as `Domain.clean`), a 1-stable map;
+    what has no nearest value (NULL, NaN, ±∞, an unknown label) is refused
+    when the table is opened.
+Rows with a NULL code are always filtered out at the first level, so if the
+file changed after the check the engine still sees only valid codes (the file
+must not change while the kernel lives: the kernel does not copy it).
+
+Why no engine failure becomes a data-dependent exception after a charge:
+see base.py. In short: composition reads no row; the queries run before the
+charge of the measurement that uses them; the SQL is total on valid codes;
+any failure left (memory, disk) raises the fixed `EngineError`.
+
+Timing: DuckDB filters every row, but its grouping work grows with the
+number of rows selected, so — unlike the in-memory engine's masks — how long
+`vectorize` takes after a `where` depends on how many rows matched (as for
+the in-memory `group_by`, docs/kernel.md).
+
+Configuration: `DuckDBEngine(memory_limit="1GB", threads=2,
+temp_directory="/tmp/spill")`; DuckDB spills to the temp directory beyond the
+memory limit. Sources (`open_source`): a ``str``/``Path`` ending in
+``.parquet``/``.pq`` or ``.csv`` (gzip too), or ``"duckdb:///path/file.db?table=name"``
+(``table=schema.name`` also; opened read-only).
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from ...domain import Attribute, Domain, DomainValueError
+from ..tables import group_domain
+from . import codes as cd
+from .base import check_on_invalid, guarded
+
+__all__ = ["DuckDBEngine", "Relation", "is_duckdb_url", "quote"]
+
+_NUMERIC = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+    "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL",
+}  # fmt: skip
+_SHOWN = 10  # values listed with show_bad_values=True
+
+
+def quote(identifier: str) -> str:
+    """A SQL identifier, double-quoted (quotes doubled): never interpreted."""
+    if type(identifier) is not str or not identifier or "\x00" in identifier:
+        raise ValueError(f"not a valid identifier: {identifier!r}")
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A table: `sql` selects BIGINT codes c0..c{width-1} (never NULL), with
+    positional parameters `params` (in the order of their `?`)."""
+
+    sql: str
+    params: tuple[Any, ...]
+    width: int
+
+    def __repr__(self) -> str:  # the plan is public; the rows are not in it
+        return f"Relation(width={self.width})"
+
+
+def is_duckdb_url(source: Any) -> bool:
+    return isinstance(source, str) and source.startswith("duckdb://")
+
+
+def _cols(k: int) -> str:
+    return ", ".join(f"c{j}" for j in range(k))
+
+
+class DuckDBEngine:
+    """Tables as DuckDB relations over files or database tables.
+
+    One engine holds one DuckDB connection (opened on first use) configured
+    with `memory_limit` (DuckDB's syntax, e.g. "512MB"), `threads` and
+    `temp_directory` (where it spills)."""
+
+    name = "duckdb"
+
+    def __init__(
+        self,
+        *,
+        memory_limit: str | None = None,
+        threads: int | None = None,
+        temp_directory: str | Path | None = None,
+    ):
+        if memory_limit is not None and (type(memory_limit) is not str or not memory_limit):
+            raise TypeError(f"memory_limit must be a size like '1GB', got {memory_limit!r}")
+        if threads is not None and (type(threads) is not int or threads < 1):
+            raise ValueError(f"threads must be a positive int, got {threads!r}")
+        self.config: dict[str, Any] = {"preserve_insertion_order": False}
+        if memory_limit is not None:
+            self.config["memory_limit"] = memory_limit
+        if threads is not None:
+            self.config["threads"] = threads
+        if temp_directory is not None:
+            self.config["temp_directory"] = str(temp_directory)
+        self._con: Any = None
+        self._lock = threading.Lock()
+        self._attached = 0
+
+    def __repr__(self) -> str:
+        return f"DuckDBEngine({self.config})"
+
+    def connection(self) -> Any:
+        with self._lock:
+            if self._con is None:
+                import duckdb  # the optional extra: ektelo[duckdb]
+
+                self._con = duckdb.connect(":memory:", config=dict(self.config))
+            return self._con
+
+    def _run(self, operation: str, sql: str, params: Sequence[Any]) -> Any:
+        con = self.connection()
+        return guarded(self.name, operation, lambda: con.execute(sql, list(params)))
+
+    # -- opening: the data holder's step (may read and refuse the data) --------------
+    def open_source(
+        self,
+        source: str | Path,
+        domain: Domain,
+        *,
+        on_invalid: str = "error",
+        show_bad_values: bool = False,
+    ) -> Relation:
+        """The root table of a file or database table, encoded against `domain`."""
+        if not isinstance(domain, Domain):
+            raise TypeError("protecting a table needs domain=Domain(...)")
+        from_sql, from_params, text = self._source(source)
+        return self._open(
+            from_sql, from_params, text, str(source), domain, on_invalid, show_bad_values
+        )
+
+    def _open(
+        self, from_sql: str, from_params: tuple[Any, ...], text: bool, source: str,
+        domain: Domain, on_invalid: str, show_bad_values: bool,
+    ) -> Relation:  # fmt: skip
+        if not isinstance(domain, Domain):
+            raise TypeError("protecting a table needs domain=Domain(...)")
+        policy = check_on_invalid(on_invalid)
+        con = self.connection()
+        described = con.execute(f"DESCRIBE SELECT * FROM {from_sql}", list(from_params))
+        types = {str(row[0]): str(row[1]).upper() for row in described.fetchall()}
+        missing = [n for n in domain.names if n not in types]
+        if missing:
+            raise ValueError(
+                f"{source}: missing column(s) {missing}; the domain needs {list(domain.names)}"
+            )
+        raws: list[str] = []
+        codes: list[str] = []
+        params: list[Any] = []
+        for j, a in enumerate(domain.attributes):
+            raw, code, code_params = _encoding(a, types[a.name], text, policy)
+            raws.append(f"{raw} AS r{j}")
+            codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
+            params.extend(code_params)
+        raw_sql = f"SELECT {', '.join(raws)} FROM {from_sql}"
+        # codes next to their raw values; parameters in the order of their `?`
+        both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
+        both_params = (*params, *from_params)
+        if policy != "drop":
+            self._check(domain, both, both_params, policy, show_bad_values)
+        valid = " AND ".join(f"c{j} IS NOT NULL" for j in range(len(domain)))
+        return Relation(
+            f"SELECT {_cols(len(domain))} FROM ({both}) AS coded WHERE {valid}",
+            both_params,
+            len(domain),
+        )
+
+    def open_frame(
+        self,
+        frame: Any,
+        domain: Domain,
+        *,
+        on_invalid: str = "error",
+        show_bad_values: bool = False,
+    ) -> Relation:
+        """The root table of a pandas DataFrame, scanned by DuckDB in place."""
+        with self._lock:
+            self._attached += 1
+            view = f"ektelo_frame{self._attached}"
+        self.connection().register(view, frame)
+        return self._open(view, (), False, str(view), domain, on_invalid, show_bad_values)
+
+    def _source(self, source: str | Path) -> tuple[str, tuple[Any, ...], bool]:
+        """(FROM clause, its parameters, whether its columns are text)."""
+        if is_duckdb_url(source):
+            assert isinstance(source, str)
+            url = urllib.parse.urlparse(source)
+            query = urllib.parse.parse_qs(url.query)
+            names = query.get("table", [])
+            path = urllib.parse.unquote(url.path)
+            if url.netloc or len(names) != 1 or not path or set(query) != {"table"}:
+                raise ValueError(
+                    f"a DuckDB table is named duckdb:///path/to/file.db?table=name, got {source!r}"
+                )
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"no DuckDB database at {path}")
+            with self._lock:
+                self._attached += 1
+                alias = f"ektelo_db{self._attached}"
+            con = self.connection()
+            con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [path])
+            parts = names[0].split(".")
+            if len(parts) > 2 or not all(parts):
+                raise ValueError(f"table= must be name or schema.name, got {names[0]!r}")
+            qualified = ".".join([alias, *(quote(p) for p in parts)])
+            return qualified, (), False
+        if not isinstance(source, (str, Path)):
+            raise TypeError(f"a DuckDB source is a file path or a duckdb:// URL, got {source!r}")
+        file = Path(source)
+        if not file.exists():
+            raise FileNotFoundError(f"no such file: {file}")
+        suffixes = [s.lower() for s in file.suffixes]
+        if (suffixes and suffixes[-1] in (".parquet", ".pq")) or file.is_dir():
+            return "read_parquet(?)", (str(file),), False
+        if ".csv" in suffixes:
+            # all text, like Domain.read_csv's string labels; numbers via TRY_CAST
+            return "read_csv(?, all_varchar = true, header = true)", (str(file),), True
+        raise ValueError(f"{file}: the DuckDB engine reads .parquet and .csv files")
+
+    def _check(
+        self, domain: Domain, both: str, params: tuple[Any, ...], policy: str, show: bool
+    ) -> None:
+        """Refuse NULL codes (error: any invalid value; clamp: values with no
+        nearest value) with one scan, as `Domain.encode`/`Domain.clean` do."""
+        checks = []
+        for j, a in enumerate(domain.attributes):
+            gone = f"(r{j} IS NULL OR isnan(r{j}))" if cd.is_double(a) else f"(r{j} IS NULL)"
+            checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND {gone})")
+            checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND NOT {gone})")
+        sql = f"SELECT {', '.join(checks)} FROM ({both}) AS checked"
+        counts = self._run("the domain check", sql, params).fetchone()
+        for j, a in enumerate(domain.attributes):
+            missing, other = int(counts[2 * j]), int(counts[2 * j + 1])
+            if missing or other:
+                listing = None
+                if show:
+                    rows = self._run(
+                        "the domain check",
+                        f"SELECT r{j} FROM ({both}) AS b WHERE c{j} IS NULL LIMIT {_SHOWN}",
+                        params,
+                    ).fetchall()
+                    listing = "bad values: " + ", ".join(repr(r[0]) for r in rows)
+                raise DomainValueError(a.name, cd.refusal(a, missing, other, policy, show), listing)
+
+    # -- the interface ---------------------------------------------------------------
+    def where(self, table: Relation, predicate: Any, domain: Domain) -> Relation:
+        cond, params = _condition(cd.lower(predicate, domain))
+        return Relation(
+            f"SELECT * FROM ({table.sql}) AS t WHERE {cond}", (*table.params, *params), table.width
+        )
+
+    def select(self, table: Relation, columns: Sequence[int]) -> Relation:
+        picked = ", ".join(f"c{j} AS c{i}" for i, j in enumerate(columns))
+        return Relation(f"SELECT {picked} FROM ({table.sql}) AS t", table.params, len(columns))
+
+    def group_by(
+        self, table: Relation, columns: Sequence[int], count: str | None, cap: int
+    ) -> Relation:
+        keys = ", ".join(f"c{j}" for j in columns)
+        picked = ", ".join(f"c{j} AS c{i}" for i, j in enumerate(columns))
+        params: tuple[Any, ...] = ()
+        if count is not None:
+            picked += f", least(count(*), CAST(? AS BIGINT)) AS c{len(columns)}"
+            params = (int(cap),)
+        width = len(columns) + (count is not None)
+        return Relation(
+            f"SELECT {picked} FROM ({table.sql}) AS t GROUP BY {keys}",
+            (*params, *table.params),
+            width,
+        )
+
+    def split(self, table: Relation, column: int, size: int) -> list[Relation]:
+        return [
+            Relation(
+                f"SELECT * FROM ({table.sql}) AS t WHERE c{column} = CAST(? AS BIGINT)",
+                (*table.params, v),
+                table.width,
+            )
+            for v in range(size)
+        ]
+
+    def vectorize(
+        self, table: Relation, columns: Sequence[int], shape: tuple[int, ...]
+    ) -> np.ndarray:
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not columns:
+            return np.array([float(self.count(table))])
+        strides = np.cumprod((1, *shape[::-1]))[:-1][::-1]  # C order
+        cell = " + ".join(f"c{j} * CAST(? AS BIGINT)" for j in columns)
+        sql = f"SELECT {cell} AS cell, count(*) AS n FROM ({table.sql}) AS t GROUP BY cell"
+        params = (*(int(s) for s in strides), *table.params)
+        found = self._run("vectorize", sql, params).fetchnumpy()
+        x = np.zeros(n)
+        x[np.asarray(found["cell"], dtype=np.int64)] = np.asarray(found["n"], dtype=np.float64)
+        return x
+
+    def count(self, table: Relation) -> int:
+        row = self._run("count", f"SELECT count(*) FROM ({table.sql}) AS t", table.params)
+        return int(row.fetchone()[0])
+
+    def codes(self, table: Relation) -> np.ndarray:
+        if table.width == 0:
+            return np.empty((self.count(table), 0), dtype=np.int64)
+        sql = f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t ORDER BY ALL"
+        found = self._run("codes", sql, table.params).fetchnumpy()
+        return np.column_stack(
+            [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
+        ).reshape(-1, table.width)
+
+    def group_domain(
+        self, domain: Domain, columns: Sequence[int], count: str | None, cap: int
+    ) -> Domain:
+        return group_domain(domain, columns, count, cap)
+
+
+# -- SQL fragments (engine-made text; values are parameters) ------------------------
+
+
+def _encoding(
+    a: Attribute, sql_type: str, text: bool, policy: str
+) -> tuple[str, str, tuple[Any, ...]]:
+    """(raw expression, code expression over r{j}, the code's parameters)."""
+    column = quote(a.name)
+    if sql_type.strip('"') == "NULL":  # a column of NULLs only (no type): every value missing
+        kind = cd.label_kind(a) if a.values is not None else "number"
+        sql_type = {"str": "VARCHAR", "bool": "BOOLEAN"}.get(kind, "DOUBLE")
+        column = f"CAST(NULL AS {sql_type})"
+    numeric = sql_type in _NUMERIC or sql_type.startswith("DECIMAL")
+    j_raw = "{raw}"
+    if a.values is not None:
+        kind = cd.label_kind(a)
+        if kind == "str":
+            if sql_type != "VARCHAR":
+                raise TypeError(cd.mismatch(a, sql_type, "text"))
+            raw, list_type = column, "VARCHAR[]"
+        elif kind == "number":
+            if text:
+                raw = f"TRY_CAST({column} AS DOUBLE)"
+            elif numeric:
+                raw = f"CAST({column} AS DOUBLE)"
+            else:
+                raise TypeError(cd.mismatch(a, sql_type, "numeric"))
+            list_type = "DOUBLE[]"
+        else:
+            if text:
+                raw = f"TRY_CAST({column} AS BOOLEAN)"
+            elif sql_type == "BOOLEAN":
+                raw = column
+            else:
+                raise TypeError(cd.mismatch(a, sql_type, "boolean"))
+            list_type = "BOOLEAN[]"
+        values = [float(cast(float, v)) for v in a.values] if kind == "number" else list(a.values)
+        return raw, f"list_position(CAST(? AS {list_type}), {j_raw}) - 1", (values,)
+    if text or sql_type == "VARCHAR":
+        raw = f"TRY_CAST({column} AS DOUBLE)"
+    elif numeric:
+        raw = f"CAST({column} AS DOUBLE)"
+    elif sql_type == "BOOLEAN":  # True/False are never read as 1/0 (Domain.encode)
+        raw = "CAST(NULL AS DOUBLE)"
+    else:
+        raise TypeError(cd.mismatch(a, sql_type, "numeric"))
+    if a.bins is not None:
+        edges = a.bins
+        tree, params = _tree(cd.bin_tree(edges, 0, a.size - 1))  # x < e1 → 0, x ≥ e_{k-1} → last
+        if policy == "clamp":
+            return raw, f"CASE WHEN isfinite({j_raw}) THEN {tree} END", params
+        inside = f"{j_raw} >= CAST(? AS DOUBLE) AND {j_raw} < CAST(? AS DOUBLE)"
+        return raw, f"CASE WHEN {inside} THEN {tree} END", (edges[0], edges[-1], *params)
+    top = float(a.size - 1)
+    if policy == "clamp":
+        code = (
+            f"CASE WHEN isfinite({j_raw}) THEN CAST(least(greatest(round_even({j_raw}, 0), 0), "
+            f"CAST(? AS DOUBLE)) AS BIGINT) END"
+        )
+        return raw, code, (top,)
+    inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS DOUBLE) AND {j_raw} = floor({j_raw})"
+    return raw, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (top,)
+
+
+def _tree(node: cd.BinNode) -> tuple[str, tuple[Any, ...]]:
+    """The SQL of a bin tree over {raw} (x < edge tests), with its edges."""
+    if isinstance(node, int):
+        return str(node), ()  # a code the engine computed, not a user value
+    low, lp = _tree(node.low)
+    high, hp = _tree(node.high)
+    return f"CASE WHEN {{raw}} < CAST(? AS DOUBLE) THEN {low} ELSE {high} END", (
+        node.edge, *lp, *hp,
+    )  # fmt: skip
+
+
+_SQL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def _condition(cond: cd.Cond) -> tuple[str, tuple[Any, ...]]:
+    """SQL for a code-level predicate; codes compared as DOUBLE with the values."""
+    if isinstance(cond, cd.Cmp):
+        return f"(CAST(c{cond.column} AS DOUBLE) {_SQL_OPS[cond.op]} CAST(? AS DOUBLE))", (
+            cond.value,
+        )
+    if isinstance(cond, cd.In):
+        if not cond.values:
+            return "FALSE", ()
+        marks = ", ".join("CAST(? AS DOUBLE)" for _ in cond.values)
+        return f"(CAST(c{cond.column} AS DOUBLE) IN ({marks}))", cond.values
+    if isinstance(cond, cd.Neg):
+        inner, params = _condition(cond.part)
+        return f"(NOT {inner})", params
+    glue = " AND " if isinstance(cond, cd.All) else " OR "
+    texts: list[str] = []
+    params_all: list[Any] = []
+    for part in cond.parts:
+        text, params = _condition(part)
+        texts.append(text)
+        params_all.extend(params)
+    return "(" + glue.join(texts) + ")", tuple(params_all)
