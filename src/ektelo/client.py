@@ -8,7 +8,8 @@ This process holds no data and no kernel: a handle is a session-local id,
 and every method sends one request of `ektelo.kernel.port` in the wire
 format of `ektelo.wire` (stdlib HTTP only; no server dependency).
 
-Retries: every Private→Public request carries a fresh `request_id`; on a
+Retries: every Private→Public request carries a `request_id` (its own
+field's, or a fresh one: a random prefix per port and a counter); on a
 connection error the same request is sent again with the same id, so a
 retry returns the stored answer and spends nothing twice. When the server
 no longer knows the session (it restarted), the port opens a new one and
@@ -94,7 +95,7 @@ class Connection:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(pause)
-                pause = min(pause * 2, 1.0)
+                pause = min(pause * 2, 0.5)
         try:
             doc = json.loads(payload)
         except ValueError:
@@ -185,7 +186,11 @@ class RemotePort:
         """Send one port request; return its decoded response."""
         request_doc = wire.encode(request)
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
-        request_id = f"{self._prefix}-{next(self._ids)}" if spends else None
+        request_id = None
+        if spends:  # the caller's own id if the request carries one
+            request_id = getattr(request, "request_id", None) or (
+                f"{self._prefix}-{next(self._ids)}"
+            )
         for attempt in range(3):
             try:
                 response = self._send(request_doc, request_id)

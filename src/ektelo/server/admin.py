@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..budget import ZCDP, PureDP
 from .auth import TokenStore
-from .config import DatasetConfig, check_name, dataset_section, load_config
+from .config import DatasetConfig, check_name, dataset_section, ensure_in_store, load_config
 
 __all__ = ["main"]
 
@@ -75,16 +73,7 @@ def _add_to_store(ledger: str, ds: DatasetConfig, analyst: str, quota: float | N
     from .app import open_ledger
 
     store = open_ledger(ledger)
-    if ds.rho is not None:
-        budget: PureDP | ZCDP = ZCDP(ds.rho, delta=ds.delta)
-    elif ds.delta is not None:
-        assert ds.epsilon is not None  # config checked it
-        budget = ZCDP.from_approx(ds.epsilon, ds.delta)
-    else:
-        assert ds.epsilon is not None
-        budget = PureDP(ds.epsilon)
-    delta = budget.delta if isinstance(budget, ZCDP) else None
-    store.ensure_dataset(ds.name, budget.unit, Fraction(budget.total), delta)
+    ensure_in_store(store, ds)
     known = {a.name for r in store.datasets() if r.name == ds.name for a in r.analysts}
     if analyst in known:
         print(f"analyst {analyst} is already on {ds.name}; quota unchanged", file=sys.stderr)

@@ -42,9 +42,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import wire
-from ..kernel import BudgetExceeded, port
+from ..kernel import Budget, BudgetExceeded, port
 from .auth import Principal, TokenStore
-from .config import ServerConfig, load_config
+from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import AuditEntry, Dataset, HandleError, Session, load_data
 from .status import render_status
 
@@ -73,6 +73,8 @@ class Service:
         self.store = open_ledger(config.ledger)
         self.datasets: dict[str, Dataset] = {}
         for name, cfg in config.datasets.items():
+            if self.store is not None:
+                ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
             self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
         self.sessions: OrderedDict[str, Session] = OrderedDict()
@@ -98,6 +100,15 @@ class Service:
         if ds is None or not self.tokens.may_open(who.name, name):
             raise ApiError(404, "UnknownDataset", f"no dataset {name!r} for analyst {who.name!r}")
         return ds
+
+    def budget(self, ds: Dataset) -> Budget:
+        """The dataset's budget: the durable ledger's record, or the shared kernel's."""
+        if self.store is not None:
+            r = self.store.dataset(ds.name)
+            return Budget(float(r.total), float(r.spent), float(r.remaining), r.unit, r.delta)
+        kernel_port, _, _ = ds.root_for("budget")
+        value: Budget = kernel_port.submit(port.GetBudget())
+        return value
 
     # -- sessions ------------------------------------------------------------------
     def open_session(self, who: Principal, ds: Dataset) -> Session:
@@ -278,17 +289,19 @@ def create_app(config: ServerConfig) -> ASGIApp:
     @handler
     async def submit(request: Request) -> Response:
         body = await _body(request, config.max_request_bytes)
-        who = await run_in_threadpool(service.principal, request)
-        session = service.session(who, request.path_params["sid"])
-        out = await run_in_threadpool(service.run, session, body)
+
+        def work() -> bytes:  # one thread hop: authenticate, find the session, run
+            who = service.principal(request)
+            return service.run(service.session(who, request.path_params["sid"]), body)
+
+        out = await run_in_threadpool(work)
         return Response(out, media_type="application/json")
 
     @handler
     async def budget(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
-        session = await run_in_threadpool(Session.open, who.name, ds)
-        value = await run_in_threadpool(session.kernel.submit, port.GetBudget())
+        value = await run_in_threadpool(service.budget, ds)
         return JSONResponse({"response": wire.encode(value)})
 
     @handler

@@ -16,12 +16,15 @@ registration here records which datasets an analyst may open.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import secrets
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,13 +70,32 @@ class TokenStore:
                 f.write(secrets.token_bytes(32))
         self._key = key_path.read_bytes()
         self._db = self.state / "auth.sqlite"
+        self._con: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
         with self._connect() as con:
             con.executescript(_SCHEMA)
 
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self._db, timeout=30, isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
-        return con
+    def _connect(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """The store's one connection, one user at a time (autocommit: every
+        read sees the latest rows, so a revocation by `ektelo-admin` counts
+        on the next request)."""
+        if self._con is None:
+            self._con = sqlite3.connect(
+                self._db, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self._con.execute("PRAGMA journal_mode=WAL")
+        return self._locked(self._con)
+
+    @contextlib.contextmanager
+    def _locked(self, con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield con
+
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+            self._con = None
 
     def _digest(self, token: str) -> str:
         return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()

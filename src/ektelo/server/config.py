@@ -33,10 +33,13 @@ import math
 import re
 import tomllib
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DatasetConfig", "ServerConfig", "load_config"]
+from ..budget import ZCDP, PureDP
+
+__all__ = ["DatasetConfig", "ServerConfig", "ensure_in_store", "load_config"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -56,6 +59,15 @@ class DatasetConfig:
     @property
     def kind(self) -> str:
         return "vector" if self.data.suffix == ".npy" else "table"
+
+    def budget(self) -> PureDP | ZCDP:
+        """The typed total budget (as `protect` reads its keywords)."""
+        if self.rho is not None:
+            return ZCDP(self.rho, delta=self.delta)
+        assert self.epsilon is not None  # load_config checked one is given
+        if self.delta is not None:
+            return ZCDP.from_approx(self.epsilon, self.delta)
+        return PureDP(self.epsilon)
 
 
 @dataclass(frozen=True)
@@ -196,3 +208,11 @@ def dataset_section(name: str, data: str, domain: str | None, budget: dict[str, 
 
 def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def ensure_in_store(store: Any, ds: DatasetConfig) -> None:
+    """Create the dataset in a durable ledger with its configured cap, or check
+    that the stored cap is the configured one (a cap never changes)."""
+    budget = ds.budget()
+    delta = budget.delta if isinstance(budget, ZCDP) else None
+    store.ensure_dataset(ds.name, budget.unit, Fraction(budget.total), delta)

@@ -1,0 +1,117 @@
+"""Throughput and latency of a small measurement over HTTP (issue #26).
+
+Starts `ektelo-serve` on 127.0.0.1 (as a process, like a deployment) with a
+64-cell vector, and sends Vector Laplace requests of one total query
+(`x.laplace(Total(64), eps=1e-6)`) through remote handles:
+
+* sequential: one client, p50/p99 latency and requests/s;
+* concurrent: C client processes at once, aggregate requests/s;
+
+for the in-memory ledger and the durable SQLite ledger, and next to them the
+bare cost of the database write the ledger needs at least (one `BEGIN
+IMMEDIATE … COMMIT` of a row update with `synchronous=FULL` in WAL mode, on
+the same disk), so the ledger's overhead can be read off.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_server.py [--requests N] [--clients C]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import ektelo
+from ektelo.matrix import Total
+from tests.server.harness import ServerProcess, run_admin, write_config
+
+CLIENT = """
+import sys, time, json, ektelo
+from ektelo.matrix import Total
+x = ektelo.connect(sys.argv[1], sys.argv[2]).dataset("bench")
+x.budget
+n = int(sys.argv[3])
+start = time.perf_counter()
+for _ in range(n):
+    x.laplace(Total(64), eps=1e-6)
+print(json.dumps({"seconds": time.perf_counter() - start, "n": n}))
+"""
+
+
+def bare_sqlite(path: Path, n: int) -> float:
+    """Seconds per bare write transaction (BEGIN IMMEDIATE, update, COMMIT)."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, spent TEXT)")
+    con.execute("INSERT INTO t VALUES (1, '0')")
+    start = time.perf_counter()
+    for i in range(n):
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("SELECT spent FROM t WHERE id = 1").fetchone()
+        con.execute("UPDATE t SET spent = ? WHERE id = 1", (str(i),))
+        con.execute("COMMIT")
+    seconds = (time.perf_counter() - start) / n
+    con.close()
+    return seconds
+
+
+def run(ledger: bool, requests: int, clients: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        np.save(d / "x.npy", np.arange(64))
+        extra = {"ledger": "ledger.sqlite"} if ledger else {}
+        config = write_config(d, {"bench": {"data": "x.npy", "epsilon": 1e6}}, **extra)
+        run_admin(config, "init")
+        tokens = [run_admin(config, "add-analyst", f"a{i}", "--dataset", "bench")
+                  for i in range(clients)]
+        server = ServerProcess(config).start()
+        try:
+            x = ektelo.connect(server.url, tokens[0]).dataset("bench")
+            for _ in range(20):  # warm up
+                x.laplace(Total(64), eps=1e-6)
+            lat = []
+            start = time.perf_counter()
+            for _ in range(requests):
+                t0 = time.perf_counter()
+                x.laplace(Total(64), eps=1e-6)
+                lat.append(time.perf_counter() - t0)
+            seq = requests / (time.perf_counter() - start)
+            procs = [subprocess.Popen([sys.executable, "-c", CLIENT, server.url, t,
+                                       str(requests // clients)], stdout=subprocess.PIPE)
+                     for t in tokens]
+            outs = [json.loads(p.communicate()[0]) for p in procs]
+            # aggregate: all requests over the slowest client's wall time
+            agg = sum(o["n"] for o in outs) / max(o["seconds"] for o in outs)
+        finally:
+            server.stop()
+        bare = bare_sqlite(d / "bare.sqlite", 500) if ledger else float("nan")
+    a = np.array(lat) * 1000
+    return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
+            "seq_rps": seq, "conc_rps": agg, "bare_txn_ms": bare * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args()
+    print(f"small measurement over HTTP (Total(64) on a 64-cell vector), {args.requests} "
+          f"sequential requests, then {args.clients} concurrent client processes")
+    print(f"{'ledger':<10} {'p50 ms':>8} {'p99 ms':>8} {'seq req/s':>10} "
+          f"{'conc req/s':>11} {'bare txn ms':>12}")
+    for name, ledger in (("memory", False), ("sqlite", True)):
+        r = run(ledger, args.requests, args.clients)
+        print(f"{name:<10} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['seq_rps']:10.1f} "
+              f"{r['conc_rps']:11.1f} {r['bare_txn_ms']:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
