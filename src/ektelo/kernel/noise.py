@@ -57,11 +57,18 @@ L5. Neighbouring inputs move the answers (in grid units) by a vector of L1
     norm <= D/g, so the loss is <= D/b (sampling is exact: no slack term).
     Integral answers: g <= 1 divides 1, D = sensitivity.  Real answers are
     first rounded to the grid, which adds <= 1 grid step per touched row:
-    D = sensitivity + c*g, c = max_column_nnz, with g chosen so c*g <=
-    sensitivity*2**-20 (coarser, still accounted, only if c/epsilon > ~1.5e6,
-    to keep m < 2**40).  m is the least c*2**j (2**11 <= c <= 2**12) with
-    D*LN2_HI/(g*m) <= epsilon (exact rationals, LN2_HI > ln 2), so
-    b >= sensitivity/epsilon and b <= (1 + 2**-10) * sensitivity/epsilon.
+    D = sensitivity + c*g, c = max_column_nnz, with g the coarsest power of
+    two with c*g <= sensitivity*2**-12 (coarser, still accounted, only if
+    c/epsilon > ~1.9e8, to keep m < 2**40; finer if m would be < 2**11).  m is
+    the least c*2**j (2**11 <= c <= 2**12) with D*LN2_HI/(g*m) <= epsilon
+    (exact rationals, LN2_HI > ln 2), so b >= sensitivity/epsilon (b >= D/epsilon
+    and D >= sensitivity: the privacy argument does not depend on the slack)
+    and b <= (1 + 2**-10) * sensitivity/epsilon: the rounding slack adds a
+    factor <= 1 + 2**-12 and m's granularity (c >= 2**11) <= 1 + 2**-11.
+    The slack was 2**-20 until issue 24: 2**-12 keeps the bound on b and
+    makes m = c*2**j about 2**8 times smaller, so L (L2) has j ~ 4 bits (one
+    byte a draw) where it had j ~ 12 (two bytes and a wider word), e.g.
+    j = 4 against 12 at sensitivity 1, epsilon 0.5, c = 8.
     The output a + g*K is one correctly rounded float addition of two exact
     floats: a deterministic function of the exact result, i.e. post-processing
     (this is what defeats Mironov's attack).
@@ -77,7 +84,7 @@ Caveat: ``sensitivity`` must bound the L1 change of the answers as computed.
 Floating-point error in computing Q.x is outside this argument: integer
 queries on integer data are exact while every partial sum stays below 2**53;
 real-valued queries are exact up to rounding of the order of 2**-52 times
-|Q|.|x|, which the grid step (<= sensitivity * 2**-20 / c) covers for data of
+|Q|.|x|, which the grid step (<= sensitivity * 2**-12 / c) covers for data of
 realistic size (docs/kernel.md, "residual channels").
 
 Bernoulli(2**-x), x = num/den, 0 <= num < 2**63, 1 <= den < 2**47 (`_bernoulli_pow2`):
@@ -132,7 +139,7 @@ import numpy as np
 __all__ = ["LaplaceDraw", "RandomSource", "answer_limit", "laplace_scale_for"]
 
 _LN2_HI = Fraction("0.6931471805599453094173")  # > ln 2 = 0.693147180559945309417232...
-_GRID_SLACK = 20  # c * grid <= sensitivity * 2**-20 (L5)
+_GRID_SLACK = 12  # c * grid <= sensitivity * 2**-12 (L5)
 _CHUNK = 1 << 16  # draws per vectorised chunk (keeps temporaries in cache)
 _URANDOM_CHUNK = 1 << 24  # bytes per os.urandom call
 _EM_FLOOR = 1024  # Y of E1
@@ -226,7 +233,7 @@ def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Pl
         x = d_eff * _LN2_HI / (grid * eps)  # m must be >= x
         if x < 2**11:
             k += 1
-        elif x >= 2**39 and not integral:  # coarser than 2**-20: still accounted in d_eff
+        elif x >= 2**39 and not integral:  # coarser than 2**-12: still accounted in d_eff
             k -= 1
         else:
             break
@@ -607,11 +614,15 @@ class RandomSource:
         for start in range(0, flat.size, _CHUNK):
             stop = min(flat.size, start + _CHUNK)
             with np.errstate(all="ignore"):  # the clamp (L6): no data-dependent signal
-                base = np.clip(np.nan_to_num(flat[start:stop], nan=0.0), -limit, limit)
+                base = np.clip(flat[start:stop], -limit, limit)  # NaN stays NaN here ...
+                np.copyto(base, 0.0, where=base != base)  # ... and becomes 0 (as nan_to_num)
                 # integral: rint is a no-op on exact integer answers (L6); otherwise
                 # round to the grid (exact scaling by powers of two, L5)
-                scaled = base if integral else base * math.ldexp(1.0, plan.k)
-                base = np.rint(scaled) * (1.0 if integral else grid)
+                if integral:
+                    np.rint(base, out=base)
+                else:
+                    np.multiply(base, math.ldexp(1.0, plan.k), out=base)
+                    np.multiply(np.rint(base, out=base), grid, out=base)
             k = self._integer_laplace(stop - start, plan.c, plan.j)
             # both terms are exact floats; the sum is rounded once (post-processing, L5)
             np.add(base, np.multiply(k, grid, out=k), out=out[start:stop])
