@@ -1,12 +1,17 @@
 """Throughput and fixed cost of the kernel's noise samplers against numpy (and OpenDP if installed).
 
-Run: python benchmarks/bench_noise.py [--repeats 5] [--sizes 1e6 1e7]
+Run: python benchmarks/bench_noise.py [--repeats 5] [--sizes 1e6 1e7] [--before REV]
 Throughput: CPU seconds of this process (user + system, so os.urandom counts;
 best of the repeats, samplers interleaved so that a shared machine's load hits
 each alike) and ns per value; the ratio is to numpy's Generator.laplace (for
 the Laplace rows) or Generator.normal (Gaussian rows), both insecure and not
-floating-point safe.  Fixed cost (CPU time too, so that preemption on a shared
-machine does not count): the first draw of one value at a scale never used
+floating-point safe.  The row "non-int. 2**-20" is the non-integral Laplace
+with noise.py L5's former grid slack (before issue 24), for before/after;
+`--before REV` adds rows for the Laplace of noise.py at git revision REV.
+Issue 24's targets: secure Laplace within 1.5x of numpy at 1e7 draws, the
+Gaussian within 5x; the first draw at a new scale under 1 ms extra.
+Fixed cost (CPU time too, so that preemption on a shared machine does not
+count): the first draw of one value at a scale never used
 before, minus a second draw at that scale (median and 90th percentile over
 fresh scales), next to the tables' build time and the former 60-digit Decimal
 tables'.  Not a test: nothing here asserts a time.
@@ -16,9 +21,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import time
+import types
 from collections.abc import Callable
 from decimal import Decimal, localcontext
+from pathlib import Path
 
 import numpy as np
 
@@ -42,16 +51,58 @@ def wall(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def samplers(n: int) -> dict[str, Callable[[], object]]:
+def _former_slack(fn: Callable[[], object]) -> Callable[[], object]:
+    """fn run with noise.py L5's former grid slack 2**-20 (before issue 24: a
+    grid 2**8 times finer for real answers), to compare before/after in one run."""
+
+    def run() -> object:
+        saved, noise._GRID_SLACK = noise._GRID_SLACK, 20
+        noise._plan_exact.cache_clear()
+        try:
+            return fn()
+        finally:
+            noise._GRID_SLACK = saved
+            noise._plan_exact.cache_clear()
+
+    return run
+
+
+def _noise_at(rev: str) -> types.ModuleType:
+    """kernel/noise.py as it was at git revision `rev` (it imports only the
+    standard library and numpy), loaded as a module beside today's."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{rev}:src/ektelo/kernel/noise.py"],
+        cwd=root, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    module = types.ModuleType(f"noise_at_{rev}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up there
+    exec(compile(source, f"noise.py@{rev}", "exec"), module.__dict__)
+    return module
+
+
+def samplers(n: int, before: str | None = None) -> dict[str, Callable[[], object]]:
     zeros, reals = np.zeros(n), np.full(n, 0.25)
     secure, research, rng = RandomSource(), RandomSource(seed=0), np.random.default_rng()
     lap = {"sensitivity": SENS, "epsilon": EPS}
     gau = {"sensitivity": SENS, "rho": RHO}
-    return {
+    old: dict[str, Callable[[], object]] = {}
+    if before is not None:  # the same samplers with noise.py at another revision
+        former = _noise_at(before).RandomSource()
+        old = {
+            f"laplace secure, int. @{before}": lambda: former.laplace(zeros, **lap, integral=True),
+            f"laplace secure, non-int. @{before}": lambda: former.laplace(
+                reals, **lap, integral=False, max_column_nnz=NNZ
+            ),
+        }
+    return old | {
         "numpy Generator.laplace": lambda: rng.laplace(0.0, SENS / EPS, size=n),
         "laplace secure, integral": lambda: secure.laplace(zeros, **lap, integral=True),
         "laplace secure, non-integral": lambda: secure.laplace(
             reals, **lap, integral=False, max_column_nnz=NNZ
+        ),
+        "laplace secure, non-int. 2**-20": _former_slack(
+            lambda: secure.laplace(reals, **lap, integral=False, max_column_nnz=NNZ)
         ),
         "laplace research, integral": lambda: research.laplace(zeros, **lap, integral=True),
         "numpy Generator.normal": lambda: rng.normal(0.0, SENS / np.sqrt(2 * RHO), size=n),
@@ -63,10 +114,10 @@ def samplers(n: int) -> dict[str, Callable[[], object]]:
     }
 
 
-def throughput(sizes: list[int], repeats: int) -> None:
-    print(f"{'n':>10}  {'sampler':<31}{'cpu s':>8}{'ns/value':>10}{'x numpy':>9}")
+def throughput(sizes: list[int], repeats: int, before: str | None = None) -> None:
+    print(f"{'n':>10}  {'sampler':<36}{'cpu s':>8}{'ns/value':>10}{'x numpy':>9}")
     for n in sizes:
-        fns = samplers(n)
+        fns = samplers(n, before)
         for fn in fns.values():
             fn()  # warm up: tables are built once per digit size / variance
         best = dict.fromkeys(fns, float("inf"))
@@ -76,7 +127,7 @@ def throughput(sizes: list[int], repeats: int) -> None:
         for name, t in best.items():
             base = best["numpy Generator.normal" if "gauss" in name or "normal" in name else
                         "numpy Generator.laplace"]  # fmt: skip
-            print(f"{n:>10}  {name:<31}{t:>8.3f}{t / n * 1e9:>10.1f}{t / base:>9.2f}")
+            print(f"{n:>10}  {name:<36}{t:>8.3f}{t / n * 1e9:>10.1f}{t / base:>9.2f}")
 
 
 def _former_table(c: int) -> list[int]:
@@ -157,12 +208,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e6, 1e7])
     parser.add_argument("--scales", type=int, default=30)
+    parser.add_argument(
+        "--before", metavar="REV", help="also time noise.py as at git revision REV (before/after)"
+    )
     args = parser.parse_args()
     print(
         f"Laplace: sensitivity={SENS}, epsilon={EPS} (scale 2); Gaussian: sensitivity={SENS}, "
         f"rho={RHO} (sigma 2); non-integral: max_column_nnz={NNZ}; best of {args.repeats}\n"
     )
-    throughput([int(n) for n in args.sizes], args.repeats)
+    throughput([int(n) for n in args.sizes], args.repeats, args.before)
     fixed_cost(args.scales)
     per_value = opendp_per_value()
     if per_value is None:
