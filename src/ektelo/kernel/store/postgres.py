@@ -15,6 +15,7 @@ is set explicitly for the session). A serialisation failure or deadlock
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -64,8 +65,21 @@ class PostgresStore(SQLStore):
 
     def _exec(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = conn.execute(sql.replace("?", "%s"), tuple(params))
-        rows: list[tuple[Any, ...]] = cur.fetchall() if cur.description is not None else []
-        return rows
+        # decided by the statement, not by the cursor: in a pipeline the
+        # cursor has no description until its results are read
+        if sql.lstrip().upper().startswith("SELECT") or " RETURNING " in sql.upper():
+            rows: list[tuple[Any, ...]] = cur.fetchall()
+            return rows
+        return []
+
+    def _send(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> None:
+        conn.execute(sql.replace("?", "%s"), tuple(params))
+
+    def _batch(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        # psycopg's pipeline mode: statements go out without waiting for each
+        # result; reading a result (a RETURNING id) flushes what is queued
+        batch: contextlib.AbstractContextManager[Any] = conn.pipeline()
+        return batch
 
     def _run(self, fn: Callable[[Any], T], first: Callable[[Any], None]) -> T:
         errors = self._pg.errors
@@ -85,9 +99,14 @@ class PostgresStore(SQLStore):
         raise StoreError("unreachable")  # pragma: no cover
 
     def _write(self, dataset: int | None, fn: Callable[[Any], T], *, lock: bool = True) -> T:
+        if not lock:  # one statement (a release): atomic on its own, in autocommit
+            with self._lock:
+                try:
+                    return fn(self._conn)
+                except self._pg.Error as err:
+                    raise StoreError(f"ledger store {self.location}: {err}") from err
+
         def take(conn: Any) -> None:
-            if not lock:
-                return
             if dataset is None:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY,))
             else:

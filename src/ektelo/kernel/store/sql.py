@@ -139,8 +139,8 @@ class SQLStore:
 
     Subclasses supply `_exec` (run one statement, return its rows), `_write`
     (run a function in one write transaction holding a dataset's lock, or the
-    store-wide lock for dataset None; `lock=False` for a write that touches
-    one reservation row only), `_read` (a consistent read snapshot)
+    store-wide lock for dataset None; `lock=False` for a single statement on
+    one reservation row, which needs no lock), `_read` (a consistent read snapshot)
     and `close`. One store object holds one connection, guarded by a lock;
     open one store per process."""
 
@@ -159,6 +159,15 @@ class SQLStore:
 
     def _read(self, fn: Callable[[Any], T]) -> T:
         raise NotImplementedError
+
+    def _send(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement whose result is not needed (batched where it can be)."""
+        self._exec(conn, sql, params)
+
+    def _batch(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        """Send the statements inside together where the driver can (one round
+        trip until a result is read); a no-op for an embedded database."""
+        return contextlib.nullcontext()
 
     def close(self) -> None:
         raise NotImplementedError
@@ -210,7 +219,7 @@ class SQLStore:
             None if amount is None else str(amount), None if charge is None else str(charge),
             outcome,
         )  # fmt: skip
-        self._exec(
+        self._send(
             conn,
             "INSERT INTO ektelo_audit (dataset, seq, time, analyst, session, operation, "
             "request_id, spec_hash, amount, charge, outcome, prev, hash) "
@@ -404,36 +413,42 @@ class SQLStore:
                         f"{float(charged):.6g} more; spent {float(frac(a_spent)):.6g} of the "
                         f"quota {float(frac(quota)):.6g}",
                     )
-                self._exec(conn, "UPDATE ektelo_analysts SET spent = ? WHERE dataset = ? AND "
-                           "name = ?", (str(frac(a_spent) + charged), ref.id, analyst))  # fmt: skip
-            ids: list[int] = [0] * len(path)
-            for i in range(len(path) - 1, -1, -1):  # root first, so parents exist
-                p, inc = path[i], incs[i]
-                if p.db_id is not None:
-                    ids[i] = p.db_id
-                    if inc:
-                        self._exec(conn, "UPDATE ektelo_nodes SET spent = ? WHERE id = ?",
-                                   (str(spent[p.db_id] + inc), p.db_id))  # fmt: skip
-                    continue
-                row = self._exec(
+            # granted: the writes, sent together (the audit head and the new
+            # ids are the only results read back)
+            with self._batch(conn):
+                if analyst is not None:
+                    self._send(
+                        conn, "UPDATE ektelo_analysts SET spent = ? WHERE dataset = ? AND name = ?",
+                        (str(frac(a_spent) + charged), ref.id, analyst),
+                    )  # fmt: skip
+                ids: list[int] = [0] * len(path)
+                for i in range(len(path) - 1, -1, -1):  # root first, so parents exist
+                    p, inc = path[i], incs[i]
+                    if p.db_id is not None:
+                        ids[i] = p.db_id
+                        if inc:
+                            self._send(conn, "UPDATE ektelo_nodes SET spent = ? WHERE id = ?",
+                                       (str(spent[p.db_id] + inc), p.db_id))  # fmt: skip
+                        continue
+                    row = self._exec(
+                        conn,
+                        "INSERT INTO ektelo_nodes (dataset, parent, kind, stability, spent, "
+                        "operation, digest, session, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                        "RETURNING id",
+                        (ref.id, ids[i + 1], p.kind, str(p.stability), str(inc), p.operation,
+                         p.digest, session, now()),
+                    )  # fmt: skip
+                    ids[i] = int(row[0][0])
+                log("granted", charged)
+                steps = json.dumps([[n, str(inc)] for n, inc in zip(ids, incs, strict=True)])
+                token = self._exec(
                     conn,
-                    "INSERT INTO ektelo_nodes (dataset, parent, kind, stability, spent, "
-                    "operation, digest, session, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "RETURNING id",
-                    (ref.id, ids[i + 1], p.kind, str(p.stability), str(inc), p.operation,
-                     p.digest, session, now()),
-                )  # fmt: skip
-                ids[i] = int(row[0][0])
-            steps = json.dumps([[n, str(inc)] for n, inc in zip(ids, incs, strict=True)])
-            token = self._exec(
-                conn,
-                "INSERT INTO ektelo_reservations (dataset, analyst, request_id, digest, session, "
-                "node, operation, amount, charged, increments, status, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', ?) RETURNING id",
-                (ref.id, who, request_id, digest, session, ids[0], operation, str(amount),
-                 str(charged), steps, now()),
-            )[0][0]  # fmt: skip
-            log("granted", charged)
+                    "INSERT INTO ektelo_reservations (dataset, analyst, request_id, digest, "
+                    "session, node, operation, amount, charged, increments, status, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', ?) RETURNING id",
+                    (ref.id, who, request_id, digest, session, ids[0], operation, str(amount),
+                     str(charged), steps, now()),
+                )[0][0]  # fmt: skip
             return Outcome("granted", db_ids=tuple(ids), increments=tuple(incs), token=int(token))
 
         return self._write(ref.id, fn)
