@@ -50,7 +50,10 @@ from .status import render_status
 
 __all__ = ["Service", "create_app", "main"]
 
-MAX_SESSIONS_PER_ANALYST = 256
+# Sessions hold a kernel each with a durable ledger (a copy of the data's
+# codes): bound how many an analyst keeps, and drop idle ones.
+MAX_SESSIONS_PER_ANALYST = 32
+SESSION_IDLE_SECONDS = 3600.0
 
 
 class ApiError(Exception):
@@ -114,6 +117,10 @@ class Service:
     def open_session(self, who: Principal, ds: Dataset) -> Session:
         session = Session.open(who.name, ds)
         with self.sessions_lock:
+            now = time.monotonic()
+            for sid in [k for k, s in self.sessions.items()
+                        if now - s.last_used > SESSION_IDLE_SECONDS]:
+                del self.sessions[sid]
             mine = [s for s in self.sessions.values() if s.analyst == who.name]
             if len(mine) >= MAX_SESSIONS_PER_ANALYST:
                 oldest = min(mine, key=lambda s: s.last_used)
