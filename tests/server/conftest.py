@@ -19,6 +19,10 @@ from tests.server.harness import (
     write_config,
 )
 
+# the ledger store's fixtures: a throwaway PostgreSQL cluster (or a loud skip),
+# a fresh database per test, and SQLite ledgers on tmpfs
+from tests.store.conftest import fast_sqlite, pg_server, pg_url  # noqa: F401
+
 
 @dataclass
 class Served:
