@@ -7,12 +7,18 @@ Starts `ektelo-serve` on 127.0.0.1 (as a process, like a deployment) with a
 * sequential: one client, p50/p99 latency and requests/s;
 * concurrent: C client processes at once, aggregate requests/s;
 
-for the in-memory ledger and the durable SQLite ledger, and next to them the
-bare cost of the database write the ledger needs at least (one `BEGIN
-IMMEDIATE … COMMIT` of a row update with `synchronous=FULL` in WAL mode, on
-the same disk), so the ledger's overhead can be read off.
+for the in-memory ledger, the durable SQLite ledger and (`--postgres`) a
+PostgreSQL ledger, and next to them the bare cost of the database write the
+ledger needs at least — one write transaction reading and updating a row
+(SQLite: `BEGIN IMMEDIATE … COMMIT`, WAL, `synchronous=FULL`; PostgreSQL:
+`SELECT … FOR UPDATE`, `UPDATE`, commit) on the same backend and disk — so
+the ledger's overhead can be read off.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_server.py [--requests N] [--clients C]
+        [--postgres]
+
+The SQLite ledger file lives in a temporary folder on disk (fsync as in
+production); the bare transaction runs on the same disk.
 """
 
 from __future__ import annotations
@@ -63,11 +69,26 @@ def bare_sqlite(path: Path, n: int) -> float:
     return seconds
 
 
-def run(ledger: bool, requests: int, clients: int) -> dict[str, float]:
+def bare_postgres(url: str, n: int) -> float:
+    """Seconds per bare write transaction on PostgreSQL (row lock, update, commit)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute("CREATE TABLE bare_t (id INTEGER PRIMARY KEY, spent TEXT)")
+        con.execute("INSERT INTO bare_t VALUES (1, '0')")
+        start = time.perf_counter()
+        for i in range(n):
+            with con.transaction():
+                con.execute("SELECT spent FROM bare_t WHERE id = 1 FOR UPDATE").fetchone()
+                con.execute("UPDATE bare_t SET spent = %s WHERE id = 1", (str(i),))
+        return (time.perf_counter() - start) / n
+
+
+def run(ledger: str | None, requests: int, clients: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         np.save(d / "x.npy", np.arange(64))
-        extra = {"ledger": "ledger.sqlite"} if ledger else {}
+        extra = {} if ledger is None else {"ledger": ledger}
         config = write_config(d, {"bench": {"data": "x.npy", "epsilon": 1e6}}, **extra)
         run_admin(config, "init")
         tokens = [run_admin(config, "add-analyst", f"a{i}", "--dataset", "bench")
@@ -92,7 +113,12 @@ def run(ledger: bool, requests: int, clients: int) -> dict[str, float]:
             agg = sum(o["n"] for o in outs) / max(o["seconds"] for o in outs)
         finally:
             server.stop()
-        bare = bare_sqlite(d / "bare.sqlite", 500) if ledger else float("nan")
+        if ledger is None:
+            bare = float("nan")
+        elif ledger.startswith("postgresql://"):
+            bare = bare_postgres(ledger, 500)
+        else:
+            bare = bare_sqlite(d / "bare.sqlite", 500)
     a = np.array(lat) * 1000
     return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
             "seq_rps": seq, "conc_rps": agg, "bare_txn_ms": bare * 1000}
@@ -102,15 +128,28 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--postgres", action="store_true",
+                        help="also a throwaway PostgreSQL cluster (tests/store/pgcluster.py)")
     args = parser.parse_args()
     print(f"small measurement over HTTP (Total(64) on a 64-cell vector), {args.requests} "
           f"sequential requests, then {args.clients} concurrent client processes")
     print(f"{'ledger':<10} {'p50 ms':>8} {'p99 ms':>8} {'seq req/s':>10} "
           f"{'conc req/s':>11} {'bare txn ms':>12}")
-    for name, ledger in (("memory", False), ("sqlite", True)):
-        r = run(ledger, args.requests, args.clients)
-        print(f"{name:<10} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['seq_rps']:10.1f} "
-              f"{r['conc_rps']:11.1f} {r['bare_txn_ms']:12.2f}")
+    backends: list[tuple[str, str | None]] = [("memory", None), ("sqlite", "ledger.sqlite")]
+    pg_folder = None
+    if args.postgres:
+        from tests.store import pgcluster
+
+        url, pg_folder = pgcluster.start(tempfile.mkdtemp(prefix="ektelo-bench-pg-"))
+        backends.append(("postgres", url))
+    try:
+        for name, ledger in backends:
+            r = run(ledger, args.requests, args.clients)
+            print(f"{name:<10} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['seq_rps']:10.1f} "
+                  f"{r['conc_rps']:11.1f} {r['bare_txn_ms']:12.2f}")
+    finally:
+        if pg_folder is not None:
+            pgcluster.stop(pg_folder)
 
 
 if __name__ == "__main__":
