@@ -361,7 +361,7 @@ def test_ledger_carries_the_budget_across_runs_and_refuses_at_the_cap(census, tm
     code, out, _ = call(capsys, *base, "--epsilon", "0.4")
     assert code == 0 and "spent ε=0.8" in out
     code, out, err = call(capsys, *base, "--epsilon", "0.4")
-    assert code == 2 and "budget exceeded" in err and "nothing was measured" in err
+    assert code == 2 and "budget exceeded" in err and "nothing was spent" in err
     code, out, _ = call(capsys, "budget", "--ledger", ledger)
     assert code == 0 and "census" in out and "remaining ε=0.2" in out
     code, out, _ = call(capsys, "audit", "verify", "--ledger", ledger)

@@ -28,3 +28,61 @@ def test_rules(kind, shape, plan):
     name, why = choose_plan(kind, shape)
     assert name == plan and why
     assert name in plans.names()
+
+
+# -- auto_plan: error-aware (#27) ---------------------------------------------------------
+def _errors(choice):
+    return {c.plan: c.rmse for c in choice.candidates}
+
+
+def test_auto_plan_takes_the_lowest_expected_error_and_says_why():
+    from ektelo.matrix import Prefix
+    from ektelo.planner import auto_plan
+
+    choice = auto_plan(Prefix(85), "prefix", (85,), eps=1.0)
+    exact = {p: e for p, e in _errors(choice).items() if e is not None}
+    assert choice.plan == min(exact, key=exact.get)
+    assert f"±{exact[choice.plan]:.3g}" in choice.why and "next" in choice.why
+    assert {"identity", "hb", "hdmm"} <= set(exact)
+
+
+def test_a_five_cell_histogram_is_not_given_dawa():
+    """Issue #27: auto picked DAWA (no error bars) even for 5 cells."""
+    from ektelo.matrix import Identity
+    from ektelo.planner import auto_plan
+
+    choice = auto_plan(Identity(5), "identity", (5,), eps=1.0)
+    assert choice.plan == "identity"  # ties go to the simplest
+    dawa = next(c for c in choice.candidates if c.plan == "dawa")
+    assert dawa.rmse is None and "not worth it" in dawa.note
+
+
+def test_large_domains_keep_the_data_dependent_rule():
+    from ektelo.matrix import Prefix
+    from ektelo.planner import DATA_DEPENDENT_MIN_CELLS, auto_plan
+
+    n = 2 * DATA_DEPENDENT_MIN_CELLS
+    choice = auto_plan(Prefix(n), "prefix", (n,), eps=1.0)
+    assert choice.plan == "dawa" and "no closed-form error" in choice.why
+    zcdp = auto_plan(Prefix(n), "prefix", (n,), rho=0.1)  # zCDP: Gaussian-capable plans only
+    assert not plans.get(zcdp.plan).data_dependent
+
+
+def test_a_failing_candidate_is_listed_and_left_out(monkeypatch):
+    import warnings
+
+    from ektelo import planner
+    from ektelo.matrix import Prefix
+
+    real = plans.strategy_for
+
+    def flaky(name, shape, W):
+        if name == "hb":
+            warnings.warn("overflow encountered in cast", RuntimeWarning, stacklevel=2)
+        return real(name, shape, W)
+
+    monkeypatch.setattr(plans, "strategy_for", flaky)
+    choice = planner.auto_plan(Prefix(8), "prefix", (8,), eps=1.0)
+    hb = next(c for c in choice.candidates if c.plan == "hb")
+    assert hb.rmse is None and hb.note == "left out: overflow encountered in cast"
+    assert choice.plan != "hb"

@@ -198,7 +198,8 @@ def _write(out: Path | None, frame: Any, meta: dict[str, Any]) -> None:
     import pandas as pd
 
     if out is None:
-        with pd.option_context("display.max_rows", 20, "display.width", 160):
+        with pd.option_context("display.max_rows", 20, "display.width", 160,
+                               "display.float_format", "{:.2f}".format):
             print(frame.to_string(index=False, max_rows=20))
         return
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -455,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, KeyError):
             message = message.strip("'\"")
         if isinstance(exc, BudgetExceeded):
-            message += " (nothing was measured; `ektelo budget` shows what is left)"
+            message += " (`ektelo budget` shows what is left)"
         print(f"ektelo: {kind}: {message}", file=sys.stderr)
         return 2
 

@@ -79,6 +79,9 @@ def choose_plan(kind: str, shape: Sequence[int]) -> tuple[str, str]:
 # Below this many cells a data-dependent plan's partition is not worth its
 # share of the budget (DPBench's small domains favour data-independent plans).
 DATA_DEPENDENT_MIN_CELLS = 1024
+# A candidate's error needing a dense pseudo-inverse above this many cells is
+# not priced (O(n³): the planner answers in about a second).
+_MAX_DENSE = 1024
 # Candidates whose expected error is within this factor of the best count as
 # ties, broken by the order of `candidates` (simplest first).
 _TIE = 1.01
@@ -115,7 +118,8 @@ def candidates(kind: str, shape: Sequence[int]) -> list[str]:
         names += ["hb", "quadtree"]
     if d >= 2 and kind == "prefix":
         names.append("hb_striped_kron")
-    names.append("hdmm")
+    if max(shape) <= _MAX_DENSE:  # HDMM optimises per attribute: minutes above ~10³ values
+        names.append("hdmm")
     return names
 
 
@@ -135,6 +139,16 @@ def auto_plan(
 
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
+    rule, rule_why = choose_plan(kind, shape)
+    from .plans import get
+
+    dependent = get(rule).data_dependent
+    if dependent and rho is None and n >= DATA_DEPENDENT_MIN_CELLS:  # the rule wins: no need
+        why = f"{rule_why} (domain of {n:,} cells; no closed-form error)"  # to price the others
+        skipped = tuple(Candidate(c, False, None, "not priced: a large domain goes to the "
+                                  "data-dependent rule") for c in candidates(kind, shape))
+        return Choice(rule, why, (*skipped, Candidate(rule, True, None, "data-dependent: no "
+                                                      "closed-form error")))
     found: list[Candidate] = []
     for name in candidates(kind, shape):
         # A candidate that fails or warns (a strategy optimiser's numerics) is
@@ -145,16 +159,12 @@ def auto_plan(
                 A = strategy_for(name, shape, W)
                 if A is None:
                     continue
-                total = float(error.expected_error(W, A, eps, rho=rho))
+                total = float(error.expected_error(W, A, eps, rho=rho, max_dense=_MAX_DENSE))
                 rmse = math.sqrt(total / W.shape[0])
                 found.append(Candidate(name, False, rmse, "exact expected error (LS)"))
             except Exception as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 found.append(Candidate(name, False, None, f"left out: {reason}"))
-    rule, rule_why = choose_plan(kind, shape)
-    from .plans import get
-
-    dependent = get(rule).data_dependent
     if dependent:
         note = "data-dependent: no closed-form error"
         if rho is not None:
@@ -163,9 +173,6 @@ def auto_plan(
             note += f"; domain of {n} cells < {DATA_DEPENDENT_MIN_CELLS}: partition not worth it"
         found.append(Candidate(rule, True, None, note))
     exact = [c for c in found if c.rmse is not None]
-    if dependent and rho is None and n >= DATA_DEPENDENT_MIN_CELLS:
-        why = f"{rule_why} (domain of {n:,} cells; no closed-form error)"
-        return Choice(rule, why, tuple(found))
     if not exact:
         if dependent and rho is None:
             return Choice(rule, f"{rule_why} (no closed-form error for any candidate)",

@@ -402,6 +402,7 @@ class Session:
         params = dict(params or {})
         name, why, _ = self._plan(q, plan, budget)
         table = self._filtered(where)  # checks the filter before anything is spent
+        self._check_remaining(budget)
         if name != DIRECT_MARGINALS:
             info = plans.get(name)
             unknown = set(params) - set(info.parameters)
@@ -428,6 +429,22 @@ class Session:
         return frame
 
     # -- internals -------------------------------------------------------------------
+    def _check_remaining(self, budget: dict[str, float]) -> None:
+        """Refuse a question the budget cannot cover before its plan starts: a
+        plan's steps are charged one by one, and a refusal half-way would
+        leave the first steps spent for nothing. A question costs its budget
+        at the table (filters and projections are 1-stable)."""
+        from .kernel import BudgetExceeded
+
+        b = self.budget
+        cost = budget["rho"] if b.unit == "rho" else budget["epsilon"]
+        if cost > b.remaining * (1 + 1e-9):
+            unit = "ρ" if b.unit == "rho" else "ε"
+            raise BudgetExceeded(
+                f"the question needs {unit}={cost:g} but {unit}={b.remaining:g} of "
+                f"{b.total:g} remains; nothing was spent"
+            )
+
     def _request(self, epsilon: float | None, rho: float | None) -> dict[str, float]:
         """The question's budget as the kernel will charge it: {"epsilon": ε}
         on a pure-DP kernel; {"rho": ρ} on a zCDP kernel (ε converted with the

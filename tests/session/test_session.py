@@ -182,3 +182,13 @@ def test_zcdp_session_uses_gaussian_plans():
     assert s.unit == "rho" and 0 < s.spent < s.budget.total
     with pytest.raises(ValueError, match="zCDP"):
         session().histogram("sex", rho=0.1)
+
+
+def test_a_plan_is_refused_whole_not_half_way():
+    """DAWA charges its partition, then its measurement: a question the budget
+    cannot cover is refused before the first step."""
+    s = session(epsilon=1.0)
+    s.histogram("age", epsilon=0.7, plan="identity")
+    with pytest.raises(BudgetExceeded, match="nothing was spent"):
+        s.cdf("age", epsilon=0.5, plan="dawa")
+    assert s.spent == pytest.approx(0.7) and len(s.history) == 1
