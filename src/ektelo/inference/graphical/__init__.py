@@ -1,6 +1,7 @@
 """The machinery of the graphical-model estimator (`ektelo.inference.graphical_model`):
 the junction tree over a set of cliques and belief propagation on it
-(`junction`), marginals outside one clique by variable elimination
+(`junction`), the loss and mirror descent that fit the potentials
+(`fitting`), marginals outside one clique by variable elimination
 (`elimination`), and forward sampling of synthetic rows (`sampling`).
 
 After Private-PGM (McKenna, Sheldon & Miklau, "Graphical-model based

@@ -30,7 +30,16 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from ...domain import Domain, check_names
 
-__all__ = ["JunctionTree", "canonical", "logsumexp", "maximal_cliques", "model_size"]
+__all__ = [
+    "JunctionTree",
+    "assignment",
+    "canonical",
+    "clique_potentials",
+    "expand",
+    "logsumexp",
+    "maximal_cliques",
+    "model_size",
+]
 
 Clique = tuple[str, ...]
 
@@ -265,3 +274,37 @@ class JunctionTree:
         root = beliefs[self.order[0]]
         log_z = float(logsumexp(root, tuple(range(root.ndim))))
         return beliefs, log_z
+
+
+def expand(table: np.ndarray, sub: Clique, clique: Clique, domain: Domain) -> np.ndarray:
+    """`table` on `sub` (domain order) broadcast to the shape of `clique` ⊇ sub."""
+    view = tuple(domain[a].size if a in sub else 1 for a in clique)
+    return np.broadcast_to(table.reshape(view), tuple(domain[a].size for a in clique))
+
+
+def assignment(tree: JunctionTree, cliques: Sequence[Clique]) -> list[int]:
+    """The maximal clique of the junction tree that holds each model clique."""
+    out = []
+    for c in cliques:
+        home = tree.home(c)
+        if home is None:  # the triangulation contains every clique
+            raise AssertionError(f"no junction-tree clique holds {c}")
+        out.append(home)
+    return out
+
+
+def clique_potentials(
+    tree: JunctionTree,
+    cliques: Sequence[Clique],
+    assign: Sequence[int],
+    potentials: Sequence[np.ndarray],
+) -> list[np.ndarray]:
+    """Each maximal clique's log-potential: the sum of the model cliques' it holds."""
+    out: list[np.ndarray | None] = [None] * len(tree.cliques)
+    for c, home, theta in zip(cliques, assign, potentials, strict=True):
+        table = (
+            theta if c == tree.cliques[home] else expand(theta, c, tree.cliques[home], tree.domain)
+        )
+        previous = out[home]
+        out[home] = table if previous is None else previous + table
+    return [np.zeros(s) if t is None else t for s, t in zip(tree.shapes, out, strict=True)]
