@@ -52,6 +52,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             "tab": {"data": "tab.csv", "domain": "tab-domain.json", "epsilon": 1000.0,
                     "seed": 11},
             "capped": {"data": "vec.npy", "epsilon": 1.0, "seed": 11},
+            "zcdp": {"data": "vec.npy", "rho": 10.0, "seed": 11},
         },
         max_request_bytes=1 << 20,
         max_array_elements=1 << 16,
@@ -61,6 +62,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     alice = run_admin(config, "add-analyst", "alice", "--dataset", "vec", "--quota", "500")
     run_admin(config, "add-analyst", "alice", "--dataset", "tab")
     run_admin(config, "add-analyst", "alice", "--dataset", "capped")
+    run_admin(config, "add-analyst", "alice", "--dataset", "zcdp")
     # a second add-analyst issues a second live token; alice's first stays valid
     bob = run_admin(config, "add-analyst", "bob", "--dataset", "vec")
     server = ServerProcess(config).start()

@@ -50,7 +50,7 @@ def _laplace_doc(matrix_doc: Any, eps: float = 0.01, source: int = 0) -> dict[st
 
 def test_a_remote_handle_measures_and_spends(served):
     conn = ektelo.connect(served.url, served.alice)
-    assert set(conn.datasets()) == {"vec", "tab", "capped"}
+    assert set(conn.datasets()) == {"vec", "tab", "capped", "zcdp"}
     x = conn.dataset("vec")
     assert isinstance(x, ektelo.ProtectedVector) and x.shape == (64,) and x.integral
     before = x.budget.spent
@@ -249,3 +249,9 @@ def test_every_port_request_round_trips_through_the_server(served):
     assert all(isinstance(c, tuple) for c in cliques)
     info = x.port.submit(port.Describe(y.node))
     assert info.source == y.node and info.shape == (16,)
+    with pytest.raises(ValueError, match="pure"):  # Gaussian noise needs a zCDP budget
+        x.gaussian(Identity(64), rho=0.01)
+    z = ektelo.connect(served.url, served.alice).dataset("zcdp")
+    g = z.gaussian(Prefix(64), rho=0.5)
+    assert isinstance(g.noise, ektelo.Gaussian) and g.rho == 0.5
+    assert z.budget.unit == "rho" and z.budget.spent == pytest.approx(0.5)

@@ -60,7 +60,7 @@ def test_the_status_page_renders_datasets_spending_and_audit(served, tmp_path):
 
     dom = _browse(url, "--dump-dom", tmp=tmp_path).stdout
     text = re.sub(r"<[^>]+>", " ", dom)
-    for name in ("vec", "tab", "capped", "alice", "bob"):
+    for name in ("vec", "tab", "capped", "zcdp", "alice", "bob"):
         assert re.search(rf"\b{re.escape(name)}\b", text), name
     assert "ektelo server status" in dom
     datasets = dom[dom.index('id="datasets"'):dom.index('id="analysts"')]
