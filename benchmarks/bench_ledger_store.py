@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -135,6 +136,13 @@ def main() -> None:
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="ektelo-bench-", dir=args.folder))
     folder.chmod(0o755)  # the PostgreSQL cluster inside runs as the postgres user
+    try:
+        measure(args, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, folder: Path) -> None:
     print(f"# {args.requests} sequential requests; {args.workers} processes × "
           f"{args.per_worker} for throughput; files in {folder}; cpus {os.cpu_count()}")
     memory = request_latencies(None, args.requests)
