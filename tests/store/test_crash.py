@@ -96,6 +96,9 @@ def _crash_rounds(url: str, folder: Path) -> None:
         received += len(answers)
         before = history
     assert received > ROUNDS  # the workers got answers out before being killed
+    # some kills landed between a charge and its release (about a third do):
+    # those reservations have no answer and stay charged (spent counted them)
+    assert any(status == "reserved" for status, _ in before.values())
 
 
 @pytest.mark.slow
