@@ -135,21 +135,21 @@ def main() -> None:
           f"sequential requests, then {args.clients} concurrent client processes")
     print(f"{'ledger':<10} {'p50 ms':>8} {'p99 ms':>8} {'seq req/s':>10} "
           f"{'conc req/s':>11} {'bare txn ms':>12}")
-    backends: list[tuple[str, str | None]] = [("memory", None), ("sqlite", "ledger.sqlite")]
-    pg_folder = None
-    if args.postgres:
+    for name, ledger in (("memory", None), ("sqlite", "ledger.sqlite")):
+        report(name, run(ledger, args.requests, args.clients))
+    if args.postgres:  # a throwaway cluster, started for its row only
         from tests.store import pgcluster
 
-        url, pg_folder = pgcluster.start(tempfile.mkdtemp(prefix="ektelo-bench-pg-"))
-        backends.append(("postgres", url))
-    try:
-        for name, ledger in backends:
-            r = run(ledger, args.requests, args.clients)
-            print(f"{name:<10} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['seq_rps']:10.1f} "
-                  f"{r['conc_rps']:11.1f} {r['bare_txn_ms']:12.2f}")
-    finally:
-        if pg_folder is not None:
-            pgcluster.stop(pg_folder)
+        url, folder = pgcluster.start(tempfile.mkdtemp(prefix="ektelo-bench-pg-"))
+        try:
+            report("postgres", run(url, args.requests, args.clients))
+        finally:
+            pgcluster.stop(folder)
+
+
+def report(name: str, r: dict[str, float]) -> None:
+    print(f"{name:<10} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['seq_rps']:10.1f} "
+          f"{r['conc_rps']:11.1f} {r['bare_txn_ms']:12.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..kernel import store
 from .auth import TokenStore
 from .config import DatasetConfig, check_name, dataset_section, ensure_in_store, load_config
 
@@ -72,14 +73,14 @@ def _add_to_store(ledger: str, ds: DatasetConfig, analyst: str, quota: float | N
     created there with its configured cap if the server has not yet)."""
     from .app import open_ledger
 
-    store = open_ledger(ledger)
-    ensure_in_store(store, ds)
-    known = {a.name for r in store.datasets() if r.name == ds.name for a in r.analysts}
+    ledger_store = open_ledger(ledger)
+    ensure_in_store(ledger_store, ds)
+    known = {a.name for r in ledger_store.datasets() if r.name == ds.name for a in r.analysts}
     if analyst in known:
         print(f"analyst {analyst} is already on {ds.name}; quota unchanged", file=sys.stderr)
     else:
-        store.add_analyst(ds.name, analyst, quota)
-    store.close()
+        ledger_store.add_analyst(ds.name, analyst, quota)
+    ledger_store.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "revoke-token":
             n = tokens.revoke(args.name, "admin" if args.admin else "analyst")
             print(f"revoked {n} token(s) of {args.name}", file=sys.stderr)
-    except (ValueError, TypeError, OSError) as err:
+    except (ValueError, TypeError, OSError, store.StoreError) as err:
         print(f"ektelo-admin: {err}", file=sys.stderr)
         return 2
     return 0

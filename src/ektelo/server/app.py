@@ -42,7 +42,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import wire
-from ..kernel import Budget, BudgetExceeded, port
+from ..kernel import Budget, BudgetExceeded, port, store
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import AuditEntry, Dataset, HandleError, Session, load_data
@@ -79,7 +79,9 @@ class Service:
             if self.store is not None:
                 ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
-            self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
+            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
+            if self.store is None:
+                ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self.sessions_lock = threading.Lock()
 
@@ -167,7 +169,9 @@ class Service:
         operation = type(request).__name__
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
         try:
-            response = session.submit(request, request_id)
+            with session.lock:  # a session's ids and last charge are its requests' own
+                response = session.submit(request, request_id)
+                charge, replayed = session.last_charge, session.replayed
         except BudgetExceeded as err:
             self._audit(session, operation, digest, None, "refused: BudgetExceeded")
             raise ApiError(403, "BudgetExceeded", str(err)) from err
@@ -181,8 +185,7 @@ class Service:
                 self._audit(session, operation, digest, None, f"refused: {type(err).__name__}")
             raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
         if spends:
-            outcome = "replayed" if session.replayed else "granted"
-            self._audit(session, operation, digest, session.last_charge, outcome)
+            self._audit(session, operation, digest, charge, "replayed" if replayed else "granted")
         return json.dumps({"response": wire.encode(response)}, separators=(",", ":")).encode()
 
     def _audit(
@@ -213,8 +216,6 @@ def open_ledger(location: str | None) -> Any:
     URL, `ektelo.kernel.store`), or None for in-memory ledgers."""
     if location is None:
         return None
-    from ..kernel import store
-
     return store.open_store(location)
 
 
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         app = create_app(config)
-    except (ValueError, TypeError, OSError) as err:
+    except (ValueError, TypeError, OSError, store.StoreError) as err:
         print(f"ektelo-serve: {err}", file=sys.stderr)
         return 2
     uvicorn.run(

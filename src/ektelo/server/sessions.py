@@ -98,9 +98,11 @@ class Dataset:
         if self.store is not None:
             handle = self._protect(analyst)
             return handle.port, handle.node, False
-        if self._root is None:
-            self._root = self._protect(None)
-        return self._root.port, self._root.node, True
+        with self.lock:  # one kernel per dataset: two would split its cap
+            if self._root is None:
+                self._root = self._protect(None)
+            root = self._root
+        return root.port, root.node, True
 
     @property
     def kind(self) -> str:
@@ -118,7 +120,7 @@ class Session:
     shared: bool
     nodes: list[int]  # session id -> kernel id
     records: list[int] = field(default_factory=list)  # kernel history indices
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one request at a time
     last_used: float = field(default_factory=time.monotonic)
     last_charge: float | None = None  # the root charge of the last granted request
     replayed: bool = False  # the last request was a retry answered from storage
