@@ -321,3 +321,14 @@ def _raw(url):
         conn.close()
 
     return run_sqlite
+
+
+def test_a_missing_postgres_skips_loudly_or_fails_when_required(monkeypatch):
+    from tests.store import conftest
+
+    monkeypatch.setattr(conftest, "REQUIRED", False)
+    with pytest.raises(pytest.skip.Exception, match="POSTGRESQL LEDGER TESTS NOT RUN: no pg"):
+        conftest.unavailable("no pg")
+    monkeypatch.setattr(conftest, "REQUIRED", True)
+    with pytest.raises(pytest.fail.Exception, match="EKTELO_REQUIRE_COMPONENTS=1"):
+        conftest.unavailable("no pg")
