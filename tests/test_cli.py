@@ -56,7 +56,7 @@ def test_run_writes_csv_with_exact_error_bars(census, tmp_path, capsys):
     assert len(frame) == 500 * 3
     assert frame["std_error"].gt(0).all()
     assert (frame["ci_low"] < frame["answer"]).all() and (frame["answer"] < frame["ci_high"]).all()
-    assert frame["ci_method"].str.startswith("normal approx.").all()
+    assert (frame["ci_method"] == "Laplace-tail width (conservative for sums)").all()
     # the last prefix over all sexes (NA) counts every row, up to noise
     last = frame.iloc[-1]
     assert pd.isna(last["sex"]) and abs(last["answer"] - 5000) < 10 * last["std_error"]
@@ -505,3 +505,19 @@ def test_help_imports_nothing_heavy():
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0 and result.stdout.strip().endswith("[]"), result.stderr
+
+
+def test_a_blank_cell_in_a_column_the_question_never_reads(tmp_path, capsys):
+    """Issue #27: one blank cell aborted queries that never read that column; and
+    the blank made pandas read a numeric-label column as text."""
+    (tmp_path / "d.json").write_text(json.dumps({"rate": {"range": [1, 5]},
+                                                 "religious": {"range": [1, 4]}}))
+    (tmp_path / "t.csv").write_text("rate,religious\n1,2\n5,\n3,4\n")
+    common = ("run", "--no-ledger", "--data", str(tmp_path / "t.csv"), "--domain",
+              str(tmp_path / "d.json"), "--epsilon", "1")
+    assert call(capsys, *common, "--workload", "histogram:rate")[0] == 0
+    code, _, err = call(capsys, *common, "--workload", "histogram:religious")
+    assert code == 2 and "column 'religious': missing values (NaN/blank);" in err
+    assert "not among the labels" not in err  # "2" and "4" read as text still match
+    assert call(capsys, *common, "--workload", "histogram:religious", "--on-invalid",
+                "drop")[0] == 0

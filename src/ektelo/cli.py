@@ -110,6 +110,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
     question = parse(args.workload, domain)
     where = parse_where(args.where, domain) if args.where else None
+    # Only the columns this run reads are loaded and checked: a blank cell in a
+    # column the question never reads does not stop it (the projection is public).
+    from .where import attributes_of
+
+    used = list(question.attributes)
+    used += [a for a in (attributes_of(args.where) if args.where else []) if a not in used]
+    domain = domain.project([n for n in domain.names if n in used])
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
     budget = _dataset_budget(args, ledger, dataset)

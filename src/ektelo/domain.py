@@ -340,6 +340,16 @@ class Attribute:
                 count=len(values),
             )
         codes[rest] = np.where(found >= 0, np.asarray(place)[found], -1)
+        numeric = {float(self.values[i]): i for i in place if _is_number(self.values[i])}
+        if numeric and (codes[rest] < 0).any():
+            # text that spells a numeric label ("3" for 3: a CSV column whose
+            # one blank cell made pandas keep every value as text)
+            idx = np.flatnonzero(rest & (codes < 0))
+            texts = series.iloc[idx]
+            if texts.map(lambda v: isinstance(v, str)).any():
+                as_number = pd.to_numeric(texts.astype(str).str.strip(), errors="coerce")
+                hits = as_number.map(lambda v: numeric.get(float(v), -1) if v == v else -1)
+                codes[idx] = np.where(texts.map(lambda v: isinstance(v, str)), hits, -1)
         return codes
 
     def _bad_values(

@@ -20,7 +20,7 @@ For every data-independent candidate it computes the exact expected error
 of the workload from the plan's strategy (the matrix mechanism's closed
 form, `operators.error.expected_error`; Li et al., VLDB J. 2015) and takes
 the smallest; a data-dependent plan is kept only where `choose_plan`'s rules
-pick one *and* the domain is large (`DATA_DEPENDENT_MIN_CELLS`: DPBench finds
+pick one *and* the domain is large (`DATA_DEPENDENT_MIN_CELLS`, 256: DPBench finds
 DAWA's partition paying off on large, sparse domains, while on a handful of
 cells it only spends budget on a partition), since its error has no closed
 form to compare. Under zCDP (`rho=`) only the Gaussian-capable
@@ -78,10 +78,11 @@ def choose_plan(kind: str, shape: Sequence[int]) -> tuple[str, str]:
 
 # Below this many cells a data-dependent plan's partition is not worth its
 # share of the budget (DPBench's small domains favour data-independent plans).
-DATA_DEPENDENT_MIN_CELLS = 1024
+DATA_DEPENDENT_MIN_CELLS = 256
 # A candidate's error needing a dense pseudo-inverse above this many cells is
-# not priced (O(n³): the planner answers in about a second).
-_MAX_DENSE = 1024
+# not priced (O(n³) and the strategies' dense Grams: the planner answers in
+# about a second up to here).
+_MAX_DENSE = 256
 # Candidates whose expected error is within this factor of the best count as
 # ties, broken by the order of `candidates` (simplest first).
 _TIE = 1.01
@@ -118,7 +119,7 @@ def candidates(kind: str, shape: Sequence[int]) -> list[str]:
         names += ["hb", "quadtree"]
     if d >= 2 and kind == "prefix":
         names.append("hb_striped_kron")
-    if max(shape) <= _MAX_DENSE:  # HDMM optimises per attribute: minutes above ~10³ values
+    if max(shape) <= _MAX_DENSE:  # HDMM optimises per attribute: minutes at ~10³ values
         names.append("hdmm")
     return names
 
@@ -173,6 +174,9 @@ def auto_plan(
             note += f"; domain of {n} cells < {DATA_DEPENDENT_MIN_CELLS}: partition not worth it"
         found.append(Candidate(rule, True, None, note))
     exact = [c for c in found if c.rmse is not None]
+    if rho is not None and len(shape) == 1 and kind in RANGE_KINDS and n > _MAX_DENSE:
+        return Choice("hb", f"HB: a 1-D range workload over {n:,} cells, Gaussian noise "
+                            f"(errors above {_MAX_DENSE} cells not priced)", tuple(found))
     if not exact:
         if dependent and rho is None:
             return Choice(rule, f"{rule_why} (no closed-form error for any candidate)",

@@ -21,7 +21,7 @@ from typing import Any
 
 from .domain import Attribute, Domain
 
-__all__ = ["WhereError", "parse_where"]
+__all__ = ["WhereError", "attributes_of", "parse_where"]
 
 _COMPARE = {
     ast.Eq: "==",
@@ -116,6 +116,28 @@ def parse_where(text: str, domain: Domain | None = None) -> Any:
         }[symbol]()
 
     return convert(tree)
+
+
+def attributes_of(text: str) -> list[str]:
+    """The attribute names a filter's text mentions (backquoted ones too), in
+    order of appearance; the text must parse."""
+    import re
+
+    quoted = re.findall(r"`([^`]+)`", text)
+    source = re.sub(r"`([^`]+)`", lambda m: f"__ektelo_q{quoted.index(m.group(1))}__", text)
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise WhereError(f"--where: cannot parse {text!r}: {exc.msg}") from None
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            name = node.id
+            if name.startswith("__ektelo_q"):
+                name = quoted[int(name[len("__ektelo_q"):-2])]
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def _check(domain: Domain | None, name: str, op: str, value: Any) -> None:
