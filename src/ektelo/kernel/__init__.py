@@ -10,11 +10,13 @@ over a port), `sensitivity` (the kernel's own structural rules), `tables`
 `where`), `noise` (secure/research `RandomSource`), and the private
 operators `ahp`, `dawa`, `mwem`, `privbayes`. `port` is public (its request
 and response types are what a server's wire format carries, `ektelo.wire`).
+`engines` holds the table engines (memory, DuckDB, Spark; docs/engines.md).
 `store` holds the durable budget ledgers (SQLite, PostgreSQL) and the audit
 trail: `open_store(path_or_url)` (docs/ledger.md).
 """
 
 from . import port, store
+from .engines import DuckDBEngine, EngineError, MemoryEngine, SparkEngine
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
 from .ledger import Budget, BudgetExceeded, NodeState, RequestConflict
@@ -26,8 +28,11 @@ from .store import open_store
 __all__ = [
     "Budget",
     "BudgetExceeded",
+    "DuckDBEngine",
+    "EngineError",
     "Kernel",
     "LocalPort",
+    "MemoryEngine",
     "NodeState",
     "Port",
     "Predicate",
@@ -35,6 +40,7 @@ __all__ = [
     "ProtectedVector",
     "QueryRecord",
     "RequestConflict",
+    "SparkEngine",
     "col",
     "open_store",
     "port",
