@@ -506,23 +506,25 @@ class Session:
     def _gaussian(self, budget: dict[str, float], name: str, q: Any) -> bool:
         from . import plans
 
-        return ("rho" in budget and not plans.get(name).data_dependent
+        return ("rho" in budget and "mechanism" in plans.get(name).parameters
                 and plans.strategy_for(name, q.shape, q.matrix) is not None)
 
     def _run(self, q: questions.ParsedWorkload, name: str, table: Any,
              budget: dict[str, float], params: dict[str, Any]) -> np.ndarray:
-        from . import inference, plans
+        from . import plans
 
         attrs = list(q.attributes)
         if name == DIRECT_MARGINALS:
             return self._direct_marginals(q, table, budget)
         info = plans.get(name)
-        if self._gaussian(budget, name, q) and not params:
-            # the data-independent plan with the Gaussian mechanism: its strategy
-            # measured at ρ (Bun & Steinke 2016), then least squares
-            A = plans.strategy_for(name, q.shape, q.matrix)
-            y = table.vectorize(attrs).gaussian(A, rho=budget["rho"])
-            return q.matrix @ inference.least_squares([y]).x.reshape(-1)
+        if self._gaussian(budget, name, q):
+            # the data-independent plan with the Gaussian mechanism at ρ (#24)
+            x = table.vectorize(attrs)
+            result = plans.run(name, x, q.matrix, budget["rho"], mechanism="gaussian", **params)
+            result = np.asarray(result, dtype=np.float64).reshape(-1)
+            if info.returns == "answers":
+                return result
+            return np.asarray(q.matrix @ result).reshape(-1)
         eps = budget.get("epsilon") if "rho" not in budget else math.sqrt(2 * budget["rho"])
         assert eps is not None
         if info.input_kind == "table":
