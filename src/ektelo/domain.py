@@ -340,7 +340,8 @@ class Attribute:
                 count=len(values),
             )
         codes[rest] = np.where(found >= 0, np.asarray(place)[found], -1)
-        numeric = {float(self.values[i]): i for i in place if _is_number(self.values[i])}
+        numeric = {float(self.values[i]): i  # type: ignore[arg-type]
+                   for i in place if _is_number(self.values[i])}
         if numeric and (codes[rest] < 0).any():
             # text that spells a numeric label ("3" for 3: a CSV column whose
             # one blank cell made pandas keep every value as text)
