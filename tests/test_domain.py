@@ -399,7 +399,7 @@ def test_clean_drop_and_clamp_are_row_by_row():
 
 
 def test_domain_template_is_valid_and_says_it_is_private():
-    from ektelo.domain import domain_template
+    from ektelo.domain_template import domain_template
 
     frame = pd.DataFrame({"n": [1, 5, 3], "t": ["x", "y", None], "f": [0.5, 1000.0, 33.3],
                           "many": ["a", "b", "c"]})

@@ -282,7 +282,7 @@ def cmd_domain_init(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from .domain import TEMPLATE_NOTE, domain_template
+    from .domain_template import TEMPLATE_NOTE, domain_template
 
     data = Path(args.data)
     if not data.is_file():
