@@ -146,7 +146,7 @@ class TestNothingRaisesAfterTheCharge:
         P = dawa_partition(x, 1.0, RandomSource(0), approximate=approximate)
         assert isinstance(P, Partition) and P.domain_shape == (1024,)
         assert _is_interval_partition(P, 1024)
-        clamped = np.minimum(x, dawa._CELL_MAX)  # C1: the partition of the clamped counts
+        clamped = np.minimum(x, dawa.CELL_MAX)  # C1: the partition of the clamped counts
         assert dawa_partition(clamped, 1.0, RandomSource(0), approximate=approximate) == P
 
     def test_huge_counts_through_the_kernel(self) -> None:
@@ -188,7 +188,7 @@ class TestNothingRaisesAfterTheCharge:
         rng = np.random.default_rng(9)
         cases = [(rng.poisson(20, 90) * rng.integers(0, 2, 90), eps) for eps in (0.05, 1.0, 40.0)]
         fast = [dawa_partition(x, e, RandomSource(3), penalty=penalty) for x, e in cases]
-        monkeypatch.setattr(dawa, "_FAST", 0)
+        monkeypatch.setattr(dawa, "INT64_DP_BOUND", 0)
         slow = [dawa_partition(x, e, RandomSource(3), penalty=penalty) for x, e in cases]
         assert fast == slow
 
@@ -200,7 +200,7 @@ class TestNothingRaisesAfterTheCharge:
         )
         frac = raw.values[raw.values != np.round(raw.values)]
         assert frac.size > 100 and (frac < 0).any()
-        units = dawa._noise_units(4000, 1025, 50.0, RandomSource(4))
+        units = dawa.noise_units(4000, 1025, 50.0, RandomSource(4))
         assert units.dtype == np.int64
         assert np.array_equal(units, np.floor(raw.values).astype(np.int64))
 
@@ -270,11 +270,11 @@ def test_neighbours_output_distributions_are_within_e_eps() -> None:
 # ---------------------------------------------------------------- the penalty
 class TestPenalty:
     def test_penalty_units(self) -> None:
-        lam = dawa._exact_noise_scale(0.5)
-        p1 = dawa._penalty_units(64, 0.5, None)
+        lam = dawa.exact_noise_scale(0.5)
+        p1 = dawa.penalty_units(64, 0.5, None)
         assert p1.shape == (65,) and (p1 == round(2 * lam)).all()
-        assert (dawa._penalty_units(64, 0.5, 3.0) == round(3 * lam)).all()
-        p2 = dawa._penalty_units(64, 0.5, "log-length")
+        assert (dawa.penalty_units(64, 0.5, 3.0) == round(3 * lam)).all()
+        p2 = dawa.penalty_units(64, 0.5, "log-length")
         lengths = np.arange(1, 65)
         assert np.array_equal(p2[1:], np.rint(lam * (4 + np.log(lengths))).astype(np.int64))
         assert (np.diff(p2[1:]) >= 0).all()

@@ -131,7 +131,7 @@ class TestAHP:
         for top, var in ((50, 22.0), (5, 5000.0), (1, 3.0)):
             y = np.sort(np.where(rng.random(200) < 0.5, 0, rng.integers(0, top + 1, 200)))
             y = y.astype(np.float64)
-            np.testing.assert_allclose(ahp._best_start_errors(y, var), plain(y, var))
+            np.testing.assert_allclose(ahp.best_start_errors(y, var), plain(y, var))
 
     @pytest.mark.parametrize(
         ("kwargs", "error"),
@@ -219,21 +219,21 @@ class TestDAWA:
         dawa_partition(np.arange(4096) % 9, 0.3, spy, approximate=True)
         ((kind, kw),) = spy.calls
         assert kind == "laplace" and kw["integral"] and kw["epsilon"] == 0.3
-        assert kw["sensitivity"] == dawa._dyadic_sensitivity(12)
-        assert 2.0 * 12 - 2 < kw["sensitivity"] / 2**dawa._S < 2.0 * 12  # ≈ Σ 2(1 − 2^-k)
+        assert kw["sensitivity"] == dawa.dyadic_sensitivity(12)
+        assert 2.0 * 12 - 2 < kw["sensitivity"] / 2**dawa.COST_BITS < 2.0 * 12  # ≈ Σ 2(1 − 2^-k)
         spy = SpySource(0)
         dawa_partition(np.arange(64) % 9, 0.3, spy, approximate=False)
-        assert spy.calls[0][1]["sensitivity"] == 2 ** (dawa._S + 2) + 1
+        assert spy.calls[0][1]["sensitivity"] == 2 ** (dawa.COST_BITS + 2) + 1
 
     def test_dyadic_cost_vector_sensitivity_holds_on_random_neighbours(self) -> None:
         rng = np.random.default_rng(11)
         for n in (5, 64, 100, 257):
-            declared = dawa._dyadic_sensitivity((n - 1).bit_length())
+            declared = dawa.dyadic_sensitivity((n - 1).bit_length())
             for _ in range(40):
                 x = rng.integers(0, 30, n) * rng.integers(0, 2, n)
                 y = x.copy()
                 y[rng.integers(n)] += rng.choice([-1, 1])
-                a, b = dawa._dyadic_costs(x), dawa._dyadic_costs(y)
+                a, b = dawa.dyadic_costs(x), dawa.dyadic_costs(y)
                 change = sum(int(np.abs(p - q).sum()) for p, q in zip(a, b, strict=True))
                 assert change <= declared
 
@@ -244,9 +244,9 @@ class TestDAWA:
             x = rng.integers(0, 20, n)
             y = x.copy()
             y[rng.integers(n)] += rng.choice([-1, 1])
-            r = dawa._interval_devs(x, fixed_point=True)
-            s = dawa._interval_devs(y, fixed_point=True)
-            assert np.abs(r - s).max() <= 2 ** (dawa._S + 1)
+            r = dawa.interval_devs(x, fixed_point=True)
+            s = dawa.interval_devs(y, fixed_point=True)
+            assert np.abs(r - s).max() <= 2 ** (dawa.COST_BITS + 1)
 
     @pytest.mark.parametrize("values", ["small", "signed", "spread"])
     def test_all_interval_devs_match_brute_force(self, values: str) -> None:
@@ -256,24 +256,24 @@ class TestDAWA:
             "signed": rng.integers(-5, 20, 30),
             "spread": rng.integers(0, 2**30, 30),  # ranks by search, not by lookup
         }[values]
-        a, e, lengths, _ = dawa._intervals(30)
-        T = dawa._interval_devs(v)
+        a, e, lengths, _ = dawa.intervals(30)
+        T = dawa.interval_devs(v)
         assert T.size == a.size == 30 * 31 // 2
         for i in range(T.size):
             w = v[a[i] : e[i]]
             assert T[i] == np.abs((e[i] - a[i]) * w - w.sum()).sum()
-        assert np.array_equal(dawa._interval_devs(v, fixed_point=True), dawa._units(T, lengths))
+        assert np.array_equal(dawa.interval_devs(v, fixed_point=True), dawa.cost_units(T, lengths))
 
     def test_fixed_point_costs_are_exact_at_the_largest_inputs(self) -> None:
         # cells at both ends of the clamp C1 (±2^30) on the largest exact domain:
-        # the one-division rounding stays within int64 and equals `_units`.
-        n = dawa._EXACT_MAX
-        v = np.full(n, -dawa._CELL_MAX, dtype=np.int64)
-        v[np.random.default_rng(6).permutation(n)[: n // 2]] = dawa._CELL_MAX
-        lengths = dawa._intervals(n)[2]
-        T = dawa._interval_devs(v)
+        # the one-division rounding stays within int64 and equals `cost_units`.
+        n = dawa.EXACT_MAX
+        v = np.full(n, -dawa.CELL_MAX, dtype=np.int64)
+        v[np.random.default_rng(6).permutation(n)[: n // 2]] = dawa.CELL_MAX
+        lengths = dawa.intervals(n)[2]
+        T = dawa.interval_devs(v)
         assert T.max() == 2**52  # L·dev of the whole domain: 2^11 · (2^11 · 2^30)
-        assert np.array_equal(dawa._interval_devs(v, fixed_point=True), dawa._units(T, lengths))
+        assert np.array_equal(dawa.interval_devs(v, fixed_point=True), dawa.cost_units(T, lengths))
 
     @pytest.mark.parametrize("block", [1, 3, 16, 100])
     def test_chain_dp_takes_the_first_minimum(
@@ -281,7 +281,7 @@ class TestDAWA:
     ) -> None:
         # many ties (costs in -2..2): the blocked DP must still return the
         # smallest start a among the minimisers, as one argmin over a < e does
-        monkeypatch.setattr(dawa, "_DP_BLOCK", block)
+        monkeypatch.setattr(dawa, "DP_BLOCK", block)
         rng = np.random.default_rng(block)
         for n in (1, 2, 15, 16, 17, 50):
             noisy = np.zeros((n + 1, n + 1), dtype=np.int64)
@@ -292,13 +292,13 @@ class TestDAWA:
                 totals = [best[a] + int(noisy[e, a]) for a in range(e)]
                 want.append(totals.index(min(totals)))
                 best.append(min(totals))
-            assert dawa._chain_dp(noisy) == want
+            assert dawa.chain_dp(noisy) == want
 
     def test_interval_devs_batches_agree(self, monkeypatch: pytest.MonkeyPatch) -> None:
         v = np.random.default_rng(5).integers(0, 50, 70)
-        whole = dawa._interval_devs(v, fixed_point=True)
-        monkeypatch.setattr(dawa, "_DEV_BATCH", 7)
-        assert np.array_equal(dawa._interval_devs(v, fixed_point=True), whole)
+        whole = dawa.interval_devs(v, fixed_point=True)
+        monkeypatch.setattr(dawa, "DEV_BATCH", 7)
+        assert np.array_equal(dawa.interval_devs(v, fixed_point=True), whole)
 
     @pytest.mark.parametrize("n", [1, 2, 17, 64])
     def test_exact_partition_is_the_literal_chain_dp(self, n: int) -> None:
@@ -311,19 +311,21 @@ class TestDAWA:
         for trial in range(4):
             v = rng.poisson(rng.choice([1, 30]), n) * rng.integers(0, 2, n)
             eps = [0.01, 0.1, 1.0, 10.0][trial]
-            got = dawa._exact_partition(v, eps, RandomSource(trial), 40)
+            got = dawa.exact_partition(v, eps, RandomSource(trial), 40)
             source = RandomSource(trial)
             pairs = [(a, e) for a in range(n) for e in range(a + 1, n + 1)]
             costs = []
             for a, e in pairs:
                 w, L = v[a:e], e - a
                 T = int(np.abs(L * w - w.sum()).sum())
-                costs.append((T // L << dawa._S) + (((T % L) << (dawa._S + 1)) + L) // (2 * L))
+                costs.append(
+                    (T // L << dawa.COST_BITS) + (((T % L) << (dawa.COST_BITS + 1)) + L) // (2 * L)
+                )
             draw = source.laplace(
-                np.array(costs, dtype=np.float64), sensitivity=float(dawa._SHIFT),
+                np.array(costs, dtype=np.float64), sensitivity=float(dawa.SHIFT),
                 epsilon=eps, integral=True,
             )  # fmt: skip
-            scale = dawa.laplace_scale_for(float(dawa._SHIFT), eps, integral=True)
+            scale = dawa.laplace_scale_for(float(dawa.SHIFT), eps, integral=True)
             penalty = 40 + round(2.0 * scale)  # 1/ε₂ = 40 units + P1's 2λ
             noisy = {p: math.floor(c) + penalty for p, c in zip(pairs, draw.values, strict=True)}
             best, start = [0], [0]

@@ -22,15 +22,15 @@ from scipy import stats
 from ektelo.kernel import gaussian, noise
 from ektelo.kernel.gaussian import (
     GaussianDraw,
-    _acceptance_bounds,
-    _gaussian_plan,
-    _GaussPlan,
-    _integer_gaussian,
-    _sqrt_up,
+    GaussPlan,
+    acceptance_bounds,
     gaussian_draw,
+    gaussian_plan,
     gaussian_sigma_for,
+    integer_gaussian,
+    sqrt_up,
 )
-from ektelo.kernel.noise import RandomSource, _lead_table, answer_limit
+from ektelo.kernel.noise import RandomSource, answer_limit, lead_table
 
 # ---------------------------------------------------------------- helpers
 
@@ -60,9 +60,9 @@ def _chi2(draws: np.ndarray, v: int, edges: np.ndarray, scale: float = 1.0) -> f
     return float(stats.chisquare(observed[keep], expected[keep] * draws.size).pvalue)
 
 
-def _plan(c: int, j: int, h: int) -> _GaussPlan:
+def _plan(c: int, j: int, h: int) -> GaussPlan:
     """A sampler plan with m = c * 2**j and V = 2*h*m (for tests at small sigma)."""
-    return _GaussPlan(k=0, rounded=False, c=c, j=j, h=h, v=2 * h * (c << j), sigma=0.0, rho=0.0)
+    return GaussPlan(k=0, rounded=False, c=c, j=j, h=h, v=2 * h * (c << j), sigma=0.0, rho=0.0)
 
 
 def _draw(answers, seed: int | None = 7, **kw) -> GaussianDraw:
@@ -77,7 +77,7 @@ def test_per_value_pmf_at_small_sigma(c: int, j: int, h: int, span: int) -> None
     """Every integer's frequency: V = 12 (s = 2.94; m = 3) and V = 192 (s = 11.8;
     m = 3*2**2, L's factor a separate Bernoulli with a 2-bit gate), with power."""
     plan = _plan(c, j, h)
-    y = _integer_gaussian(RandomSource(11), 1_000_000, plan)
+    y = integer_gaussian(RandomSource(11), 1_000_000, plan)
     assert np.array_equal(y, np.rint(y))
     edges = np.arange(-span, span + 2)
     assert _chi2(y.astype(np.int64), plan.v, edges) > 1e-3
@@ -89,14 +89,14 @@ def test_per_value_pmf_at_small_sigma(c: int, j: int, h: int, span: int) -> None
 @pytest.mark.parametrize(
     "plan",
     [
-        _gaussian_plan(1.0, 0.125, True, 1),  # the kernel's plan: j = 0, tabulated bounds
+        gaussian_plan(1.0, 0.125, True, 1),  # the kernel's plan: j = 0, tabulated bounds
         _plan(200, 2, 1000),  # L's factor as a separate Bernoulli (j > 0), small c
         _plan(2048, 10, 3_000_000),  # V ~ 1.3e13: bounds computed per proposal (G3)
     ],
     ids=["integral", "low-bits", "large-V"],
 )
-def test_binned_pmf_with_power(plan: _GaussPlan) -> None:
-    y = _integer_gaussian(RandomSource(12), 200_000, plan).astype(np.int64)
+def test_binned_pmf_with_power(plan: GaussPlan) -> None:
+    y = integer_gaussian(RandomSource(12), 200_000, plan).astype(np.int64)
     s = math.sqrt(plan.v / (2 * math.log(2)))
     edges = np.unique(np.rint(np.arange(-5 * s, 5 * s, s / 4)).astype(np.int64))
     assert _chi2(y, plan.v, edges) > 1e-3
@@ -108,15 +108,15 @@ def test_binned_pmf_with_power(plan: _GaussPlan) -> None:
 
 
 def test_acceptance_bounds_table_equals_the_direct_bounds() -> None:
-    lead = _lead_table()
+    lead = lead_table()
     for v in [1 << 23, (1 << 23) + 1, 23_262_766, 372_403_520]:
-        table = _acceptance_bounds(0, v)
+        table = acceptance_bounds(0, v)
         assert table is not None
         end = math.isqrt(9 * v - 1) + 1
         d = np.arange(end, dtype=np.int64)
         direct = np.append(np.take(lead, ((d * d) << 12) // v), -1)
         assert np.array_equal(table, direct)
-    assert _acceptance_bounds(0, 1 << 40) is None  # too large: computed per proposal
+    assert acceptance_bounds(0, 1 << 40) is None  # too large: computed per proposal
 
 
 # ---------------------------------------------------------------- the mechanism's contract
@@ -142,12 +142,12 @@ def test_sigma_never_below_nominal_and_rho_kept(integral: bool, nnz: int) -> Non
             assert d.sigma == gaussian_sigma_for(sens, rho, integral=integral, max_column_nnz=nnz)
             assert math.frexp(d.grid)[0] == 0.5  # a power of two
             # exactly: sigma**2 = g**2 V/(2 ln 2) >= sens**2/(2 rho), rho' <= rho (G4, G5)
-            plan = _gaussian_plan(sens, rho, integral, nnz)
+            plan = gaussian_plan(sens, rho, integral, nnz)
             grid = Fraction(2) ** -plan.k
             touched = min(nnz, max(1, math.floor(Fraction(sens) ** 2))) if integral else nnz
-            d_eff = Fraction(sens) + (_sqrt_up(touched) * grid if plan.rounded else 0)
-            assert (d_eff / grid) ** 2 * noise._LN2_HI / plan.v <= Fraction(d.rho)
-            assert grid**2 * plan.v / (2 * noise._LN2_HI) >= Fraction(sens) ** 2 / (
+            d_eff = Fraction(sens) + (sqrt_up(touched) * grid if plan.rounded else 0)
+            assert (d_eff / grid) ** 2 * noise.LN2_HI / plan.v <= Fraction(d.rho)
+            assert grid**2 * plan.v / (2 * noise.LN2_HI) >= Fraction(sens) ** 2 / (
                 2 * Fraction(rho)
             )
             assert plan.v == 2 * plan.h * (plan.c << plan.j) and plan.v < 1 << 47
@@ -168,7 +168,7 @@ def test_outputs_on_the_grid_read_only_and_shaped() -> None:
 
 
 def _no_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gaussian, "_integer_gaussian", lambda source, n, plan: np.zeros(n))
+    monkeypatch.setattr(gaussian, "integer_gaussian", lambda source, n, plan: np.zeros(n))
 
 
 @pytest.mark.parametrize("integral", [True, False])
@@ -255,7 +255,7 @@ def test_large_request_is_chunked_and_independent() -> None:
     v = d.values
     assert abs(v.std() / d.sigma - 1) < 0.01
     assert abs(np.corrcoef(v[:-1], v[1:])[0, 1]) < 5 / math.sqrt(v.size)
-    chunk = noise._CHUNK
+    chunk = noise.CHUNK
     assert abs(np.corrcoef(v[: chunk * 10 : chunk], v[1 : chunk * 10 + 1 : chunk])[0, 1]) <= 1
     half = v.size // 2
     assert stats.ks_2samp(v[:half], v[half:]).pvalue > 1e-3

@@ -24,12 +24,12 @@ from scipy import stats
 from ektelo.kernel.noise import (
     LaplaceDraw,
     RandomSource,
-    _digit_table,
-    _em_weights,
-    _lead_table,
-    _power_table,
     answer_limit,
+    digit_table,
+    em_weights,
     laplace_scale_for,
+    lead_table,
+    power_table,
 )
 
 # ---------------------------------------------------------------- helpers
@@ -71,7 +71,7 @@ def _laplace(answers, seed: int = 7, **kw) -> LaplaceDraw:
 @pytest.mark.parametrize(("c", "j"), [(1, 0), (3, 0), (3, 2)])
 def test_integer_pmf_exact_per_value(c: int, j: int) -> None:
     m = c << j
-    k = RandomSource(11)._integer_laplace(300_000, c, j)
+    k = RandomSource(11).integer_laplace(300_000, c, j)
     assert np.array_equal(k, np.rint(k))
     edges = list(range(-6 * m, 6 * m))  # one bin per value, plus two tails
     assert _chi2_discrete_laplace(k, m, edges) > 1e-3
@@ -83,7 +83,7 @@ def test_integer_pmf_exact_per_value(c: int, j: int) -> None:
 def test_integer_pmf_with_low_bits(c: int, j: int, n: int) -> None:
     """m = c*2**j: D by the table, L (j bits) by rejection from uniform (L2)."""
     m = c << j
-    k = RandomSource(12)._integer_laplace(n, c, j)
+    k = RandomSource(12).integer_laplace(n, c, j)
     assert np.array_equal(k, np.rint(k))
     edges = [int(e) for e in np.arange(-6 * m, 6 * m, m // 8)]
     assert _chi2_discrete_laplace(k, m, edges) > 1e-3
@@ -122,7 +122,7 @@ def _old_decimal_thresholds(c: int) -> list[int]:
 def test_digit_tables_exact_within_the_stated_bound(c: int) -> None:
     """L4: every T_r within 1/2 + 2**-11 of theta_r, and equal to the old 60-digit
     Decimal table except where theta_r is that close to a half-integer."""
-    table = _digit_table(c)
+    table = digit_table(c)
     old = _old_decimal_thresholds(c)
     assert table.thresholds.size == len(old) == c - 1
     near_half = 0
@@ -138,7 +138,7 @@ def test_digit_tables_exact_within_the_stated_bound(c: int) -> None:
 
 
 def test_digit_guide_is_consistent() -> None:
-    table = _digit_table(2900)
+    table = digit_table(2900)
     t = table.thresholds
     leads = np.arange(1 << 16, dtype=np.uint64) << np.uint64(48)
     lo = np.searchsorted(t, leads, side="right")
@@ -155,7 +155,7 @@ def test_digit_guide_is_consistent() -> None:
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_power_tables_within_the_stated_bound(level: int) -> None:
     """B2: T_level[z] within 1/2 + 2**-14 of 2**62 * 2**(-z/2**(12 level))."""
-    table = _power_table(level).tolist()
+    table = power_table(level).tolist()
     with localcontext() as ctx:
         ctx.prec = 80
         ln2 = Decimal(2).ln()
@@ -167,7 +167,7 @@ def test_power_tables_within_the_stated_bound(level: int) -> None:
 def test_lead_table_bounds_are_valid() -> None:
     """B3: for every x in bucket s, b < L[s] implies U < 2**-x, and b >= L[s] + 2
     implies U >= 2**-x (U in [b/2**8, (b+1)/2**8))."""
-    lead = _lead_table()
+    lead = lead_table()
     assert lead.size == 9 << 12 and np.all(np.diff(lead) <= 0) and np.all(lead[8 << 12 :] == -1)
     with localcontext() as ctx:
         ctx.prec = 40
@@ -195,7 +195,7 @@ def _pow2(x: Fraction, prec: int = 100) -> Decimal:
 def test_bernoulli_pow2_frequency_with_power(num: int, den: int) -> None:
     n = 400_000
     src = RandomSource(31)
-    hits = int(src._bernoulli_pow2(np.full(n, num, dtype=np.int64), den).sum())
+    hits = int(src.bernoulli_pow2(np.full(n, num, dtype=np.int64), den).sum())
     p = 2.0 ** (-num / den)
     if p == 1.0:
         assert hits == n
@@ -209,7 +209,7 @@ def test_bernoulli_pow2_frequency_with_power(num: int, den: int) -> None:
 def test_bernoulli_pow2_mixed_exponents_vectorised() -> None:
     rng = np.random.default_rng(3)
     num = rng.integers(0, 9 * 1000, 300_000)
-    hits = RandomSource(32)._bernoulli_pow2(num, 1000)
+    hits = RandomSource(32).bernoulli_pow2(num, 1000)
     p = 2.0 ** (-num / 1000)
     z = (hits.sum() - p.sum()) / math.sqrt((p * (1 - p)).sum())
     assert abs(z) < 5
@@ -239,13 +239,13 @@ def test_exact_less_at_the_boundary(x: Fraction) -> None:
     u = int(exact)  # u < 2**62 * 2**-x < u + 1: undecided
     for word in (0, 1 << 63, (1 << 64) - 1, 0x5555_5555_5555_5555):
         src = _Words([word])
-        got = src._exact_less(u, 62, Fraction(0), Fraction(1), x)
+        got = src.exact_less(u, 62, Fraction(0), Fraction(1), x)
         want = (Decimal(u) + Decimal(word) / 2**64) < exact
         assert got == want
-    assert RandomSource(0)._exact_less(u - 1, 62, Fraction(0), Fraction(1), x)
-    assert not RandomSource(0)._exact_less(u + 1, 62, Fraction(0), Fraction(1), x)
+    assert RandomSource(0).exact_less(u - 1, 62, Fraction(0), Fraction(1), x)
+    assert not RandomSource(0).exact_less(u + 1, 62, Fraction(0), Fraction(1), x)
     # a dyadic 2**-x (x an integer) is decided exactly at its boundary
-    assert not RandomSource(0)._exact_less(1 << 57, 62, Fraction(0), Fraction(1), Fraction(5))
+    assert not RandomSource(0).exact_less(1 << 57, 62, Fraction(0), Fraction(1), Fraction(5))
 
 
 def test_bernoulli_fine_path_agrees_with_decimal() -> None:
@@ -257,17 +257,17 @@ def test_bernoulli_fine_path_agrees_with_decimal() -> None:
         exact = _pow2(Fraction(num, den)) * 2**62
         for u in (int(exact) - 2, int(exact) + 1, int(exact) - (1 << 20), int(exact) + (1 << 20)):
             if 0 <= u < 1 << 62:
-                assert RandomSource(7)._bernoulli_fine(num, den, u) == (u < exact)
+                assert RandomSource(7).bernoulli_fine(num, den, u) == (u < exact)
         u = int(exact)  # on the boundary: the next word decides, exactly
         for word in (0, (1 << 64) - 1, 0x9E37_79B9_7F4A_7C15):
-            got = _Words([word])._bernoulli_fine(num, den, u)
+            got = _Words([word]).bernoulli_fine(num, den, u)
             assert got == (Decimal(u) + Decimal(word) / 2**64 < exact)
 
 
 def test_digit_ties_are_exact() -> None:
     """L3: a 64-bit prefix equal to T_i or T_i - 1 is decided by further bits (X1)."""
     c, i = 2900, 1234
-    table = _digit_table(c)
+    table = digit_table(c)
     t = int(table.thresholds[i])
     exact = _theta(c, i + 1)
     for u in (t - 1, t):
@@ -275,7 +275,7 @@ def test_digit_ties_are_exact() -> None:
         for word in (0, (1 << 64) - 1, 1 << 63):
             src = _Words([(u & ((1 << 48) - 1)) << 16, word])  # u's low 48 bits, then more
             lead = np.array([u >> 48], dtype=np.uint16)
-            d = int(src._digits(table, table.guide[lead], lead, c)[0])
+            d = int(src.open_digits(table, table.guide[lead], lead, c)[0])
             assert d == (i + 1 if Decimal(u) + Decimal(word) / 2**64 >= exact else i)
 
 
@@ -466,7 +466,7 @@ def test_exponential_mechanism_sensitivity_scales() -> None:
 
 def test_exponential_mechanism_implemented_weights_are_accurate() -> None:
     scores = np.random.default_rng(0).normal(scale=200.0, size=1000)
-    exponent, mantissa = _em_weights(scores, 1.0, 0.3)
+    exponent, mantissa = em_weights(scores, 1.0, 0.3)
     implemented = np.log(mantissa.astype(float)) + exponent * math.log(2)
     eps_internal = 0.3 - 2**-34  # the slack that absorbs the weights' rounding (E4)
     ideal = np.maximum(eps_internal * (scores - scores.max()) / 2, -1024 * math.log(2))
@@ -476,7 +476,7 @@ def test_exponential_mechanism_implemented_weights_are_accurate() -> None:
 
 def test_exponential_mechanism_huge_range_never_zero() -> None:
     scores = np.array([0.0, -1e300, 1e300, -1.7e308, 1.7e308, 1.7e308, 3.0])
-    exponent, mantissa = _em_weights(scores, 1.0, 1.0)
+    exponent, mantissa = em_weights(scores, 1.0, 1.0)
     assert np.all(mantissa > 0) and np.all(exponent >= -1024)  # every candidate reachable
     assert exponent[4] == exponent[5] == 0 and mantissa[4] == mantissa[5]
     counts = _em_counts(scores, 1.0, 400, seed=23)
@@ -486,7 +486,7 @@ def test_exponential_mechanism_huge_range_never_zero() -> None:
 
 def test_exponential_mechanism_ties() -> None:
     scores = np.array([1.0, 1.0, 1.0, 0.0])
-    exponent, mantissa = _em_weights(scores, 1.0, 1.0)
+    exponent, mantissa = em_weights(scores, 1.0, 1.0)
     assert len(set(zip(exponent[:3], mantissa[:3], strict=True))) == 1
     counts = _em_counts(scores, 1.0, 3000, seed=24)
     assert stats.chisquare(counts, 3000 * _softmax(scores, 1.0)).pvalue > 1e-3

@@ -45,7 +45,9 @@ import numpy as np
 
 from ..matrix import Partition
 
-__all__ = ["ahp_partition", "check_options"]
+# `best_start_errors` (step 4's err*) is a module name so that tests check it
+# against a plain scan; `ektelo.kernel.__all__` does not export it.
+__all__ = ["ahp_partition", "best_start_errors", "check_options"]
 
 
 def check_options(*, ratio: float = 0.85, eta: float = 0.35) -> dict[str, float]:
@@ -122,9 +124,9 @@ def _real(value: Any, name: str) -> float:
     return v
 
 
-def _best_start_errors(y: np.ndarray, var: float) -> np.ndarray:
-    """err*(j) for every j: min over l ≥ j of (y_j − mean(y[j..l]))² + var/(l−j+1)²,
-    scanning l upward and stopping early as AHP does (vectorised over j).
+def best_start_errors(y: np.ndarray, var: float) -> np.ndarray:
+    """Step 4's err*(j) for every j: min over l ≥ j of (y_j − mean(y[j..l]))² +
+    var/(l−j+1)², scanning l upward and stopping early as AHP does (vectorised over j).
 
     While l stays in j's run of equal values the deviation term is 0 and the
     noise term falls, so the scan never stops there: it starts at the run's end.
@@ -167,7 +169,7 @@ def _best_start_errors(y: np.ndarray, var: float) -> np.ndarray:
 def _greedy_clusters(y: np.ndarray, var: float) -> np.ndarray:
     """Start positions of AHP's greedy clusters of the sorted values y."""
     n = y.size
-    best_start = _best_start_errors(y, var)
+    best_start = best_start_errors(y, var)
     p1 = np.concatenate([[0.0], np.cumsum(y)]).tolist()
     p2 = np.concatenate([[0.0], np.cumsum(y * y)]).tolist()
 

@@ -33,10 +33,10 @@ C1. Each cell is read as clamp(⌊x_j⌋, −2^30, 2^30) (NaN as 0, ±inf as the
     monotone and 1-Lipschitz per cell, so two neighbours (one cell ±1) are
     read as neighbours or as the same vector: every argument below holds for
     the clamped vectors, hence for the inputs.  The bound keeps every sum in
-    `_interval_devs` and `_dyadic_costs` exact in int64 (bounds there).
+    `interval_devs` and `dyadic_costs` exact in int64 (bounds there).
 C2. A dyadic block's cost is min(r_b, 2^60) (1-Lipschitz: sensitivities below
     are unchanged); needed only for blocks of more than 2^21 cells.
-Noise.  `_noise_units` draws the Laplace noise in one `source.laplace` call on
+Noise.  `noise_units` draws the Laplace noise in one `source.laplace` call on
 a zero vector and adds ⌊draw⌋ to the integer costs in int64: the draws are
 g·K (K an integer, |K| < 2^53, grid g = 2^-k ≤ 1), so c + ⌊g·K⌋ = ⌊c + g·K⌋
 is the floor of the Laplace mechanism's output on c, exact (no float rounding
@@ -145,23 +145,47 @@ from ..matrix import Partition
 from ..matrix.partition import hilbert_order
 from .noise import laplace_scale_for
 
-__all__ = ["check_options", "dawa_partition", "hilbert_order"]
+# The building blocks (costs, noise, DPs and their constants) are module names
+# so that tests check them against brute force and the notes above (C1, C2,
+# T1, T2, P1, P2); `ektelo.kernel.__all__` exports none of them.
+__all__ = [
+    "CELL_MAX",
+    "COST_BITS",
+    "DEV_BATCH",
+    "DP_BLOCK",
+    "EXACT_MAX",
+    "INT64_DP_BOUND",
+    "SHIFT",
+    "chain_dp",
+    "check_options",
+    "cost_units",
+    "dawa_partition",
+    "dyadic_costs",
+    "dyadic_sensitivity",
+    "exact_noise_scale",
+    "exact_partition",
+    "hilbert_order",
+    "interval_devs",
+    "intervals",
+    "noise_units",
+    "penalty_units",
+]
 
-_S = 8  # fixed-point bits of the costs
-_SHIFT = (1 << (_S + 2)) + 1  # D' of T2, in cost units
-_CELL_MAX = 2**30  # C1: every cell is clamped to [−2^30, 2^30] (after the floor)
+COST_BITS = 8  # S: fixed-point bits of the costs
+SHIFT = (1 << (COST_BITS + 2)) + 1  # D' of T2, in cost units
+CELL_MAX = 2**30  # C1: every cell is clamped to [−2^30, 2^30] (after the floor)
 _COST_CAP = 2**60  # C2: a dyadic block's cost is min(r, 2^60)
-_D1_CAP = 2**53  # `_dyadic_costs`: Σ|v − q| beyond this already puts r above the cap
+_D1_CAP = 2**53  # `dyadic_costs`: Σ|v − q| beyond this already puts r above the cap
 _NOISY_CAP = 2**60  # T1: noisy block costs are clipped to [0, 2^60] (post-processing)
 _CONST_MAX = 2**50  # bound on the public per-bucket constants (refused above, before any charge)
-_FAST = 2**62  # T2's DP runs in int64 when its public/noise bound on every sum is below this
+INT64_DP_BOUND = 2**62  # T2's DP runs in int64 when its public/noise bound on each sum is below
 _DEFAULT_PENALTY: float | str = 2.0  # penalty=None: the fixed 2λ (P1)
 _LOG_LENGTH_A = 4.0  # penalty="log-length": λ·(4 + ln L) for a bucket of L cells (P2)
 _EXACT_AUTO_MAX = 1024  # approximate=None: exact DP up to this many cells
-_EXACT_MAX = 2048  # the exact DP's O(n²) tables are refused beyond this
+EXACT_MAX = 2048  # the exact DP's O(n²) tables are refused beyond this
 _MAX_CELLS = 2**27  # the approximate partition's arithmetic is proven exact up to this
-_DEV_BATCH = 1 << 13  # intervals per vectorised batch in `_interval_devs`
-_DP_BLOCK = 16  # ends per vectorised step of `_chain_dp`
+DEV_BATCH = 1 << 13  # intervals per vectorised batch in `interval_devs`
+DP_BLOCK = 16  # ends per vectorised step of `chain_dp`
 
 
 def check_options(
@@ -192,15 +216,15 @@ def check_options(
     if approximate is not None and not isinstance(approximate, (bool, np.bool_)):
         raise TypeError(f"approximate must be None, True or False, got {approximate!r}")
     exact = (n <= _EXACT_AUTO_MAX) if approximate is None else not approximate
-    if exact and n > _EXACT_MAX:
+    if exact and n > EXACT_MAX:
         raise ValueError(
-            f"the exact DAWA partition needs O(n²) memory; n = {n} > {_EXACT_MAX}: "
+            f"the exact DAWA partition needs O(n²) memory; n = {n} > {EXACT_MAX}: "
             "use approximate=True (or None)"
         )
     if penalty is not None:
         penalty = _penalty_option(penalty)
     levels = (n - 1).bit_length()
-    sensitivity = _SHIFT if exact or levels == 0 else _dyadic_sensitivity(levels)
+    sensitivity = SHIFT if exact or levels == 0 else dyadic_sensitivity(levels)
     try:
         laplace_scale_for(float(sensitivity), eps, integral=True)
     except ValueError:
@@ -208,7 +232,7 @@ def check_options(
             f"eps={eps!r} is outside the range of DAWA's exact noise "
             f"(sensitivity {sensitivity} fixed-point units)"
         ) from None
-    if (1 << _S) * ratio / (eps * (1 - ratio)) > _CONST_MAX:
+    if (1 << COST_BITS) * ratio / (eps * (1 - ratio)) > _CONST_MAX:
         raise ValueError(
             f"eps={eps!r} with ratio={ratio!r} prices a bucket above DAWA's fixed-point range"
         )
@@ -252,7 +276,7 @@ def dawa_partition(
     if opts["approximate"]:
         labels = _dyadic_partition(v, eps, source, bucket_cost)
     else:
-        labels = _exact_partition(v, eps, source, bucket_cost, opts["penalty"])
+        labels = exact_partition(v, eps, source, bucket_cost, opts["penalty"])
     groups = np.empty(n, dtype=np.int64)
     groups[order] = labels
     return Partition(groups, arr.shape)
@@ -300,7 +324,7 @@ def _shape(shape: Any) -> tuple[int, ...]:
 def _clamped_cells(arr: np.ndarray) -> np.ndarray:
     """C1: each cell x_j as clamp(floor(x_j), −2^30, 2^30), int64 (NaN reads as 0,
     ±inf as the bounds). Raises only on the dtype (structural, public)."""
-    lo, hi = -_CELL_MAX, _CELL_MAX
+    lo, hi = -CELL_MAX, CELL_MAX
     if np.issubdtype(arr.dtype, np.unsignedinteger):
         return np.minimum(arr.astype(np.uint64), np.uint64(hi)).astype(np.int64)
     if np.issubdtype(arr.dtype, np.integer):
@@ -313,21 +337,21 @@ def _clamped_cells(arr: np.ndarray) -> np.ndarray:
 
 def _bucket_cost(eps: float, ratio: float) -> int:
     """1/ε₂ in fixed-point units, ε₂ = eps·(1 − ratio)/ratio (public)."""
-    return round((1 << _S) * ratio / (eps * (1 - ratio)))
+    return round((1 << COST_BITS) * ratio / (eps * (1 - ratio)))
 
 
 def _penalty_max(n: int, eps: float, penalty: float | str | None) -> float:
-    """The largest of `_penalty_units(n, eps, penalty)`, in float (no cast)."""
+    """The largest of `penalty_units(n, eps, penalty)`, in float (no cast)."""
     rule = _DEFAULT_PENALTY if penalty is None else penalty
     c = _LOG_LENGTH_A + math.log(n) if rule == "log-length" else float(rule)
-    return c * _exact_noise_scale(eps)
+    return c * exact_noise_scale(eps)
 
 
-def _penalty_units(n: int, eps: float, penalty: float | str | None) -> np.ndarray:
+def penalty_units(n: int, eps: float, penalty: float | str | None) -> np.ndarray:
     """The exact DP's public per-bucket penalty in units, indexed by the bucket's
     length L = 0..n: c·λ (P1, c = 2 by default) or λ·(4 + ln L) (P2)."""
     rule = _DEFAULT_PENALTY if penalty is None else penalty
-    lam = _exact_noise_scale(eps)
+    lam = exact_noise_scale(eps)
     if rule == "log-length":
         c = _LOG_LENGTH_A + np.log(np.maximum(np.arange(n + 1, dtype=np.float64), 1.0))
     else:
@@ -336,9 +360,10 @@ def _penalty_units(n: int, eps: float, penalty: float | str | None) -> np.ndarra
 
 
 # ---- noise ------------------------------------------------------------------
-def _noise_units(count: int, sensitivity: int, eps: float, source: Any) -> np.ndarray:
-    """`count` independent discrete Laplace draws of scale ≥ sensitivity/eps units,
-    floored to integers, int64 (|draw| < 2^53: the sampler's bound, grid ≤ 1).
+def noise_units(count: int, sensitivity: int, eps: float, source: Any) -> np.ndarray:
+    """The noise of T1 and T2 (module docstring, "Noise"): `count` independent
+    discrete Laplace draws of scale ≥ sensitivity/eps units, floored to
+    integers, int64 (|draw| < 2^53: the sampler's bound, grid ≤ 1).
 
     One `source.laplace` call on zeros: its draws are g·K, K an integer with
     |K| < 2^53 and g = 2^-k ≤ 1, so g·K and its floor are exact. Adding them to
@@ -351,28 +376,28 @@ def _noise_units(count: int, sensitivity: int, eps: float, source: Any) -> np.nd
 
 
 # ---- costs -------------------------------------------------------------------
-def _units(T: np.ndarray, L: np.ndarray) -> np.ndarray:
-    """round(2^S · T / L) exactly (T ≥ 0 integer, L ≥ 1): the fixed-point dev."""
+def cost_units(T: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """round(2^S · T / L) exactly (T ≥ 0 integer, L ≥ 1): the fixed-point cost r_b."""
     q, rem = np.divmod(T, L)
-    dev: np.ndarray = (q << _S) + ((rem << (_S + 1)) + L) // (2 * L)
+    dev: np.ndarray = (q << COST_BITS) + ((rem << (COST_BITS + 1)) + L) // (2 * L)
     return dev
 
 
 # ---- approximate: aligned dyadic blocks, DP on the tree (T1) ----------------
 def _dyadic_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -> np.ndarray:
     n = v.size
-    costs = _dyadic_costs(v)
+    costs = dyadic_costs(v)
     singletons = np.full(n, min(bucket_cost, _NOISY_CAP), dtype=np.int64)  # public
     noisy: list[np.ndarray] = [singletons]
     if costs:
         flat = np.concatenate(costs)
-        flat += _noise_units(flat.size, _dyadic_sensitivity(len(costs)), eps, source)
+        flat += noise_units(flat.size, dyadic_sensitivity(len(costs)), eps, source)
         flat = np.clip(flat + bucket_cost, 0, _NOISY_CAP)  # post-processing from here on (T1)
         noisy += np.split(flat, np.cumsum([c.size for c in costs])[:-1])
     return _tree_dp(noisy, n)
 
 
-def _dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
+def dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
     """C2: min(round(2^S·dev), 2^60) of every aligned block of size 2^k,
     k = 1..K (2^K ≥ n), exact in int64 for |v_j| ≤ 2^30 and n ≤ 2^27.
 
@@ -381,7 +406,7 @@ def _dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
     L·dev = L·D1 + E, D1 = Σ|v_j − q| ≤ L·2^31 ≤ 2^58, E = rem·(L − 2·c_gt),
     |E| < L² ≤ 2^54 (c_gt the cells above q), and round(2^S·dev) =
     2^S·D1 + 2^S·⌊E/L⌋ + ⌊(2^(S+1)·(E mod L) + L)/(2L)⌋ (round half up, as
-    `_units`). D1 is first capped at 2^53: beyond it r > 2^61 − 2^36 > 2^60,
+    `cost_units`). D1 is first capped at 2^53: beyond it r > 2^61 − 2^36 > 2^60,
     so the capped cost is unchanged and every term stays below 2^62."""
     n = v.size
     pos = np.arange(n, dtype=np.int64)
@@ -394,14 +419,14 @@ def _dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
         D1 = np.minimum(np.add.reduceat(np.abs(d), starts), _D1_CAP)
         above = np.add.reduceat((d > 0).astype(np.int64), starts)
         qe, re = np.divmod(rem * (L - 2 * above), L)
-        r = (D1 << _S) + (qe << _S) + ((re << (_S + 1)) + L) // (2 * L)
+        r = (D1 << COST_BITS) + (qe << COST_BITS) + ((re << (COST_BITS + 1)) + L) // (2 * L)
         costs.append(np.minimum(r, _COST_CAP))
     return costs
 
 
-def _dyadic_sensitivity(levels: int) -> int:
+def dyadic_sensitivity(levels: int) -> int:
     """T1's L1 sensitivity D = Σ_{k=1..K} ceil(2^(S+1)·(1 − 2^-k)), in cost units."""
-    return sum(-(-((1 << (_S + 1)) * ((1 << k) - 1)) >> k) for k in range(1, levels + 1))
+    return sum(-(-((1 << (COST_BITS + 1)) * ((1 << k) - 1)) >> k) for k in range(1, levels + 1))
 
 
 def _tree_dp(noisy: list[np.ndarray], n: int) -> np.ndarray:
@@ -430,30 +455,32 @@ def _tree_dp(noisy: list[np.ndarray], n: int) -> np.ndarray:
 
 
 # ---- exact: all intervals, O(n²) chain DP (T2) --------------------------------
-def _exact_partition(
+def exact_partition(
     v: np.ndarray, eps: float, source: Any, bucket_cost: int, penalty: float | str | None = None
 ) -> np.ndarray:
+    """T2: the group label of each cell of v (clamped, C1) in the exact DP's
+    least-noisy-cost interval partition (report-noisy-min, P1/P2 penalties)."""
     n = v.size
-    units = _interval_devs(v, fixed_point=True)
-    by_length = bucket_cost + _penalty_units(n, eps, penalty)  # public, per length
+    units = interval_devs(v, fixed_point=True)
+    by_length = bucket_cost + penalty_units(n, eps, penalty)  # public, per length
     shift: Any = int(by_length[1])  # one number when it is the same for every length (P1)
     if not (by_length[1:] == shift).all():
-        shift = by_length[_intervals(n)[2]]
-    noise = _noise_units(units.size, _SHIFT, eps, source)
+        shift = by_length[intervals(n)[2]]
+    noise = noise_units(units.size, SHIFT, eps, source)
     # noisy[e, a]: the noisy cost of the last bucket [a, e) (row e holds every
     # candidate ending at e contiguously, the order the chain DP reads them in).
     # int64 when a bound from public values and the noise alone keeps every DP
     # sum below 2^62; Python ints otherwise (same result, slower).
-    top = (n * _CELL_MAX << _S) + 1 + int(np.abs(by_length).max())
+    top = (n * CELL_MAX << COST_BITS) + 1 + int(np.abs(by_length).max())
     top += max(-int(noise.min()), int(noise.max()))
-    if (n + 1) * top < _FAST:
+    if (n + 1) * top < INT64_DP_BOUND:
         noisy = np.zeros((n + 1) * (n + 1), dtype=np.int64)
-        noisy[_intervals(n)[3]] = units + noise + shift
+        noisy[intervals(n)[3]] = units + noise + shift
     else:
         noisy = np.zeros((n + 1) * (n + 1), dtype=object)
         big = shift.astype(object) if isinstance(shift, np.ndarray) else shift
-        noisy[_intervals(n)[3]] = units.astype(object) + noise.astype(object) + big
-    start = _chain_dp(noisy.reshape(n + 1, n + 1))
+        noisy[intervals(n)[3]] = units.astype(object) + noise.astype(object) + big
+    start = chain_dp(noisy.reshape(n + 1, n + 1))
     labels = np.empty(n, dtype=np.int64)
     e, g = n, 0
     while e > 0:
@@ -462,15 +489,15 @@ def _exact_partition(
     return labels
 
 
-def _chain_dp(noisy: np.ndarray) -> list[int]:
+def chain_dp(noisy: np.ndarray) -> list[int]:
     """The chain DP over the by-end table noisy[e, a] (cost of the last bucket
     [a, e)): best[0] = 0, best[e] = min over a < e of best[a] + noisy[e, a];
     returns start[e], the first (smallest) a attaining it — the longest last
     bucket, T2's fixed order on partitions. Exact sums: int64 tables within
-    the bound `_exact_partition` checks, object (Python int) tables otherwise;
+    the bound `exact_partition` checks, object (Python int) tables otherwise;
     Python ints in the inner loop.
 
-    The ends go in blocks of `_DP_BLOCK`: the candidates a before the block
+    The ends go in blocks of `DP_BLOCK`: the candidates a before the block
     for all its ends in one vectorised step (first minimum), then the few
     a inside the block end by end, replacing the candidate only when strictly
     smaller — the same first minimum as one argmin over all a < e.
@@ -479,8 +506,8 @@ def _chain_dp(noisy: np.ndarray) -> list[int]:
     best = np.zeros(n + 1, dtype=noisy.dtype)
     best_py = [0] * (n + 1)
     start = [0] * (n + 1)
-    for e0 in range(1, n + 1, _DP_BLOCK):
-        e1 = min(n + 1, e0 + _DP_BLOCK)
+    for e0 in range(1, n + 1, DP_BLOCK):
+        e1 = min(n + 1, e0 + DP_BLOCK)
         outer = noisy[e0:e1, :e0] + best[:e0]
         first = outer.argmin(axis=1)
         value = outer[np.arange(e1 - e0), first].tolist()
@@ -498,15 +525,15 @@ def _chain_dp(noisy: np.ndarray) -> list[int]:
 
 
 @lru_cache(maxsize=16)
-def _exact_noise_scale(eps: float) -> float:
+def exact_noise_scale(eps: float) -> float:
     """T2's noise scale λ in cost units (public: a function of eps alone), memoised
     because a striped plan runs the exact DP once per stripe with the same eps."""
-    return laplace_scale_for(float(_SHIFT), eps, integral=True)
+    return laplace_scale_for(float(SHIFT), eps, integral=True)
 
 
 @lru_cache(maxsize=4)
-def _intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every interval [a, e) of n cells, 0 ≤ a < e ≤ n, in `np.triu_indices`
+def intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """T2's candidates: every interval [a, e) of n cells, 0 ≤ a < e ≤ n, in `np.triu_indices`
     order (by start, then end): (a, e, length e − a, position e·(n+1) + a of
     its cost in the DP's by-end table). Public (depends on n only) and read-only;
     memoised because a striped plan asks for the same n once per stripe."""
@@ -522,30 +549,30 @@ def _intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 @lru_cache(maxsize=4)
 def _double_lengths(n: int) -> np.ndarray:
-    """2·(e − a) for every interval of `_intervals(n)` (the fixed-point divisor)."""
-    out = 2 * _intervals(n)[2]
+    """2·(e − a) for every interval of `intervals(n)` (the fixed-point divisor)."""
+    out = 2 * intervals(n)[2]
     out.setflags(write=False)
     return out
 
 
-def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
+def interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
     """L·dev(v, [a, e)) = Σ_{a≤j<e} |L·v_j − S| (L = e − a, S the interval's sum)
-    for every interval in `_intervals` order, exact in int64; with
-    `fixed_point`, the costs r = `_units`(L·dev, L) = round(2^S·dev) instead.
+    for every interval in `intervals` order, exact in int64; with
+    `fixed_point`, the costs r = `cost_units`(L·dev, L) = round(2^S·dev) instead.
 
     With c and s the count and sum of the interval's cells at or below
     ⌊S/L⌋ (those have L·v_j ≤ S, the others L·v_j > S) the sum is
     (S·c − L·s) + (L·(S − s) − S·(L − c)) = 2·X, X = S·c − L·s. c and s come
     from 2-D prefix tables over (position, value rank). The fixed-point cost
-    is ⌊(2^(S+2)·X + L) / 2L⌋, `_units`' rounding (half up) in one exact
+    is ⌊(2^(S+2)·X + L) / 2L⌋, `cost_units`' rounding (half up) in one exact
     division. Bounds (C1: |v_j| ≤ 2^30; n ≤ 2^11): the prefix tables stay
     below Σ|v_j| ≤ 2^41, S·c and L·s below 2^52, X = L·dev/2 ≤ L²·2^29 ≤ 2^51,
     so 2^(S+2)·X ≤ 2^61. The intervals go in
-    batches of `_DEV_BATCH`: temporaries of 64 KiB stay in the allocator's
+    batches of `DEV_BATCH`: temporaries of 64 KiB stay in the allocator's
     pool, where larger ones cost a fresh mapping (page faults) each.
     """
     n = v.size
-    a_all, e_all, l_all, _ = _intervals(n)
+    a_all, e_all, l_all, _ = intervals(n)
     values, rank = np.unique(v, return_inverse=True)
     width = values.size + 1
     onehot = np.zeros((n + 1, width), dtype=np.int64)
@@ -561,8 +588,8 @@ def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
         below = np.searchsorted(values, np.arange(low, low + span + 1), side="right")
     two_l = _double_lengths(n)
     out = np.empty(a_all.size, dtype=np.int64)
-    for lo in range(0, a_all.size, _DEV_BATCH):
-        batch = slice(lo, lo + _DEV_BATCH)
+    for lo in range(0, a_all.size, DEV_BATCH):
+        batch = slice(lo, lo + DEV_BATCH)
         a, e, L = a_all[batch], e_all[batch], l_all[batch]
         S = prefix[e] - prefix[a]
         mean = S // L  # ⌊S/L⌋ ∈ [min v, max v]
@@ -573,7 +600,7 @@ def _interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
         ae, aa = e * width + t, a * width + t
         X = S * (cnt[ae] - cnt[aa]) - L * (tot[ae] - tot[aa])
         if fixed_point:
-            out[lo : lo + a.size] = ((X << (_S + 2)) + L) // two_l[batch]
+            out[lo : lo + a.size] = ((X << (COST_BITS + 2)) + L) // two_l[batch]
         else:
             out[lo : lo + a.size] = 2 * X
     return out

@@ -72,19 +72,30 @@ from functools import lru_cache
 import numpy as np
 
 from .noise import (
-    _CHUNK,
-    _LN2_HI,
     _SIGN,
+    CHUNK,
+    LN2_HI,
     RandomSource,
     _count,
     _floor_log2,
-    _lead_table,
     _positive,
     _round_up,
     answer_limit,
+    lead_table,
 )
 
-__all__ = ["GaussianDraw", "gaussian_draw", "gaussian_sigma_for"]
+# The sampler's steps (plan, acceptance table, integer draws) are module names
+# so that tests check them against G1-G5; `ektelo.kernel.__all__` exports none.
+__all__ = [
+    "GaussPlan",
+    "GaussianDraw",
+    "acceptance_bounds",
+    "gaussian_draw",
+    "gaussian_plan",
+    "gaussian_sigma_for",
+    "integer_gaussian",
+    "sqrt_up",
+]
 
 _SLACK = 11  # sqrt(T) * grid <= sensitivity * 2**-11 (G5)
 _V_LO = 1 << 23  # V's range (G5): s >= 2**11.26 grid steps ...
@@ -105,7 +116,9 @@ class GaussianDraw:
 
 
 @dataclass(frozen=True)
-class _GaussPlan:
+class GaussPlan:
+    """The public plan of a draw: grid 2**-k (G5), proposal m = c*2**j and centre h (G2), V (G1)."""
+
     k: int  # grid = 2**-k
     rounded: bool  # answers rounded to the grid (G5)
     c: int  # proposal m = c * 2**j (G1)
@@ -116,31 +129,30 @@ class _GaussPlan:
     rho: float
 
 
-def _sqrt_up(t: int) -> Fraction:
-    """A rational >= sqrt(t), within 2**-20."""
+def sqrt_up(t: int) -> Fraction:
+    """A rational >= sqrt(t), within 2**-20 (G5's sqrt(T), rounded up)."""
     return Fraction(math.isqrt(t << 40) + 1, 1 << 20)
 
 
-def _gaussian_plan(
-    sensitivity: float, rho: float, integral: bool, max_column_nnz: int
-) -> _GaussPlan:
+def gaussian_plan(sensitivity: float, rho: float, integral: bool, max_column_nnz: int) -> GaussPlan:
+    """The grid, V and proposal for these public arguments (G1, G2, G4, G5); memoised."""
     d, r = _positive("sensitivity", sensitivity), _positive("rho", rho)
     return _gaussian_plan_exact(d, r, bool(integral), _count("max_column_nnz", max_column_nnz))
 
 
 @lru_cache(maxsize=1024)
-def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> _GaussPlan:
+def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> GaussPlan:
     touched = min(nnz, max(1, math.floor(d * d))) if integral else nnz
-    root = _sqrt_up(touched)
+    root = sqrt_up(touched)
     if integral:  # the least k >= 0 with V >= 2**23 (the loop below confirms it)
-        k = max(0, (24 - _floor_log2(d * d * _LN2_HI / r)) // 2)
+        k = max(0, (24 - _floor_log2(d * d * LN2_HI / r)) // 2)
     else:
         k = -_floor_log2(d / (root * 2**_SLACK))
     while abs(k) <= 1000:  # G5: refine while V < 2**23, coarsen while V > 2**46
         grid = Fraction(2) ** -k
         rounded = not integral or k < 0
         d_eff = d + root * grid if rounded else d
-        v_min = (d_eff / grid) ** 2 * _LN2_HI / r
+        v_min = (d_eff / grid) ** 2 * LN2_HI / r
         if v_min < _V_LO:
             k += 1
         elif v_min > _V_HI:
@@ -159,8 +171,8 @@ def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> 
     h = math.ceil(v_min / (2 * m))
     v = 2 * h * m
     sigma = float(grid) * math.sqrt(v / (2.0 * math.log(2.0))) * (1.0 + 2.0**-48)  # rounded up
-    rho_out = _round_up((d_eff / grid) ** 2 * _LN2_HI / v)
-    return _GaussPlan(k, rounded, c, j, h, v, sigma, rho_out)
+    rho_out = _round_up((d_eff / grid) ** 2 * LN2_HI / v)
+    return GaussPlan(k, rounded, c, j, h, v, sigma, rho_out)
 
 
 def gaussian_sigma_for(
@@ -170,7 +182,7 @@ def gaussian_sigma_for(
 
     Raises ValueError on bad public arguments: the kernel calls it before charging.
     """
-    return _gaussian_plan(sensitivity, rho, integral, max_column_nnz).sigma
+    return gaussian_plan(sensitivity, rho, integral, max_column_nnz).sigma
 
 
 def _squares(dist: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -185,19 +197,19 @@ def _square(dist: np.ndarray) -> Callable[[int], int]:
 
 @lru_cache(maxsize=1)
 def _lead_runs() -> tuple[np.ndarray, np.ndarray]:
-    """Where the runs of equal `_lead_table` entries start (int64), and their entries."""
-    lead = _lead_table()
+    """Where the runs of equal `lead_table` entries start (int64), and their entries."""
+    lead = lead_table()
     starts = np.flatnonzero(np.diff(lead, prepend=lead[0] + 1)).astype(np.int64)
     return starts, lead[starts]
 
 
 @lru_cache(maxsize=64)
-def _acceptance_bounds(h: int, v: int) -> np.ndarray | None:
+def acceptance_bounds(h: int, v: int) -> np.ndarray | None:
     """B3's first-byte bound by distance d = ||y| - h| (int16), where V is small
-    enough for a table (G3): the `_lead_table` entry of s = floor(4096 d**2/V)
+    enough for a table (G3): the `lead_table` entry of s = floor(4096 d**2/V)
     for d**2 < 9V, and -1 (x >= 8's entry) at the end, standing for all larger d.
 
-    Built by runs: `_lead_table` is non-increasing in s, and the run starting at
+    Built by runs: `lead_table` is non-increasing in s, and the run starting at
     s_k starts at the least d with 4096 d**2 >= s_k V (exact integer square roots).
     """
     end = math.isqrt(9 * v - 1) + 1  # d < end iff d**2 < 9V
@@ -215,10 +227,10 @@ def _acceptance_bounds(h: int, v: int) -> np.ndarray | None:
     return bounds
 
 
-def _integer_gaussian(source: RandomSource, n: int, plan: _GaussPlan) -> np.ndarray:
+def integer_gaussian(source: RandomSource, n: int, plan: GaussPlan) -> np.ndarray:
     """n independent draws of N_Z(0, V/(2 ln 2)) as (integral) floats (G1-G3)."""
     out = np.empty(n, dtype=np.float64)
-    bounds = _acceptance_bounds(plan.h, plan.v)
+    bounds = acceptance_bounds(plan.h, plan.v)
     filled = 0
     while filled < n:
         want = n - filled
@@ -236,7 +248,7 @@ def _integer_gaussian(source: RandomSource, n: int, plan: _GaussPlan) -> np.ndar
             )  # fmt: skip
         else:
             small = np.minimum(dist, _HUGE - 1).astype(np.int64)
-            keep = source._bernoulli_pow2(small * small, plan.v, exact=_square(dist))
+            keep = source.bernoulli_pow2(small * small, plan.v, exact=_square(dist))
         if low_keep is not None:
             keep &= low_keep
         zero = np.flatnonzero(g == 0)
@@ -263,20 +275,20 @@ def gaussian_draw(
     integers.  max_column_nnz: bounds the answers one record changes (used
     when answers are rounded to the grid, G5).
     """
-    plan = _gaussian_plan(sensitivity, rho, integral, max_column_nnz)
+    plan = gaussian_plan(sensitivity, rho, integral, max_column_nnz)
     flat = np.asarray(answers, dtype=np.float64).ravel()
     limit = answer_limit(plan.k, integral)
     grid = math.ldexp(1.0, -plan.k)
     out = np.empty(flat.size, dtype=np.float64)
-    for start in range(0, flat.size, _CHUNK):
-        stop = min(flat.size, start + _CHUNK)
+    for start in range(0, flat.size, CHUNK):
+        stop = min(flat.size, start + CHUNK)
         with np.errstate(all="ignore"):  # the clamp (G7): no data-dependent signal
             base = np.clip(np.nan_to_num(flat[start:stop], nan=0.0), -limit, limit)
             # rounded: exact scaling by powers of two, then rint (G5); else integral
             # answers on a grid <= 1, where rint is a no-op on integers
             scaled = base * math.ldexp(1.0, plan.k) if plan.rounded else base
             base = np.rint(scaled) * (grid if plan.rounded else 1.0)
-        y = _integer_gaussian(source, stop - start, plan)
+        y = integer_gaussian(source, stop - start, plan)
         # both terms are exact floats; the sum is rounded once (post-processing, G6)
         np.add(base, np.multiply(y, grid, out=y), out=out[start:stop])
     values = out.reshape(np.shape(answers))

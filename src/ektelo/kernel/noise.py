@@ -13,7 +13,7 @@ Exact comparisons (X1).  A uniform U in [0, 1) is drawn as a prefix of k bits u,
 U in [u/2^k, (u+1)/2^k), extended by 64 fresh bits whenever the prefix cannot
 decide.  A decision "a + b*U < 2^-x" (x >= 0 rational, a, b rational) is made by
 fast paths that compare u with integer tables bracketing 2^-x, and only when u
-lies in the bracket by `_exact_less`: 2^-x bracketed with `decimal` (exp and ln
+lies in the bracket by `exact_less`: 2^-x bracketed with `decimal` (exp and ln
 are correctly rounded, so 45-digit results are within 10^-43 relatively), the
 precision raised and U extended until the interval of a + b*U is on one side.
 The outcome is that of the infinite-precision comparison: exact, not approximate.
@@ -87,7 +87,7 @@ real-valued queries are exact up to rounding of the order of 2**-52 times
 |Q|.|x|, which the grid step (<= sensitivity * 2**-12 / c) covers for data of
 realistic size (docs/kernel.md, "residual channels").
 
-Bernoulli(2**-x), x = num/den, 0 <= num < 2**63, 1 <= den < 2**47 (`_bernoulli_pow2`):
+Bernoulli(2**-x), x = num/den, 0 <= num < 2**63, 1 <= den < 2**47 (`bernoulli_pow2`):
 B1. Exact integer division: x = q + z1/2**12 + z2/2**24 + z3/2**36 + e with
     q, z_i integers (z_i < 2**12) and 0 <= e < 2**-36; so 2**-x = 2**-q *
     G1[z1] * G2[z2] * G3[z3] * 2**-e, G_i[z] = 2**(-z/2**(12i)), 2**-e in
@@ -101,7 +101,7 @@ B3. Coarse: t = T_1[z1] >> q is within 2 of 2**62 * 2**-q * G1[z1], and the
     b accepts if b < floor(lo/2**54), rejects if b > floor(lo/2**54) + 1
     (then b/2**8 >= hi/2**62), and is open otherwise (about 2**-7 of the
     time); floor(lo/2**54) is tabulated by s = floor(4096 x) < 9*4096
-    (`_lead_table`, -1 for x >= 8, where 2**-x <= 2**-8 leaves only b = 0
+    (`lead_table`, -1 for x >= 8, where 2**-x <= 2**-8 leaves only b = 0
     open).  Where open, U's first 62 bits decide unless they fall in
     [lo - 1, hi) (about 2**-12 * 2**-x of the time).
 B4. Fine (Python integers): P = T1*T2*T3 is within 2**126 of 2**186 * G1G2G3,
@@ -136,11 +136,26 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["LaplaceDraw", "RandomSource", "answer_limit", "laplace_scale_for"]
+# The building blocks after the samplers (tables, weights, constants) are module
+# names so that tests check them line by line against their proof notes; the
+# kernel package (`ektelo.kernel.__all__`) exports none of them.
+__all__ = [
+    "CHUNK",
+    "LN2_HI",
+    "DigitTable",
+    "LaplaceDraw",
+    "RandomSource",
+    "answer_limit",
+    "digit_table",
+    "em_weights",
+    "laplace_scale_for",
+    "lead_table",
+    "power_table",
+]
 
-_LN2_HI = Fraction("0.6931471805599453094173")  # > ln 2 = 0.693147180559945309417232...
+LN2_HI = Fraction("0.6931471805599453094173")  # L5: > ln 2 = 0.693147180559945309417232...
 _GRID_SLACK = 12  # c * grid <= sensitivity * 2**-12 (L5)
-_CHUNK = 1 << 16  # draws per vectorised chunk (keeps temporaries in cache)
+CHUNK = 1 << 16  # draws per vectorised chunk (keeps temporaries in cache)
 _URANDOM_CHUNK = 1 << 24  # bytes per os.urandom call
 _EM_FLOOR = 1024  # Y of E1
 _EM_SLACK = 2.0**-34  # E4
@@ -187,7 +202,9 @@ class _Plan:
 
 
 @dataclass(frozen=True)
-class _Table:
+class DigitTable:
+    """The digit D's inverse-CDF thresholds and 16-bit guide (L3), built exactly (L4)."""
+
     thresholds: np.ndarray  # uint64, T_r within 1 of 2**65 * (1 - 2**(-r/c)), r = 1..c-1 (L4)
     guide: np.ndarray  # int16 by leading 16 bits: the digit, or -1 - i if T_i shares them (L3)
 
@@ -224,13 +241,13 @@ def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: in
 @lru_cache(maxsize=1024)
 def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Plan:
     if integral:  # the least k >= 0 with x >= 2**11 (the loop below confirms it)
-        k = max(0, 11 - _floor_log2(d * _LN2_HI / eps))
+        k = max(0, 11 - _floor_log2(d * LN2_HI / eps))
     else:
         k = -_floor_log2(d / (touched * 2**_GRID_SLACK))
     while abs(k) <= 1000:  # adjust the grid until m = c * 2**j has 11 to 39 bits (L5)
         grid = Fraction(2) ** -k
         d_eff = d if integral else d + touched * grid
-        x = d_eff * _LN2_HI / (grid * eps)  # m must be >= x
+        x = d_eff * LN2_HI / (grid * eps)  # m must be >= x
         if x < 2**11:
             k += 1
         elif x >= 2**39 and not integral:  # coarser than 2**-12: still accounted in d_eff
@@ -242,8 +259,8 @@ def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Pl
         raise ValueError(f"sensitivity/epsilon = {float(d)}/{float(eps)} is out of range")
     j = _floor_log2(x) - 11
     c = math.ceil(x / 2**j)
-    eps_out = _round_up(d_eff * _LN2_HI / (grid * (c << j)))
-    return _Plan(k=k, c=c, j=j, scale=float(grid * (c << j) / _LN2_HI), epsilon=eps_out)
+    eps_out = _round_up(d_eff * LN2_HI / (grid * (c << j)))
+    return _Plan(k=k, c=c, j=j, scale=float(grid * (c << j) / LN2_HI), epsilon=eps_out)
 
 
 def answer_limit(k: int, integral: bool) -> float:
@@ -293,7 +310,7 @@ def _rounded_powers(n: int, size: int, bits: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
-def _digit_table(c: int) -> _Table:
+def digit_table(c: int) -> DigitTable:
     """Inverse-CDF table and 16-bit guide of D, P(D = d) proportional to 2**(-d/c), d < c (L3)."""
     # theta_r = 2**65 - 2**65 * 2**(-r/c) < 2**64: the negation modulo 2**64 is exact
     thresholds = (~_rounded_powers(c, c, 65) + np.uint64(1))[1:]
@@ -302,11 +319,11 @@ def _digit_table(c: int) -> _Table:
     guide = np.repeat(np.arange(c, dtype=np.int16), steps)
     guide[top] = -1 - np.arange(c - 1, dtype=np.int16)  # undecided: -1 - the threshold's index
     thresholds.flags.writeable = guide.flags.writeable = False
-    return _Table(thresholds=thresholds, guide=guide)
+    return DigitTable(thresholds=thresholds, guide=guide)
 
 
 @lru_cache(maxsize=3)
-def _power_table(level: int) -> np.ndarray:
+def power_table(level: int) -> np.ndarray:
     """T_level[z] = round(2**62 * 2**(-z / 2**(12*level))), z < 4096, as int64 (B2)."""
     table = _rounded_powers(1 << (12 * level), 4096, 62).view(np.int64)
     table.flags.writeable = False
@@ -323,11 +340,11 @@ def _gate(c: int, most: int) -> int:
 
 
 @lru_cache(maxsize=1)
-def _lead_table() -> np.ndarray:
+def lead_table() -> np.ndarray:
     """B3 by s = floor(4096 x), x < 9: floor(lo / 2**54) for x < 8, where U's first
     byte accepts below it; -1 for x >= 8 (2**-x <= 2**-8: only a zero byte is open)."""
     s = np.arange(8 << 12)
-    t = _power_table(1)[s & 4095] >> (s >> 12)
+    t = power_table(1)[s & 4095] >> (s >> 12)
     table = np.append((t - 3 - (t >> 12)) >> 54, np.full(1 << 12, -1)).astype(np.int16)
     table.flags.writeable = False
     return table
@@ -406,7 +423,7 @@ class RandomSource:
                 return r
 
     # ---- exact comparisons (X1) and Bernoulli(2**-x) (B1-B4) -------------------
-    def _exact_less(self, u: int, k: int, a: Fraction, b: Fraction, x: Fraction) -> bool:
+    def exact_less(self, u: int, k: int, a: Fraction, b: Fraction, x: Fraction) -> bool:
         """Whether a + b*U < 2**-x for the uniform U in [u/2**k, (u+1)/2**k) (X1).
 
         U's further bits are drawn here, 64 at a time, until the interval of
@@ -428,25 +445,25 @@ class RandomSource:
                 return False
             u, k = (u << 64) | int(self.uint64(1)[0]), k + 64
 
-    def _bernoulli_fine(self, num: int, den: int, u: int) -> bool:
+    def bernoulli_fine(self, num: int, den: int, u: int) -> bool:
         """B4, then X1: U < 2**(-num/den) for U in [u/2**62, (u+1)/2**62)."""
         q, r = divmod(num, den)
         x = Fraction(num, den)
         if q > 100:  # 2**-x < 2**-100: decided by any nonzero bit of u
-            return False if u else self._exact_less(u, 62, Fraction(0), Fraction(1), x)
+            return False if u else self.exact_less(u, 62, Fraction(0), Fraction(1), x)
         prod = 1
         for level in (1, 2, 3):
             r <<= 12
             z, r = divmod(r, den)
-            prod *= int(_power_table(level)[z])
+            prod *= int(power_table(level)[z])
         slack = 1 << 126
         if ((u + 1) << (160 + q)) <= (prod - slack) * ((1 << 36) - 1):
             return True
         if (u << (124 + q)) >= prod + slack:
             return False
-        return self._exact_less(u, 62, Fraction(0), Fraction(1), x)
+        return self.exact_less(u, 62, Fraction(0), Fraction(1), x)
 
-    def _bernoulli_pow2(
+    def bernoulli_pow2(
         self,
         num: np.ndarray,
         den: int,
@@ -462,7 +479,7 @@ class RandomSource:
         """
         # s = floor(4096 x) for x clipped below 9 (unsigned: faster)
         unsigned = np.minimum(num.view(np.uint64), np.uint64(9 * den - 1))
-        bound = np.take(_lead_table(), (unsigned << np.uint64(12)) // np.uint64(den))
+        bound = np.take(lead_table(), (unsigned << np.uint64(12)) // np.uint64(den))
         return self._bernoulli_bounded(bound, lambda i: num[i], den, lead, exact)
 
     def _bernoulli_bounded(
@@ -473,7 +490,7 @@ class RandomSource:
         lead: np.ndarray | None = None,
         exact: Callable[[int], int] | None = None,
     ) -> np.ndarray:
-        """`_bernoulli_pow2` given each element's `_lead_table` entry (int16) and
+        """`bernoulli_pow2` given each element's `lead_table` entry (int16) and
         numerators(indices) -> those elements' num (int64), read only where open."""
         if lead is None:
             lead = self._bytes(bound.size)
@@ -496,7 +513,7 @@ class RandomSource:
     ) -> np.ndarray:
         """B3 on U's first 62 bits where its first byte left it open, then B4."""
         q = num // den
-        t = _power_table(1)[((num - q * den) << 12) // den] >> np.minimum(q, 63)
+        t = power_table(1)[((num - q * den) << 12) // den] >> np.minimum(q, 63)
         lo, hi = t - 3 - (t >> 12), t + 2
         u = (lead.astype(np.int64) << 54) | (self.uint64(num.size) >> np.uint64(10)).astype(
             np.int64
@@ -504,11 +521,13 @@ class RandomSource:
         accept: np.ndarray = u + 1 <= lo
         for i in np.flatnonzero(~accept & (u < hi)):
             true_num = int(num[i]) if exact is None else exact(int(index[i]))
-            accept[i] = self._bernoulli_fine(true_num, den, int(u[i]))
+            accept[i] = self.bernoulli_fine(true_num, den, int(u[i]))
         return accept
 
     # ---- discrete Laplace ------------------------------------------------
-    def _digits(self, table: _Table, code: np.ndarray, lead: np.ndarray, c: int) -> np.ndarray:
+    def open_digits(
+        self, table: DigitTable, code: np.ndarray, lead: np.ndarray, c: int
+    ) -> np.ndarray:
         """D where the 16-bit guide left it open: U's first 64 bits, then X1 (L3).
 
         The bucket holds exactly one threshold T_i (code = -1 - i): D = i + [theta_i <= U].
@@ -519,7 +538,7 @@ class RandomSource:
         d = index + (u > t)  # u >= T_i + 1 counts theta_i, u <= T_i - 2 does not
         for i in np.flatnonzero((u == t) | (u + np.uint64(1) == t)):  # < 2**-62 each: X1
             # theta_i <= U iff 1 - U/2**65 <= 2**(-(i+1)/c)
-            below = self._exact_less(
+            below = self.exact_less(
                 int(u[i]), 64, Fraction(1), Fraction(-1, 2), Fraction(int(index[i]) + 1, c)
             )
             d[i] = index[i] + below
@@ -542,7 +561,7 @@ class RandomSource:
         if check.size:  # U's first byte: the all-one gate bits, then fresh bits
             fresh = self._bytes(check.size) & np.uint8((1 << (8 - gate)) - 1)
             lead = np.uint8(((1 << gate) - 1) << (8 - gate)) | fresh
-            keep[check] = self._bernoulli_pow2(np.take(low, check), c << j, lead)
+            keep[check] = self.bernoulli_pow2(np.take(low, check), c << j, lead)
         return low, keep
 
     def _low_bits(self, n: int, c: int, j: int) -> np.ndarray:
@@ -556,7 +575,7 @@ class RandomSource:
 
     def _magnitudes(self, n: int, c: int, j: int) -> tuple[np.ndarray, np.ndarray]:
         """n draws of m*A + 2**j*D (L2) as floats, and n sign bytes as intp (S < 0: >= 128)."""
-        m, table = c << j, _digit_table(c)
+        m, table = c << j, digit_table(c)
         raw = self._bytes(3 * n)
         lead = raw[: 2 * n].view(np.uint16)
         sign = raw[2 * n :].astype(np.intp)  # intp: np.take is slow on uint8 indices
@@ -572,14 +591,14 @@ class RandomSource:
         d = np.take(table.guide, lead)
         open_ = np.flatnonzero(d < 0)
         if open_.size:  # a threshold shares the leading 16 bits (L3)
-            d[open_] = self._digits(table, d[open_], lead[open_], c)
+            d[open_] = self.open_digits(table, d[open_], lead[open_], c)
         if j:
             g += d * float(1 << j)
         else:
             g += d
         return g, sign
 
-    def _integer_laplace(self, n: int, c: int, j: int = 0) -> np.ndarray:
+    def integer_laplace(self, n: int, c: int, j: int = 0) -> np.ndarray:
         """n draws of K, P(K = k) proportional to 2**(-|k|/m), m = c * 2**j, as floats (L2-L4)."""
         g, sign = self._magnitudes(n, c, j)
         if j:
@@ -588,7 +607,7 @@ class RandomSource:
         redo = zero[sign[zero] >= 128]  # negative sign with magnitude 0: reject
         g *= np.take(_SIGN, sign)
         if redo.size:
-            g[redo] = self._integer_laplace(redo.size, c, j)
+            g[redo] = self.integer_laplace(redo.size, c, j)
         return g
 
     def laplace(
@@ -611,8 +630,8 @@ class RandomSource:
         limit = answer_limit(plan.k, integral)
         grid = math.ldexp(1.0, -plan.k)
         out = np.empty(flat.size, dtype=np.float64)
-        for start in range(0, flat.size, _CHUNK):
-            stop = min(flat.size, start + _CHUNK)
+        for start in range(0, flat.size, CHUNK):
+            stop = min(flat.size, start + CHUNK)
             with np.errstate(all="ignore"):  # the clamp (L6): no data-dependent signal
                 base = np.clip(flat[start:stop], -limit, limit)  # NaN stays NaN here ...
                 np.copyto(base, 0.0, where=base != base)  # ... and becomes 0 (as nan_to_num)
@@ -623,7 +642,7 @@ class RandomSource:
                 else:
                     np.multiply(base, math.ldexp(1.0, plan.k), out=base)
                     np.multiply(np.rint(base, out=base), grid, out=base)
-            k = self._integer_laplace(stop - start, plan.c, plan.j)
+            k = self.integer_laplace(stop - start, plan.c, plan.j)
             # both terms are exact floats; the sum is rounded once (post-processing, L5)
             np.add(base, np.multiply(k, grid, out=k), out=out[start:stop])
         values = out.reshape(np.shape(answers))
@@ -635,7 +654,7 @@ class RandomSource:
         self, scores: np.ndarray, *, sensitivity: float, epsilon: float
     ) -> int:
         """Index i with probability proportional to exp(epsilon*score_i/(2*sensitivity)) (E1-E4)."""
-        exponent, mantissa = _em_weights(scores, sensitivity, epsilon)
+        exponent, mantissa = em_weights(scores, sensitivity, epsilon)
         offset = exponent + _EM_FLOOR
         # exact integer sums per binade: 26-bit halves summed in float64 stay < 2**53
         hi = np.bincount(offset, weights=mantissa >> 26, minlength=_EM_FLOOR + 1)
@@ -651,7 +670,7 @@ class RandomSource:
         return int(members[pick])
 
 
-def _em_weights(
+def em_weights(
     scores: np.ndarray, sensitivity: float, epsilon: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Integer weights M * 2**E (E in [-1024, 0]) of the exponential mechanism (E1-E2)."""
