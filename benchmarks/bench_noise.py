@@ -177,11 +177,11 @@ def fixed_cost(scales: int) -> None:
             f"{statistics.median(warm[name]) * 1e3:>11.3f}"
         )
     cs = [int(c) for c in rng.integers(2048, 4097, 10)]
-    new = [cpu(lambda c=c: noise._digit_table.__wrapped__(c)) for c in cs]
+    new = [cpu(lambda c=c: noise.digit_table.__wrapped__(c)) for c in cs]
     powers = [cpu(lambda c=c: noise._rounded_powers(c, c, 65)) for c in cs]
     old = [cpu(lambda c=c: _former_table(c)) for c in cs[:3]]
-    plan = gaussian._gaussian_plan(1.0, 0.3, True, 1)
-    bounds = cpu(lambda: gaussian._acceptance_bounds.__wrapped__(plan.h, plan.v))
+    plan = gaussian.gaussian_plan(1.0, 0.3, True, 1)
+    bounds = cpu(lambda: gaussian.acceptance_bounds.__wrapped__(plan.h, plan.v))
     print(
         f"digit table for a new c (2048..4096): {statistics.median(new) * 1e3:.3f} ms "
         f"(thresholds {statistics.median(powers) * 1e3:.3f} ms, then the 16-bit guide); "
