@@ -40,6 +40,7 @@ __all__ = [
     "In",
     "Neg",
     "bin_tree",
+    "code_intervals",
     "is_double",
     "label_kind",
     "lower",
@@ -110,6 +111,30 @@ def lower(predicate: Any, domain: Domain) -> Cond:
     raise TypeError(
         f"where() needs a predicate built with ektelo.col(...), got {type(predicate).__name__}"
     )
+
+
+def code_intervals(cond: Cmp | In, size: int) -> list[tuple[int, int]]:
+    """The codes 0..size-1 satisfying a comparison or membership, as sorted
+    disjoint intervals [lo, hi] (public arithmetic on the domain's size)."""
+    if isinstance(cond, In):
+        points = sorted({int(v) for v in cond.values if v == math.floor(v) and 0 <= v < size})
+        return [(k, k) for k in points]
+    v = min(max(cond.value, -1.0), float(size))  # exact for these tests on 0..size-1
+    if cond.op in ("==", "!="):
+        hit = v == math.floor(v) and 0 <= v < size
+        if cond.op == "==":
+            return [(int(v), int(v))] if hit else []
+        if not hit:
+            return [(0, size - 1)]
+        k = int(v)
+        return [(lo, hi) for lo, hi in ((0, k - 1), (k + 1, size - 1)) if lo <= hi]
+    if cond.op in ("<", "<="):
+        count = math.ceil(v) if cond.op == "<" else math.floor(v) + 1  # codes below
+        count = min(max(count, 0), size)
+        return [(0, count - 1)] if count > 0 else []
+    first = math.floor(v) + 1 if cond.op == ">" else math.ceil(v)
+    first = min(max(first, 0), size)
+    return [(first, size - 1)] if first < size else []
 
 
 def label_kind(attribute: Attribute) -> str:

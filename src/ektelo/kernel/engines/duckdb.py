@@ -87,12 +87,27 @@ def quote(identifier: str) -> str:
 
 @dataclass(frozen=True)
 class Relation:
-    """A table: `sql` selects BIGINT codes c0..c{width-1} (never NULL), with
-    positional parameters `params` (in the order of their `?`)."""
+    """A table: `sql` selects BIGINT codes c0..c{width-1}, a BOOLEAN `ok`, and
+    for each column in `raws` its raw value r{j}; positional parameters
+    `params` in the order of their `?`.
+
+    Rows with `ok` false hold an invalid value (a NULL code): they are never
+    counted — every sink (`vectorize`, `count`, `codes`, `group_by`) reads
+    only rows with `ok` — but they are not filtered out at the first level,
+    so that DuckDB computes each code once (a filter on a code would be
+    pushed down and the code computed twice). For the same reason `where`
+    tests raw values where it can (`raws[j]` is the attribute whose raw
+    column r{j} holds, or None): the predicate's codes become intervals of
+    raw values that mean the same on every valid row.
+    """
 
     sql: str
     params: tuple[Any, ...]
     width: int
+    raws: tuple[Attribute | None, ...] = ()
+
+    def raw(self, j: int) -> Attribute | None:
+        return self.raws[j] if j < len(self.raws) else None
 
     def __repr__(self) -> str:  # the plan is public; the rows are not in it
         return f"Relation(width={self.width})"
@@ -199,10 +214,14 @@ class DuckDBEngine:
         if policy != "drop":
             self._check(domain, both, both_params, policy, show_bad_values)
         valid = " AND ".join(f"c{j} IS NOT NULL" for j in range(len(domain)))
+        raw_names = ", ".join(f"r{j}" for j in range(len(domain)))
+        # clamped codes are not intervals of raw values: predicates test the codes
+        raw_attrs = tuple(None if policy == "clamp" else a for a in domain.attributes)
         return Relation(
-            f"SELECT {_cols(len(domain))} FROM ({both}) AS coded WHERE {valid}",
+            f"SELECT {_cols(len(domain))}, {raw_names}, ({valid}) AS ok FROM ({both}) AS coded",
             both_params,
             len(domain),
+            raw_attrs,
         )
 
     def open_frame(
@@ -284,14 +303,23 @@ class DuckDBEngine:
 
     # -- the interface ---------------------------------------------------------------
     def where(self, table: Relation, predicate: Any, domain: Domain) -> Relation:
-        cond, params = _condition(cd.lower(predicate, domain))
+        cond, params = _condition(cd.lower(predicate, domain), table, domain)
         return Relation(
-            f"SELECT * FROM ({table.sql}) AS t WHERE {cond}", (*table.params, *params), table.width
+            f"SELECT * FROM ({table.sql}) AS t WHERE {cond}",
+            (*table.params, *params),
+            table.width,
+            table.raws,
         )
 
     def select(self, table: Relation, columns: Sequence[int]) -> Relation:
-        picked = ", ".join(f"c{j} AS c{i}" for i, j in enumerate(columns))
-        return Relation(f"SELECT {picked} FROM ({table.sql}) AS t", table.params, len(columns))
+        picked = [f"c{j} AS c{i}" for i, j in enumerate(columns)]
+        picked += [f"r{j} AS r{i}" for i, j in enumerate(columns) if table.raw(j) is not None]
+        return Relation(
+            f"SELECT {', '.join(picked)}, ok FROM ({table.sql}) AS t",
+            table.params,
+            len(columns),
+            tuple(table.raw(j) for j in columns),
+        )
 
     def group_by(
         self, table: Relation, columns: Sequence[int], count: str | None, cap: int
@@ -304,7 +332,7 @@ class DuckDBEngine:
             params = (int(cap),)
         width = len(columns) + (count is not None)
         return Relation(
-            f"SELECT {picked} FROM ({table.sql}) AS t GROUP BY {keys}",
+            f"SELECT {picked}, TRUE AS ok FROM ({table.sql}) AS t WHERE ok GROUP BY {keys}",
             (*params, *table.params),
             width,
         )
@@ -315,6 +343,7 @@ class DuckDBEngine:
                 f"SELECT * FROM ({table.sql}) AS t WHERE c{column} = CAST(? AS BIGINT)",
                 (*table.params, v),
                 table.width,
+                table.raws,
             )
             for v in range(size)
         ]
@@ -327,21 +356,27 @@ class DuckDBEngine:
             return np.array([float(self.count(table))])
         strides = np.cumprod((1, *shape[::-1]))[:-1][::-1]  # C order
         cell = " + ".join(f"c{j} * CAST(? AS BIGINT)" for j in columns)
-        sql = f"SELECT {cell} AS cell, count(*) AS n FROM ({table.sql}) AS t GROUP BY cell"
+        sql = (
+            f"SELECT CASE WHEN ok THEN {cell} END AS cell, count(*) AS n "
+            f"FROM ({table.sql}) AS t GROUP BY cell"
+        )
         params = (*(int(s) for s in strides), *table.params)
         found = self._run("vectorize", sql, params).fetchnumpy()
+        cells = np.ma.getdata(found["cell"])
+        kept = ~np.ma.getmaskarray(found["cell"])  # the NULL cell: rows with an invalid value
         x = np.zeros(n)
-        x[np.asarray(found["cell"], dtype=np.int64)] = np.asarray(found["n"], dtype=np.float64)
+        x[np.asarray(cells[kept], dtype=np.int64)] = np.asarray(found["n"], np.float64)[kept]
         return x
 
     def count(self, table: Relation) -> int:
-        row = self._run("count", f"SELECT count(*) FROM ({table.sql}) AS t", table.params)
+        sql = f"SELECT count(*) FILTER (WHERE ok) FROM ({table.sql}) AS t"
+        row = self._run("count", sql, table.params)
         return int(row.fetchone()[0])
 
     def codes(self, table: Relation) -> np.ndarray:
         if table.width == 0:
             return np.empty((self.count(table), 0), dtype=np.int64)
-        sql = f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t ORDER BY ALL"
+        sql = f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t WHERE ok ORDER BY ALL"
         found = self._run("codes", sql, table.params).fetchnumpy()
         return np.column_stack(
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
@@ -431,25 +466,64 @@ def _tree(node: cd.BinNode) -> tuple[str, tuple[Any, ...]]:
 _SQL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
-def _condition(cond: cd.Cond) -> tuple[str, tuple[Any, ...]]:
-    """SQL for a code-level predicate; codes compared as DOUBLE with the values."""
-    if isinstance(cond, cd.Cmp):
-        return f"(CAST(c{cond.column} AS DOUBLE) {_SQL_OPS[cond.op]} CAST(? AS DOUBLE))", (
-            cond.value,
-        )
-    if isinstance(cond, cd.In):
+def _condition(cond: cd.Cond, table: Relation, domain: Domain) -> tuple[str, tuple[Any, ...]]:
+    """SQL for a code-level predicate that means the same on every valid row:
+    on a raw column, the codes it accepts become intervals of raw values;
+    else codes compared as DOUBLE with the values (as the memory engine)."""
+    if isinstance(cond, (cd.Cmp, cd.In)):
+        attribute = table.raw(cond.column)
+        if attribute is not None:
+            return _raw_condition(cond.column, attribute, cd.code_intervals(cond, attribute.size))
+        if isinstance(cond, cd.Cmp):
+            op = _SQL_OPS[cond.op]
+            return f"(CAST(c{cond.column} AS DOUBLE) {op} CAST(? AS DOUBLE))", (cond.value,)
         if not cond.values:
             return "FALSE", ()
         marks = ", ".join("CAST(? AS DOUBLE)" for _ in cond.values)
         return f"(CAST(c{cond.column} AS DOUBLE) IN ({marks}))", cond.values
     if isinstance(cond, cd.Neg):
-        inner, params = _condition(cond.part)
+        inner, params = _condition(cond.part, table, domain)
         return f"(NOT {inner})", params
     glue = " AND " if isinstance(cond, cd.All) else " OR "
     texts: list[str] = []
     params_all: list[Any] = []
     for part in cond.parts:
-        text, params = _condition(part)
+        text, params = _condition(part, table, domain)
         texts.append(text)
         params_all.extend(params)
     return "(" + glue.join(texts) + ")", tuple(params_all)
+
+
+_MAX_LISTED = 64  # labels listed in an IN; more: the code is tested
+
+
+def _raw_condition(
+    j: int, a: Attribute, intervals: list[tuple[int, int]]
+) -> tuple[str, tuple[Any, ...]]:
+    """Code intervals [lo, hi] of attribute `a` as a test of the raw value
+    r{j}, exact on valid rows (an invalid row's answer does not matter: it is
+    never counted)."""
+    if not intervals:
+        return "FALSE", ()
+    if intervals == [(0, a.size - 1)]:
+        return "TRUE", ()
+    texts: list[str] = []
+    params: list[Any] = []
+    for lo, hi in intervals:
+        if a.bins is not None:  # bin k is [edges[k], edges[k+1])
+            texts.append(f"(r{j} >= CAST(? AS DOUBLE) AND r{j} < CAST(? AS DOUBLE))")
+            params += [a.bins[lo], a.bins[hi + 1]]
+        elif a.values is None:  # integer codes: the raw value is the code
+            texts.append(f"(r{j} >= CAST(? AS DOUBLE) AND r{j} <= CAST(? AS DOUBLE))")
+            params += [float(lo), float(hi)]
+        elif hi - lo < _MAX_LISTED:
+            kind = cd.label_kind(a)
+            sql_type = {"str": "VARCHAR", "bool": "BOOLEAN"}.get(kind, "DOUBLE")
+            labels = a.values[lo : hi + 1]
+            marks = ", ".join(f"CAST(? AS {sql_type})" for _ in labels)
+            texts.append(f"(r{j} IN ({marks}))")
+            params += [float(cast(float, v)) for v in labels] if kind == "number" else labels
+        else:
+            texts.append(f"(c{j} BETWEEN CAST(? AS BIGINT) AND CAST(? AS BIGINT))")
+            params += [lo, hi]
+    return "(" + " OR ".join(texts) + ")", tuple(params)
