@@ -24,7 +24,8 @@ def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     level = 100 * (1 - float(frame.attrs.get("alpha", 0.05)))
     over = " × ".join(question.attributes)
-    title = f"{question.kind} over {over} — plan {frame.attrs.get('plan')}"
+    kind = {"identity": "histogram", "prefix": "CDF"}.get(question.kind, question.kind)
+    title = f"{kind} over {over} — plan {frame.attrs.get('plan')}"
     has_ci = frame["ci_low"].notna().any()
     label_cols = [c for c in frame.columns if c not in
                   ("answer", "std_error", "ci_low", "ci_high", "ci_method", "marginal")]
