@@ -50,6 +50,7 @@ from .graphical.fitting import (
     Problem,
     check_measurements,
     estimate_total,
+    initial_potentials,
     mirror_descent,
     weights_of,
 )
@@ -189,6 +190,22 @@ class GraphicalModel:
         return self.total * self._prob(names)
 
     def _prob(self, names: Clique) -> np.ndarray:
+        parts: dict[int, list[str]] = {}
+        for a in names:
+            parts.setdefault(self._tree.component[a], []).append(a)
+        if len(parts) > 1:
+            # Independent parts of the model (joined by empty separators):
+            # the marginal is the outer product of theirs.
+            cells = math.prod(self.domain[a].size for a in names)
+            if cells > self._limit:
+                raise ModelTooLarge(
+                    f"the marginal on {list(names)} has {cells} cells, above the limit "
+                    f"{self._limit}"
+                )
+            args: list[Any] = []
+            for group in parts.values():
+                args += [self._prob(tuple(group)), [names.index(a) for a in group]]
+            return np.asarray(np.einsum(*args, list(range(len(names)))))
         home = self._tree.home(names)
         if home is None:
             return tree_marginal(self._tree, self._probs, names, self._limit, ModelTooLarge)
@@ -290,10 +307,12 @@ def fit_graphical_model(
     estimated = total is None
     n = estimate_total(items, weights) if total is None else check.positive(total, "total")
     problem = Problem(domain, model_cliques, items, weights, n)
-    theta = [np.zeros(tuple(domain[a].size for a in c)) for c in model_cliques]
     dropped: list[Clique] = []
     step = problem.safe_step
-    if start is not None:
+    if start is None:
+        theta = initial_potentials(problem)
+    else:
+        theta = [np.zeros(tuple(domain[a].size for a in c)) for c in model_cliques]
         for c, p in zip(start.cliques, start._potentials, strict=True):
             j = next((j for j, m in enumerate(model_cliques) if set(c) <= set(m)), None)
             if j is None:

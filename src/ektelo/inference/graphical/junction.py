@@ -149,7 +149,9 @@ class JunctionTree:
 
     Attributes: `cliques` (the maximal cliques, canonical order), `order`
     (a breadth-first order from the root, clique 0), `edges` (one per
-    non-root clique, in `order`), `size` (total cells).
+    non-root clique, in `order`), `size` (total cells), `component` (for
+    each attribute, its independent part of the model: the tree cut at its
+    empty separators).
     """
 
     def __init__(self, domain: Domain, cliques: Sequence[Clique]):
@@ -161,6 +163,10 @@ class JunctionTree:
         self.order: tuple[int, ...] = (0,)
         self.parent: tuple[int, ...] = (-1,)
         self.edges: tuple[_Edge, ...] = ()
+        # Which independent part of the model (a connected piece of the tree
+        # once the edges with empty separators are cut) holds each attribute.
+        part = list(range(k))
+        self.component: dict[str, int] = {a: 0 for a in self.cliques[0]}
         if k == 1:
             return
         sets = [set(c) for c in self.cliques]
@@ -192,6 +198,11 @@ class JunctionTree:
             )
         self.parent = tuple(parent)
         self.edges = tuple(edges)
+        # Edges with empty separators join independent parts of the model.
+        for e in self.edges:
+            if e.separator:
+                part[e.child] = part[e.parent]
+        self.component = {a: part[i] for i, c in enumerate(self.cliques) for a in c}
 
     def home(self, attrs: Sequence[str]) -> int | None:
         """The smallest maximal clique containing `attrs`, or None."""
