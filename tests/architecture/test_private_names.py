@@ -45,33 +45,38 @@ class Allowed:
     reason: str
 
 
-# The handful of reasons a test may reach a private name.
+# The handful of reasons a test may reach a private name. What is not here
+# has a public name: inside the kernel, privacy from the public layers is
+# enforced for the package (test_imports.py: only `ektelo.kernel.__all__`), so
+# the building blocks tests check line by line against their proof notes
+# (DAWA's costs and DPs, AHP's err*, the exact samplers' steps and tables) are
+# documented names of their kernel submodules, not private ones; so are the
+# inference thresholds and caps tests lower (`tree_nnls.BLOCK_CELLS`, ...).
 ALLOWED: tuple[Allowed, ...] = (
     Allowed(
-        r"ektelo\.kernel\..*|<object>\._(bernoulli_fine|bernoulli_pow2|digits|exact_less"
-        r"|integer_laplace|conn)",
-        ("kernel/*", "statistical/*", "store/*"),
-        "the kernel's private algorithms and settings, checked line by line against brute "
-        "force and exact arithmetic (DAWA's fixed-point costs and DP, AHP's start, the "
-        "exact samplers' Bernoulli steps and tables, the ledger store's durability "
-        "settings): the privacy proof rests on them, and they stay out of the kernel's "
-        "audited surface (ektelo.kernel.__all__)",
+        r"<object>\._(conn|sources|port|kernel)",
+        ("kernel/*", "store/*", "engines/*", "server/*"),
+        "kernel white-box: isolation and durability tests read the kernel's state (the "
+        "ledger store's connection and its durability settings; a kernel's sources, a "
+        "handle's port), which no public accessor shows by design: handles are opaque",
     ),
     Allowed(
-        r"ektelo(\.\w+)*\._[A-Z][A-Z0-9_]*",
-        ("*",),
-        "size thresholds and tuning constants (private by design), lowered or read so "
-        "that a small input takes the path a large input takes",
+        r"ektelo\.matrix\.ranges\._(LARGE_RANGE|MAX_DIRECT_ENTRIES)"
+        r"|ektelo\.inference\._mw_passes\._SCRATCH_ROWS",
+        ("matrix/test_matrix_properties.py", "plans/test_mwem.py"),
+        "size thresholds of modules private by design (range queries' direct-product "
+        "limits, the multiplicative-weights passes' scratch rows), lowered so that a "
+        "small input takes the path a large input takes",
     ),
     Allowed(
-        r"ektelo\.inference\.tree_nnls\._(Parents|Grid|local)(\.\w+)?",
+        r"ektelo\.inference\.tree_nnls\._(Parents|Grid|local)",
         ("inference/test_tree_nnls.py",),
         "fault injection into the tree NNLS's parent steps (a wrong line, the local "
         "price off or recorded, breakpoints set on ties): states no input can produce, "
         "to show the optimality certificate's power and the rounding cases",
     ),
     Allowed(
-        r"ektelo\.inference\._system(\.stack)?",
+        r"ektelo\.inference\._system",
         ("inference/test_least_squares.py",),
         "inference's stacked system: grouping range measurements into one block (a "
         "speed-up that must not change the fit) shows only in the matrix it builds",
@@ -83,6 +88,11 @@ ALLOWED: tuple[Allowed, ...] = (
         "shortened (no public switch for them)",
     ),
 )
+
+# At most this many distinct private names reached by all tests together, and
+# at most this many allowlist entries: "a handful" (issue #23).
+HANDFUL_NAMES = 10
+HANDFUL_ENTRIES = 5
 
 
 def _private(name: str) -> bool:
@@ -238,8 +248,14 @@ def test_tests_reach_only_allowlisted_private_names() -> None:
 
 
 def test_the_allowlist_is_a_handful_and_every_entry_is_used() -> None:
-    assert len(ALLOWED) <= 8, "the allowlist is meant to stay a handful"
+    assert len(ALLOWED) <= HANDFUL_ENTRIES, "the allowlist is meant to stay a handful"
     found = _scan()
+    names = sorted({name for _, _, name in found})
+    assert len(names) <= HANDFUL_NAMES, (
+        f"tests reach {len(names)} distinct private ektelo names, more than a handful "
+        f"({HANDFUL_NAMES}): make building blocks public names of their module or test "
+        "through the public interface:\n  " + "\n  ".join(names)
+    )
     for entry in ALLOWED:
         assert entry.reason.strip(), f"{entry.names}: no reason given"
         assert any(_allowed(rel, name) is entry for rel, _, name in found), (

@@ -102,8 +102,8 @@ def test_warm_started_fit_on_many_groups_is_the_cold_optimum() -> None:
     for m in ms:
         groups = columns.refine(groups, m.query_on_root.sparse().tocsc())
     k = int(groups.max()) + 1
-    # private `_SMALL`: the size above which the warm start is taken (the case under test)
-    assert k > columns._SMALL and 2 * k <= n  # the warm-started case
+    # `SMALL_GROUPS`: the size above which the warm start is taken (the case under test)
+    assert k > columns.SMALL_GROUPS and 2 * k <= n  # the warm-started case
     cold = inference.nnls(ms, total=T, groups="columns").x.reshape(-1)
     warm = inference.nnls(ms, total=T, start=first, groups="columns").x.reshape(-1)
     Q = np.vstack([m.query_on_root.dense() for m in ms])

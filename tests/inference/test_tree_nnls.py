@@ -168,8 +168,8 @@ def test_uneven_parents_written_block_by_block(rng, monkeypatch) -> None:
     H = Hierarchy(300, 16)
     y = noisy_answers(H, True, rng)
     whole = tree_nnls.solve(H, y)
-    # private `_BLOCK_CELLS`: blocks of one parent, a path no small input takes
-    monkeypatch.setattr(tree_nnls, "_BLOCK_CELLS", 3)
+    # `BLOCK_CELLS` lowered: blocks of one parent, a path no small input takes
+    monkeypatch.setattr(tree_nnls, "BLOCK_CELLS", 3)
     blocks = tree_nnls.solve(H, y)
     np.testing.assert_allclose(blocks.x, whole.x, rtol=1e-12, atol=1e-12 * whole.x.max())
     assert blocks.gradient_bound == pytest.approx(whole.gradient_bound, rel=1e-6, abs=1e-12)
@@ -184,7 +184,7 @@ def test_segments_located_block_by_block(dims, b, rng, monkeypatch) -> None:
     H = Hierarchy(dims, b)
     y = noisy_answers(H, True, rng)
     default = tree_nnls.solve(H, y)
-    monkeypatch.setattr(tree_nnls, "_BLOCK_CELLS", 3)  # (as above)
+    monkeypatch.setattr(tree_nnls, "BLOCK_CELLS", 3)  # (as above)
     blocks = tree_nnls.solve(H, y)
     np.testing.assert_allclose(blocks.x, default.x, rtol=1e-12, atol=1e-12 * default.x.max())
     assert blocks.rounds == default.rounds
@@ -283,9 +283,9 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
     assert H.height == 2
     y = noisy_answers(H, True, rng)
     seen = []
-    # private `_local_price`: the price a block sets is internal; it is
+    # `_Parents.local_price`: the price a block sets is internal; it is
     # checked against the public `tree.solve_from`
-    price = tree_nnls._Parents._local_price
+    price = tree_nnls._Parents.local_price
 
     def recorded(self, G, a, b):
         lines = self.alpha.copy(), self.beta.copy()
@@ -293,7 +293,7 @@ def test_local_price_is_the_grandparents_own_solve(dims, b, rng, monkeypatch) ->
         seen.append((a, b, lines, G.copy(), out.copy()))
         return out
 
-    monkeypatch.setattr(tree_nnls._Parents, "_local_price", recorded)
+    monkeypatch.setattr(tree_nnls._Parents, "local_price", recorded)
     tree_nnls.solve(H, y)
     t0 = H.height - 1
     terms = {t: tree.node_terms(H, y, t) for t in range(t0 + 1)}

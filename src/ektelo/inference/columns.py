@@ -20,7 +20,7 @@ fit on the cells.
 Solved to the optimum, which NNLS's default stopping rule does not reach
 with a known total (see `nnls`):
 
-* up to `_SMALL` (512) groups, with the tolerance tightened to ≤ 1e-10, the
+* up to `SMALL_GROUPS` (512) groups, with the tolerance tightened to ≤ 1e-10, the
   total's weight to ≤ 100 (exact_scale ≥ 1e-2: well conditioned, still
   honoured to ~1e-9) and 2000 iterations;
 * beyond, from ``start`` first: its optimum has few positive groups, so the
@@ -55,11 +55,11 @@ from ..matrix import Dense, Partition, Sparse
 from ..measurement import Measurement
 from ._system import ConvergenceError, Estimate, SolveInfo
 
-__all__ = ["nnls_on_columns", "refine"]
+__all__ = ["SMALL_GROUPS", "nnls_on_columns", "refine"]
 
-# Up to _SMALL groups a tight tolerance is cheap and reaches the optimum
+# Up to SMALL_GROUPS groups a tight tolerance is cheap and reaches the optimum
 # (checked against scipy.optimize.nnls).
-_SMALL = 512
+SMALL_GROUPS = 512
 _REDUCED_ACCEPT = 1e-7
 # A warm-started fit is kept when its projected gradient is this small relative
 # to the scale (a KKT point: exact active-set steps end at ~1e-16 on 2-D MWEM
@@ -130,7 +130,7 @@ def _fit(
         return solve(stacked, **options)
     k = int(groups.max()) + 1
     on = Partition(groups)
-    if k > _SMALL and last is not None:
+    if k > SMALL_GROUPS and last is not None:
         try:
             warm = solve(stacked, start=last, groups=on, **options)
         except ConvergenceError:
@@ -138,7 +138,7 @@ def _fit(
         else:
             if warm.info.optimality <= _WARM_ACCEPT:
                 return warm
-    if k <= _SMALL:
+    if k <= SMALL_GROUPS:
         options = dict(options)
         options["tol"] = min(options["tol"], 1e-10)
         options["exact_scale"] = max(options["exact_scale"], 1e-2)
@@ -164,7 +164,7 @@ def _stacked(measurements: list[Measurement], queries: tuple[Any, ...]) -> list[
             continue
         group = measurements[start:end]
         Q = sp.vstack(queries[start:end], format="csr")
-        small = Q.shape[0] * Q.shape[1] <= _SMALL * _SMALL
+        small = Q.shape[0] * Q.shape[1] <= SMALL_GROUPS * SMALL_GROUPS
         M = Dense(Q.toarray()) if small else Sparse(Q)  # dense: no sparse dispatch per product
         answers = np.concatenate([m.answers for m in group])
         out.append(dataclasses.replace(group[0], answers=answers, query=M, query_on_root=M))

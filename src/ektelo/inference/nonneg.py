@@ -54,7 +54,7 @@ from ._system import (
 )
 from .tree import lstsq as tree_lstsq
 
-__all__ = ["nnls"]
+__all__ = ["TREE_NEWTON_ROUNDS", "nnls"]
 
 _METHODS = ("auto", "projected_newton", "lbfgsb")
 
@@ -189,7 +189,7 @@ def _solve(
     counter = Counter(system.A)
     tree = structured.tree_of(system.A) if method == "auto" and not system.facts else None
     if tree is not None:
-        rounds = check_maxiter(maxiter, _TREE_NEWTON_ROUNDS)
+        rounds = check_maxiter(maxiter, TREE_NEWTON_ROUNDS)
         exact = tree_nnls.solve(tree, system.b, max_rounds=rounds)
         if exact is not None and exact.gradient_bound <= tol * exact.gradient_scale:
             return exact.x, _tree_newton_info(exact, system)
@@ -248,7 +248,10 @@ def _nnls_start(
     return np.asarray(start, dtype=np.float64)  # a fresh vector (start_vector)
 
 
-_TREE_NEWTON_ROUNDS = 50
+# The default cap on the tree solver's semismooth Newton rounds (`tree_nnls`;
+# HB measurements settle in 1–4; `maxiter` overrides it): past it the active-set
+# steps finish the fit.
+TREE_NEWTON_ROUNDS = 50
 
 
 # The ufuncs' own reductions (NumPy's Python-level wrappers cost about a

@@ -65,14 +65,14 @@ from ..matrix import Hierarchy
 from .tree import answers as checked_answers
 from .tree import node_terms, solve_from
 
-__all__ = ["TreeNNLS", "solve", "sorting_network"]
+__all__ = ["BLOCK_CELLS", "TreeNNLS", "solve", "sorting_network"]
 
 # Parents with more cells fall back (the breakpoints cost O(K) per cell).
 _MAX_CELLS_PER_PARENT = 64
 # Cells per block where parents' cells are sorted, their segments counted
 # and, at the end, written (temporaries of this size are reused by malloc
 # instead of being mapped afresh every block).
-_BLOCK_CELLS = 1 << 18
+BLOCK_CELLS = 1 << 18
 # Below this p_v/p the parents' totals at the breakpoints are summed instead
 # of being recovered from the breakpoints (which divides by p_v).
 _RECOVER_RATIO = 1e-3
@@ -207,7 +207,7 @@ class _Runs:
         # and summed per parent while the block is in cache: fresh arrays of
         # the cells' size cost more than the arithmetic
         x = spare.reshape(-1)[: leaves.size]
-        block = max(1, _BLOCK_CELLS // self.K)
+        block = max(1, BLOCK_CELLS // self.K)
         for a in range(0, self.P, block):
             b = min(a + block, self.P)
             lengths = self.lengths[a:b]
@@ -318,7 +318,7 @@ class _Parents:
         # (for the local price) whole grandparents
         self.local = local
         # (no larger than the grid: the buffers below are fresh memory)
-        rows = max(1, min(_BLOCK_CELLS // (K * layout.step), layout.parts[0]))
+        rows = max(1, min(BLOCK_CELLS // (K * layout.step), layout.parts[0]))
         if local is not None:
             rows = -(-rows // local[0][0]) * local[0][0]
         self.block = m = rows * layout.step
@@ -344,7 +344,7 @@ class _Parents:
             B = self._breaks(Y)
             self._place(B, Y, G[a:b], wy[a:b], slice(a, b))
             if self.local is not None:
-                self._local_move(B, Y, self._local_price(G, a, b), wy, a, b)
+                self._local_move(B, Y, self.local_price(G, a, b), wy, a, b)
             for row in (Y[0], Y[-1]):
                 end = np.multiply(row, self.p, out=self._work[: b - a])
                 largest = max(largest, _magnitude(end))
@@ -393,7 +393,7 @@ class _Parents:
             rows = index + a
             self._place(B[:, index], Y[:, index], G[index], wy[rows], rows)
 
-    def _local_price(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
+    def local_price(self, G: np.ndarray, a: int, b: int) -> np.ndarray:
         """G of the parents [a, b) plus the price their grandparent would
         set were it the root: its own row and its children's lines make a
         two-level tree whose estimate is closed-form (`tree.lstsq`'s
@@ -578,7 +578,7 @@ def _fitted_above(
 
 def _local(tree: Hierarchy, terms: dict[int, Any]) -> _Local | None:
     """(children per grandparent per axis, w·y and w² of the grandparents'
-    rows, flat) for `_Parents._local_price`, or None where the grandparents
+    rows, flat) for `_Parents.local_price`, or None where the grandparents
     have no rows or differ in their numbers of children."""
     t = tree.height - 2
     term = terms.get(t)
