@@ -40,7 +40,7 @@ class Allowed:
     """One allowlist entry: the private names (a regular expression over the
     qualified name), the test files they may appear in, and why."""
 
-    names: str  # re.fullmatch over e.g. "ektelo.kernel.dawa._chain_dp"
+    names: str  # re.fullmatch over e.g. "ektelo.inference._system"
     files: tuple[str, ...]  # fnmatch over the test path relative to tests/
     reason: str
 

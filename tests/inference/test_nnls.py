@@ -93,7 +93,7 @@ def test_nnls_tree_falls_back_to_active_set_steps(rng, monkeypatch) -> None:
     H = Hierarchy(256, 4)
     x = np.where(rng.random(256) < 0.7, 0.0, rng.integers(1, 10, 256).astype(float))
     m = measure(H, x, 7.0, rng)
-    # private: the tree rounds' cap alone (`maxiter` caps the fallback's steps too)
+    # the tree rounds' cap alone (`maxiter` caps the fallback's steps too)
     monkeypatch.setattr(nonneg, "TREE_NEWTON_ROUNDS", 1)
     est, info = run(inf.nnls, [m], tol=1e-10)
     assert info.method == "tree_active_set" and info.converged

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-# white-box: the discrete Gaussian's plan, acceptance bounds and integer
-# sampler are checked exactly (private names below); the kernel's port returns
-# only noisy answers
+# the discrete Gaussian's plan, acceptance bounds and integer sampler are
+# checked exactly: gaussian.py's module names for G1-G5, outside
+# `ektelo.kernel.__all__`; the kernel's port returns only noisy answers
 from ektelo.kernel import gaussian, noise
 from ektelo.kernel.gaussian import (
     GaussianDraw,

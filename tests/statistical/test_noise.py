@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-# white-box: the exact sampler's tables and bit-level steps are checked exactly
-# (private names below and RandomSource's `_`-methods); the kernel's port
-# returns only noisy answers
+# the exact sampler's tables and bit-level steps are checked exactly: they are
+# noise.py's module names and RandomSource's methods (the proof notes' steps),
+# outside `ektelo.kernel.__all__`; the kernel's port returns only noisy answers
 from ektelo.kernel.noise import (
     LaplaceDraw,
     RandomSource,
