@@ -10,7 +10,8 @@ prints:
   (``model.synthetic(len(df))``), as the reference was measured;
 * ``model TV`` — the same for the fitted model's own marginals;
 * seconds end to end (protect, plan, answering all 91 marginals from the
-  model, the synthetic table), and the plan's own seconds.
+  model, the synthetic table), wall and CPU (`time.process_time`, the
+  figure to read on a shared machine), and the plan's own wall seconds.
 
 Then the mean and the standard error over seeds per (plan, ε), next to the
 issue's reference (mbi's MST without domain compression: 0.085 at ε = 0.1,
@@ -20,7 +21,7 @@ against the size of adult's full domain.  Reads ../shared/data/adult (skips
 with a message when it is absent).
 
     PYTHONPATH=. python benchmarks/bench_mst_aim.py [--quick] [--eps 1] [--seeds 5]
-        [--plans mst aim]
+        [--plans mst aim] [--no-memory]
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def tv_errors(codes: np.ndarray, domain: ektelo.Domain, other: Any) -> float:
 def run_once(
     name: str, frame: pd.DataFrame, domain: ektelo.Domain, eps: float, seed: int
 ) -> dict[str, float]:
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     table = ektelo.protect(frame, domain, epsilon=eps, delta=1e-9, seed=seed)
     assert isinstance(table, ektelo.ProtectedTable)
     plan_start = time.perf_counter()
@@ -72,7 +73,7 @@ def run_once(
         for i, j in itertools.combinations(range(len(names)), 2)
     }
     synthetic = model.synthetic(len(frame), seed=seed)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     codes = domain.encode(frame)
     synth_codes = domain.encode(synthetic)
 
@@ -87,6 +88,7 @@ def run_once(
         "synth": tv_errors(codes, domain, synth_marginal),
         "model": tv_errors(codes, domain, lambda i, j: marginals[i, j]),
         "seconds": seconds,
+        "cpu": cpu,
         "plan_seconds": plan_seconds,
         "cells": float(model.size),
         "cliques": float(len(model.cliques)),
@@ -112,6 +114,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--plans", nargs="+", default=["mst", "aim"])
     parser.add_argument("--quick", action="store_true", help="one seed, no memory trace")
+    parser.add_argument("--no-memory", action="store_true", help="skip the traced run")
     args = parser.parse_args()
     if not (ADULT / "adult.csv").exists():
         print(f"SKIPPED: {ADULT} not found (the adult data lives in ../shared/data)")
@@ -122,7 +125,7 @@ def main() -> None:
     print(f"adult: {len(frame)} rows, {len(domain.names)} attributes, full domain "
           f"{math.prod(domain.shape):.3g} cells; δ = 1e-9; {seeds} seed(s)")  # fmt: skip
     print(f"{'plan':5} {'eps':>5} {'seed':>4} {'synth TV':>9} {'model TV':>9} "
-          f"{'seconds':>8} {'plan s':>7} {'cells':>8}")  # fmt: skip
+          f"{'seconds':>8} {'cpu s':>7} {'plan s':>7} {'cells':>8}")  # fmt: skip
     summary: dict[tuple[str, float], list[dict[str, float]]] = {}
     for eps in args.eps:
         for name in args.plans:
@@ -130,10 +133,11 @@ def main() -> None:
                 r = run_once(name, frame, domain, eps, seed)
                 summary.setdefault((name, eps), []).append(r)
                 print(f"{name:5} {eps:5g} {seed:4d} {r['synth']:9.4f} {r['model']:9.4f} "
-                      f"{r['seconds']:8.1f} {r['plan_seconds']:7.1f} {r['cells']:8.0f}",
-                      flush=True)  # fmt: skip
+                      f"{r['seconds']:8.1f} {r['cpu']:7.1f} {r['plan_seconds']:7.1f} "
+                      f"{r['cells']:8.0f}", flush=True)  # fmt: skip
     print("\nmean ± standard error over seeds (reference: mbi's MST, no compression)")
-    print(f"{'plan':5} {'eps':>5} {'synth TV':>17} {'model TV':>17} {'seconds':>8} {'ref':>6}")
+    print(f"{'plan':5} {'eps':>5} {'synth TV':>17} {'model TV':>17} {'seconds':>8} {'cpu s':>7} "
+          f"{'ref':>6}")  # fmt: skip
     for (name, eps), rows in summary.items():
         def stat(key: str, rows: list[dict[str, float]] = rows) -> str:
             v = np.array([r[key] for r in rows])
@@ -141,10 +145,10 @@ def main() -> None:
             return f"{v.mean():.4f} ± {se:.4f}"
 
         ref = REFERENCE.get(eps)
-        mean_seconds = np.mean([r["seconds"] for r in rows])
-        print(f"{name:5} {eps:5g} {stat('synth'):>17} {stat('model'):>17} {mean_seconds:8.1f} "
+        wall, cpu = (np.mean([r[k] for r in rows]) for k in ("seconds", "cpu"))
+        print(f"{name:5} {eps:5g} {stat('synth'):>17} {stat('model'):>17} {wall:8.1f} {cpu:7.1f} "
               f"{'' if ref is None else f'{ref:.3f}':>6}")  # fmt: skip
-    if not args.quick:
+    if not (args.quick or args.no_memory):
         for name in args.plans:
             mb, cells = peak_memory(name, frame, domain)
             print(f"peak traced memory, {name} at ε=1: {mb:.0f} MB (model {cells} cells = "
