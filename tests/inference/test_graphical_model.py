@@ -201,6 +201,23 @@ def test_negative_noisy_counts_fit_as_the_nonnegative_least_squares_answer() -> 
     np.testing.assert_allclose(model.marginal(["b"]), [490.0, 0.0, 290.0, 220.0], atol=0.5)
 
 
+def test_a_total_query_measures_the_total_only() -> None:
+    frame, domain = _table(2000, 2)
+    table = ektelo.protect(frame, domain, epsilon=1.0, delta=1e-6, seed=3)
+    count = table.vectorize().gaussian(Total(24), rho=table.budget.total / 2)
+    x = table.vectorize(["sex", "k"])
+    pair = x.gaussian(Identity(6), rho=table.budget.total / 2)
+    model = fit_graphical_model([count, pair], domain)
+    assert model.cliques == (("sex", "k"),)  # the total adds no clique
+    # the total: both measurements' estimates, weighted by their precision
+    sums = np.array([count.answers[0], pair.answers.sum()])
+    precision = np.array([1 / count.variance, 1 / (6 * pair.variance)])
+    assert model.total == pytest.approx(float(sums @ precision / precision.sum()))
+    only = fit_graphical_model([count], domain)
+    assert only.total == pytest.approx(max(1.0, count.answers[0]))
+    np.testing.assert_allclose(only.marginal(["k"]), only.total / 3)
+
+
 def test_general_queries_on_a_clique_and_a_marginal_outside_it() -> None:
     rng = np.random.default_rng(5)
     truth = brute_joint(DOMAIN, CHAIN, random_potentials(CHAIN, rng), 5000.0)

@@ -42,7 +42,7 @@ import scipy.sparse as sp
 
 from .. import _validate as check
 from ..domain import Domain, check_names
-from ..matrix import EMatrix
+from ..matrix import EMatrix, Total
 from ..measurement import Measurement
 from .graphical.elimination import tree_marginal
 from .graphical.fitting import (
@@ -276,7 +276,7 @@ def fit_graphical_model(
         total: the known public total; by default estimated from the
             measurements (inverse-variance weighted).
         cliques: extra cliques to include in the model.
-        maxiter, tol: the stopping rule (`_mirror_descent`).
+        maxiter, tol: the stopping rule (`graphical.fitting.mirror_descent`).
         start: a previous model to warm-start from (its potentials, on the
             cliques of the new model that contain them, and its step size).
         max_model_size: the public limit on the junction tree's cells
@@ -295,7 +295,11 @@ def fit_graphical_model(
     if start is not None and start.domain != domain:
         raise ValueError("start is a model of another domain")
     extra = [] if cliques is None else [canonical(domain, c, "cliques") for c in cliques]
-    measured = [canonical(domain, m.attributes or ()) for m in items]
+    # A total query (NoisyCount's, or Total on any projection) measures the
+    # total alone: it enters the total's estimate, not the model (with the
+    # total fixed it adds nothing to the loss).
+    marginals = [m for m in items if not isinstance(m.query_on_root, Total)]
+    measured = [canonical(domain, m.attributes or ()) for m in marginals]
     model_cliques = maximal_cliques([*measured, *extra])
     size = _model_size(domain, model_cliques)
     if size > limit:
@@ -306,7 +310,8 @@ def fit_graphical_model(
     weights = weights_of(items)
     estimated = total is None
     n = estimate_total(items, weights) if total is None else check.positive(total, "total")
-    problem = Problem(domain, model_cliques, items, weights, n)
+    kept = [w for m, w in zip(items, weights, strict=True) if m in marginals]
+    problem = Problem(domain, model_cliques, marginals, kept, n)
     dropped: list[Clique] = []
     step = problem.safe_step
     if start is None:

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.sparse.linalg import lsmr
 
 from ...domain import Domain, check_names
-from ...matrix import EMatrix, Identity
+from ...matrix import EMatrix, Identity, Total
 from ...measurement import Measurement
 from .junction import Clique, JunctionTree, assignment, clique_potentials
 
@@ -162,6 +162,10 @@ def estimate_total(items: Sequence[Measurement], weights: Sequence[float]) -> fl
     estimates, precisions = [], []
     for m, w in zip(items, weights, strict=True):
         Q = m.query_on_root
+        if isinstance(Q, Total | Identity):  # v = 1 on every row
+            estimates.append(float(np.sum(m.answers)))
+            precisions.append(w / Q.shape[0])
+            continue
         ones = np.ones(Q.shape[1])
         v = lsmr(Q.T.as_linear_operator(), ones, atol=1e-12, btol=1e-12, maxiter=200)[0]
         if np.linalg.norm(Q.rmatvec(v) - ones) > 1e-6 * math.sqrt(ones.size):
@@ -365,6 +369,8 @@ def mirror_descent(
     Candès, "Adaptive restart for accelerated gradient schemes", 2015): the
     loss still never increases."""
     start = time.perf_counter()
+    if not problem.groups:  # only the total was measured: the uniform model
+        return theta, FitInfo(iterations=0, loss=0.0, converged=True, message="nothing to fit")
     N = problem.total
     here = _evaluate(problem, theta)
     previous = here.theta
