@@ -12,8 +12,8 @@ the estimators (`ektelo.inference`). `names()` lists the registered plans,
 of this module (the MWEM variants are `mwem` with other defaults).
 """
 
-from .budget import MECHANISMS, Mechanism, PlanBudget, check_budget, split
 from .aim import aim
+from .budget import MECHANISMS, Mechanism, PlanBudget, check_budget, split
 from .cdf import cdf_estimator
 from .data_dependent import adaptive_grid, ahp, dawa, uniform, uniform_grid
 from .data_independent import (
