@@ -144,7 +144,8 @@ def _full_vector_measurements(rng, sigma):
     """Noisy 1- and 2-way marginals of a small table, as measurements of
     projections and as the same queries on the full vector."""
     truth = brute_joint(DOMAIN, CHAIN, random_potentials(CHAIN, rng, 0.5), 20_000.0)
-    cliques = [("a",), ("b",), ("d",), ("a", "b"), ("b", "c"), ("c", "d"), ("a", "c")]
+    # ("c", "a"): a measurement whose attributes are not in the domain's order
+    cliques = [("a",), ("b",), ("d",), ("a", "b"), ("b", "c"), ("c", "d"), ("c", "a")]
     on_table, on_vector = [], []
     for c in cliques:
         y = project(truth, DOMAIN, c).reshape(-1) + rng.normal(0, sigma, DOMAIN.project(c).size)
