@@ -191,8 +191,8 @@ def _with_private_outliers(census: tuple[Path, Path], tmp_path: Path) -> Path:
 def test_bad_values_are_counted_not_shown(census, tmp_path, capsys):
     _, domain = census
     data = _with_private_outliers(census, tmp_path)
-    args = ("run", "--no-ledger",
-            "--data", str(data), "--domain", str(domain), "--workload", "identity:sex",
+    args = ("run", "--no-ledger",  # the question reads age and sex: both are checked
+            "--data", str(data), "--domain", str(domain), "--workload", "identity:age,sex",
             "--plan", "identity", "--epsilon", "1")
     code, out, err = call(capsys, *args)
     assert code != 0 and len(err.strip().splitlines()) == 1

@@ -404,12 +404,12 @@ class Session:
         table = self._filtered(where)  # checks the filter before anything is spent
         self._check_remaining(budget)
         if name != DIRECT_MARGINALS:
+            _check_vector_size(q, name)
             info = plans.get(name)
             unknown = set(params) - set(info.parameters)
             if unknown:
                 raise TypeError(f"plan {name!r} has no parameter(s) {sorted(unknown)}; its "
                                 f"parameters are {sorted(info.parameters)}")
-            _check_vector_size(q, name)
         before = len(self._recorder.measurements)
         with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
             estimate = self._run(q, name, table, budget, params)

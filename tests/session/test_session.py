@@ -167,8 +167,10 @@ def test_a_huge_vector_warns_and_names_the_alternative():
     big = {f"a{i}": 40 for i in range(4)}  # 2.56 million cells
     frame = pd.DataFrame({f"a{i}": [0, 1, 2] for i in range(4)})
     s = Session(frame, big, epsilon=1.0, seed=0)
-    with pytest.warns(LargeVectorWarning, match="marginals_direct"):
-        s.histogram(list(big), epsilon=0.1, plan="identity")
+    with pytest.warns(LargeVectorWarning, match="marginals_direct"), \
+            pytest.raises(TypeError, match="no parameter"):  # warned before anything runs
+        s.histogram(list(big), epsilon=0.1, plan="identity", params={"nosuch": 1})
+    assert s.spent == 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m = s.marginals(list(big), k=2, epsilon=0.1)  # one by one: no warning

@@ -101,23 +101,35 @@ def _value(attr: Attribute, code: int) -> Any:
     return int(code)
 
 
-def _cell_columns(attr: Attribute, codes: Sequence[int | None]) -> dict[str, list[Any]]:
-    """The tidy column(s) of `attr` for these codes (None: all values)."""
+def _cell_columns(attr: Attribute, codes: Any) -> dict[str, Any]:
+    """The tidy column(s) of `attr` for these codes (None or -1: all values),
+    as arrays (a question over 10⁶ cells builds them in NumPy)."""
+    c = (np.asarray(codes, dtype=np.int64) if isinstance(codes, np.ndarray)
+         else np.array([-1 if v is None else int(v) for v in codes], dtype=np.int64))
+    every = c < 0
+    safe = np.where(every, 0, c)
     if attr.bins is not None:
-        bins = attr.bins
-        return {
-            f"{attr.name}_lo": [None if c is None else bins[c] for c in codes],
-            f"{attr.name}_hi": [None if c is None else bins[c + 1] for c in codes],
-        }
-    return {attr.name: [None if c is None else _value(attr, c) for c in codes]}
+        edges = np.asarray(attr.bins, dtype=np.float64)
+        return {f"{attr.name}_lo": np.where(every, np.nan, edges[safe]),
+                f"{attr.name}_hi": np.where(every, np.nan, edges[np.minimum(safe + 1,
+                                                                         attr.size)])}
+    labels = attr.values
+    if labels is None or all(isinstance(v, int) and not isinstance(v, bool) for v in labels):
+        values = safe if labels is None else np.asarray(labels, dtype=np.int64)[safe]
+        return {attr.name: pd.arrays.IntegerArray(values, every)}  # integers beside NA
+    out = np.asarray(labels, dtype=object)[safe]
+    out[every] = None
+    return {attr.name: out}
 
 
 def _grid(sizes: Sequence[int]) -> np.ndarray:
     return np.indices(list(sizes)).reshape(len(sizes), -1).T
 
 
-def _frame(columns: dict[str, list[Any]], shape: tuple[int, ...]) -> pd.DataFrame:
-    def column(values: list[Any]) -> Any:
+def _frame(columns: dict[str, Any], shape: tuple[int, ...]) -> pd.DataFrame:
+    def column(values: Any) -> Any:
+        if not isinstance(values, list):
+            return values
         present = [v for v in values if v is not None]
         if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
             return pd.array(values, dtype="Int64")  # codes stay integers beside NA
@@ -148,9 +160,9 @@ def histogram(domain: Domain, attrs: Any) -> ParsedWorkload:
     attrs_ = [domain[n] for n in names]
     shape = tuple(a.size for a in attrs_)
     grid = _grid(shape)
-    columns: dict[str, list[Any]] = {}
+    columns: dict[str, Any] = {}
     for j, a in enumerate(attrs_):
-        columns.update(_cell_columns(a, [int(c) for c in grid[:, j]]))
+        columns.update(_cell_columns(a, grid[:, j]))
     return ParsedWorkload(names, Identity(math.prod(shape)), _frame(columns, shape), "identity")
 
 
@@ -174,10 +186,10 @@ def cdf(domain: Domain, attr: str, by: Any = ()) -> ParsedWorkload:
     for o in others:
         factors.append(VStack([Identity(domain[o].size), Total(domain[o].size)]))
     grid = _grid([a.size, *(domain[o].size + 1 for o in others)])
-    columns: dict[str, list[Any]] = {target: [steps[int(c)] for c in grid[:, 0]]}
+    columns: dict[str, Any] = {target: [steps[int(c)] for c in grid[:, 0]]}
     for j, o in enumerate(others, start=1):
         attr_o = domain[o]
-        codes = [None if int(c) == attr_o.size else int(c) for c in grid[:, j]]
+        codes = np.where(grid[:, j] == attr_o.size, -1, grid[:, j])  # the last: all values
         columns.update(_cell_columns(attr_o, codes))
     shape = (a.size, *(domain[o].size for o in others))
     return ParsedWorkload((name, *others), Kronecker(factors), _frame(columns, shape), "prefix")
@@ -218,7 +230,7 @@ def _range_workload(
 def _range_rows(
     domain: Domain, names: tuple[str, ...], lo: np.ndarray, hi: np.ndarray
 ) -> pd.DataFrame:
-    columns: dict[str, list[Any]] = {}
+    columns: dict[str, Any] = {}
     for i, n in enumerate(names):
         a = domain[n]
         if a.bins is not None:  # half-open [edge, edge)
@@ -251,7 +263,7 @@ def marginals(domain: Domain, attrs: Any, k: int | None = None) -> ParsedWorkloa
                 codes[n] += [int(c) for c in grid[:, sub.index(n)]]
             else:
                 codes[n] += [None] * len(grid)
-    columns: dict[str, list[Any]] = {"marginal": which}
+    columns: dict[str, Any] = {"marginal": which}
     for n in names:
         columns.update(_cell_columns(domain[n], codes[n]))
     return ParsedWorkload(names, W, _frame(columns, shape), "marginals")
