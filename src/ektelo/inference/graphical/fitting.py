@@ -240,8 +240,8 @@ class Problem:
         """μ on every group's attributes (counts, the group's axis order)."""
         out = []
         for g in self.groups:
-            table = probs[g.home].sum(axis=g.drop) if g.drop else probs[g.home]
-            out.append(self.total * np.transpose(table, g.perm))
+            table = np.add.reduce(probs[g.home], axis=g.drop) if g.drop else probs[g.home]
+            out.append(self.total * table.transpose(g.perm))
         return out
 
     def loss(self, mus: Sequence[np.ndarray]) -> tuple[float, list[np.ndarray]]:
@@ -267,7 +267,7 @@ class Problem:
         """The gradient as log-potentials on the model cliques."""
         out: list[np.ndarray | None] = [None] * len(self.cliques)
         for g, grad in zip(self.groups, grads, strict=True):
-            table = np.transpose(grad, g.to_domain).reshape(g.view)
+            table = grad.transpose(g.to_domain).reshape(g.view)
             current = out[g.model]
             if current is None:
                 out[g.model] = np.broadcast_to(table, self.shapes[g.model]).copy()
