@@ -54,6 +54,7 @@ from .measurement import Gaussian, Laplace, Measurement
 
 __all__ = [
     "PRIVATE_TO_PUBLIC",
+    "REQUESTS",
     "Limits",
     "WireError",
     "decode",
@@ -81,55 +82,26 @@ class Limits:
     max_depth: int = 64
 
 
-# The dataclasses a document may name: the port's requests and responses and
-# the public records they carry. Nothing else is ever constructed.
+# The dataclasses a document may name: the port's requests and responses
+# (every dataclass `ektelo.kernel.port` exports, so a new request travels
+# as soon as the kernel has it) and the public records they carry. Nothing
+# else is ever constructed.
+_PORT_TYPES: tuple[type, ...] = tuple(
+    obj for name in port.__all__
+    if isinstance(obj := getattr(port, name), type) and dataclasses.is_dataclass(obj)
+)
+_RESPONSES = (port.NewSource, port.NewSources, port.QueryRecord, port.SourceInfo)
 _CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (
-        port.Describe,
-        port.GetBudget,
-        port.GetHistory,
-        port.GetLedger,
-        port.Where,
-        port.Select,
-        port.GroupBy,
-        port.SplitTable,
-        port.Vectorize,
-        port.ReduceByPartition,
-        port.SplitVector,
-        port.Transform,
-        port.VectorLaplace,
-        port.VectorGaussian,
-        port.NoisyCount,
-        port.AHPPartition,
-        port.DAWAPartition,
-        port.WorstApprox,
-        port.AugmentedWorstApprox,
-        port.PrivBayesSelect,
-        port.NewSource,
-        port.NewSources,
-        port.QueryRecord,
-        port.SourceInfo,
-        Measurement,
-        Laplace,
-        Gaussian,
-        Budget,
-        NodeState,
-    )
+    for cls in (*_PORT_TYPES, Measurement, Laplace, Gaussian, Budget, NodeState)
 }
 
-#: the requests that spend budget (Private→Public): each is sent with a request id
+#: the kernel requests a client may send (every port dataclass but the responses)
+REQUESTS: frozenset[type] = frozenset(c for c in _PORT_TYPES if c not in _RESPONSES)
+
+#: the requests that spend budget (Private→Public): each carries a request id
 PRIVATE_TO_PUBLIC: frozenset[type] = frozenset(
-    {
-        port.VectorLaplace,
-        port.VectorGaussian,
-        port.NoisyCount,
-        port.AHPPartition,
-        port.DAWAPartition,
-        port.WorstApprox,
-        port.AugmentedWorstApprox,
-        port.PrivBayesSelect,
-    }
+    c for c in REQUESTS if any(f.name == "request_id" for f in dataclasses.fields(c))
 )
 
 # The exceptions a kernel refusal may be; anything else is the server's fault.

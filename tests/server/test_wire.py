@@ -125,27 +125,43 @@ attr_lists = st.one_of(st.none(), attrs, st.lists(attrs, max_size=3),
 sources = st.integers(-3, 50)
 rids = st.one_of(st.none(), st.text(min_size=1, max_size=10))
 
-requests = st.one_of(
-    st.builds(port.Describe, sources),
-    st.just(port.GetBudget()), st.just(port.GetHistory()), st.just(port.GetLedger()),
-    st.builds(port.Where, sources, predicates()),
-    st.builds(port.Select, sources, attr_lists),
-    st.builds(port.GroupBy, sources, attr_lists, st.one_of(st.none(), attrs), st.integers(1, 9)),
-    st.builds(port.SplitTable, sources, attrs),
-    st.builds(port.Vectorize, sources, attr_lists),
-    st.builds(port.ReduceByPartition, sources, partitions),
-    st.builds(port.SplitVector, sources, partitions),
-    st.builds(port.Transform, sources, st.one_of(small_matrices, arrays)),
-    st.builds(port.VectorLaplace, sources, small_matrices, eps_values, rids),
-    st.builds(port.VectorGaussian, sources, small_matrices, eps_values, rids),
-    st.builds(port.NoisyCount, sources, eps_values, rids),
-    st.builds(port.AHPPartition, sources, eps_values, options, rids),
-    st.builds(port.DAWAPartition, sources, eps_values, options, rids),
-    st.builds(port.WorstApprox, sources, small_matrices, arrays, eps_values, rids),
-    st.builds(port.AugmentedWorstApprox, sources, small_matrices, arrays, eps_values,
-              st.integers(-2, 20), rids),
-    st.builds(port.PrivBayesSelect, sources, eps_values, options, rids),
-)
+REQUEST_STRATEGIES: dict[type, st.SearchStrategy] = {
+    port.Describe: st.builds(port.Describe, sources),
+    port.GetBudget: st.just(port.GetBudget()),
+    port.GetHistory: st.just(port.GetHistory()),
+    port.GetLedger: st.just(port.GetLedger()),
+    port.Where: st.builds(port.Where, sources, predicates()),
+    port.Select: st.builds(port.Select, sources, attr_lists),
+    port.GroupBy: st.builds(port.GroupBy, sources, attr_lists, st.one_of(st.none(), attrs),
+                            st.integers(1, 9)),
+    port.SplitTable: st.builds(port.SplitTable, sources, attrs),
+    port.Vectorize: st.builds(port.Vectorize, sources, attr_lists),
+    port.ReduceByPartition: st.builds(port.ReduceByPartition, sources, partitions),
+    port.SplitVector: st.builds(port.SplitVector, sources, partitions),
+    port.Transform: st.builds(port.Transform, sources, st.one_of(small_matrices, arrays)),
+    port.VectorLaplace: st.builds(port.VectorLaplace, sources, small_matrices, eps_values, rids),
+    port.VectorGaussian: st.builds(port.VectorGaussian, sources, small_matrices, eps_values,
+                                   rids),
+    port.NoisyCount: st.builds(port.NoisyCount, sources, eps_values, rids),
+    port.AHPPartition: st.builds(port.AHPPartition, sources, eps_values, options, rids),
+    port.DAWAPartition: st.builds(port.DAWAPartition, sources, eps_values, options, rids),
+    port.WorstApprox: st.builds(port.WorstApprox, sources, small_matrices, arrays, eps_values,
+                                rids),
+    port.AugmentedWorstApprox: st.builds(port.AugmentedWorstApprox, sources, small_matrices,
+                                         arrays, eps_values, st.integers(-2, 20), rids),
+    port.PrivBayesSelect: st.builds(port.PrivBayesSelect, sources, eps_values, options, rids),
+    port.SelectMarginal: st.builds(
+        port.SelectMarginal, sources, st.lists(st.lists(attrs, max_size=2).map(tuple),
+                                               max_size=3),
+        st.lists(arrays, max_size=3), eps_values, eps_values,
+        st.one_of(st.none(), st.lists(finite, max_size=3)),
+        st.one_of(st.none(), st.lists(finite, max_size=3)), rids),
+}
+requests = st.one_of(*REQUEST_STRATEGIES.values())
+
+
+def test_the_strategies_cover_every_request_of_the_port():
+    assert set(REQUEST_STRATEGIES) == set(wire.REQUESTS)
 
 
 def same(a: Any, b: Any) -> bool:

@@ -162,7 +162,7 @@ class Service:
             raise ApiError(400, "MalformedRequest", str(err)) from err
         except RecursionError as err:
             raise ApiError(400, "MalformedRequest", "the document nests too deeply") from err
-        if type(request).__name__ not in _REQUESTS:
+        if type(request) not in wire.REQUESTS:
             kind = type(request).__name__
             raise ApiError(400, "MalformedRequest", f"not a kernel request: {kind}")
         digest = wire.request_digest(doc["request"])
@@ -195,16 +195,6 @@ class Service:
             AuditEntry(time.time(), session.analyst, session.dataset.name, operation, digest,
                        charge, outcome)
         )
-
-
-_REQUESTS = {
-    cls.__name__
-    for cls in (
-        port.Describe, port.GetBudget, port.GetHistory, port.GetLedger, port.Where,
-        port.Select, port.GroupBy, port.SplitTable, port.Vectorize, port.ReduceByPartition,
-        port.SplitVector, port.Transform,
-    )
-} | {cls.__name__ for cls in wire.PRIVATE_TO_PUBLIC}
 
 
 def _refuse_constant(name: str) -> Any:
