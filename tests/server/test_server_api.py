@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import http.client as httplib
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from ektelo import wire
 from ektelo.client import ServerError
 from ektelo.kernel import port
 from ektelo.matrix import Identity, Partition, Prefix, Total
+from ektelo.server.auth import TokenStore
 from tests.server.harness import http, run_admin
 
 
@@ -213,6 +215,18 @@ def test_tokens_wrong_missing_revoked_rotated(served):
     with pytest.raises(ServerError) as err:
         y.budget  # noqa: B018
     assert err.value.status == 401
+
+
+def test_expired_tokens_are_refused(served):
+    dave = run_admin(served.config, "add-analyst", "dave", "--dataset", "vec",
+                     "--expires-days", "30")
+    assert http("GET", f"{served.url}/v1/datasets", token=dave)[0] == 200
+    short = TokenStore(served.config.parent / "state").issue("dave", expires_in=1.0)
+    assert http("GET", f"{served.url}/v1/datasets", token=short)[0] == 200
+    time.sleep(1.2)
+    status, doc = http("GET", f"{served.url}/v1/datasets", token=short)
+    assert status == 401 and "expired" in doc["error"]["message"]
+    assert http("GET", f"{served.url}/v1/datasets", token=dave)[0] == 200
 
 
 def test_request_ids_make_retries_free_and_refuse_other_content(served):

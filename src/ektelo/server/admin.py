@@ -4,7 +4,8 @@
     ektelo-admin --config server.toml add-dataset NAME --data FILE [--domain JSON]
                  (--epsilon E [--delta D] | --rho R) [--seed S]
     ektelo-admin --config server.toml add-analyst NAME --dataset D [--quota Q]
-    ektelo-admin --config server.toml rotate-token NAME [--admin]
+                 [--expires-days N]
+    ektelo-admin --config server.toml rotate-token NAME [--admin] [--expires-days N]
     ektelo-admin --config server.toml revoke-token NAME [--admin]
 
 Tokens are printed once, on stdout, and stored only as keyed hashes
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="create the state directory and an admin token")
     init.add_argument("--admin", default="custodian", help="the admin's name")
+    init.add_argument("--expires-days", type=float, help="the token's lifetime (default: none)")
     ds = sub.add_parser("add-dataset", help="append a dataset to the configuration")
     ds.add_argument("name")
     ds.add_argument("--data", required=True, help="a CSV (table) or .npy (vector) file")
@@ -46,10 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     an.add_argument("name")
     an.add_argument("--dataset", required=True)
     an.add_argument("--quota", type=float, help="the analyst's budget on this dataset")
+    an.add_argument("--expires-days", type=float, help="the token's lifetime (default: none)")
     for command in ("rotate-token", "revoke-token"):
         c = sub.add_parser(command, help=f"{command.split('-')[0]} a principal's tokens")
         c.add_argument("name")
         c.add_argument("--admin", action="store_true", help="an admin token, not an analyst's")
+        if command == "rotate-token":
+            c.add_argument("--expires-days", type=float, help="the new token's lifetime")
     return p
 
 
@@ -83,6 +88,12 @@ def _add_to_store(ledger: str, ds: DatasetConfig, analyst: str, quota: float | N
     ledger_store.close()
 
 
+def _lifetime(args: argparse.Namespace) -> float | None:
+    """--expires-days in seconds (None: the token lives until revoked)."""
+    days = getattr(args, "expires_days", None)
+    return None if days is None else days * 86400.0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     path = Path(args.config)
@@ -90,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(path)
         tokens = TokenStore(config.state)
         if args.command == "init":
-            print(tokens.issue(check_name(args.admin, "admin"), "admin"))
+            print(tokens.issue(check_name(args.admin, "admin"), "admin", _lifetime(args)))
         elif args.command == "add-dataset":
             _add_dataset(path, args)
             print(f"added dataset {args.name}; restart the server to serve it", file=sys.stderr)
@@ -103,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             if config.ledger is not None:
                 _add_to_store(config.ledger, config.datasets[dataset], name, args.quota)
             tokens.grant(name, dataset, args.quota)
-            print(tokens.issue(name, "analyst"))
+            print(tokens.issue(name, "analyst", _lifetime(args)))
         elif args.command == "rotate-token":
-            print(tokens.rotate(args.name, "admin" if args.admin else "analyst"))
+            role = "admin" if args.admin else "analyst"
+            print(tokens.rotate(args.name, role, _lifetime(args)))
         elif args.command == "revoke-token":
             n = tokens.revoke(args.name, "admin" if args.admin else "analyst")
             print(f"revoked {n} token(s) of {args.name}", file=sys.stderr)

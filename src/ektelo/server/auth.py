@@ -10,7 +10,9 @@ a dummy digest, so an unknown and a wrong token take the same work.
 Rows live in SQLite (`auth.sqlite` in the state directory), read on every
 request, so `ektelo-admin revoke-token` takes effect at once on a running
 server. Roles: "analyst" (may use the datasets it is registered for) and
-"admin" (the status page). Quotas are the ledger's (`kernel.store`); the
+"admin" (the status page). A token may carry an expiry time (`expires_in`
+seconds at issue); an expired token is refused like a revoked one. Quotas
+are the ledger's (`kernel.store`); the
 registration here records which datasets an analyst may open.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import math
 import os
 import secrets
 import sqlite3
@@ -37,7 +40,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     role TEXT NOT NULL CHECK (role IN ('analyst', 'admin')),
     digest TEXT NOT NULL,
     created REAL NOT NULL,
-    revoked REAL
+    revoked REAL,
+    expires REAL
 );
 CREATE TABLE IF NOT EXISTS grants (
     analyst TEXT NOT NULL,
@@ -74,6 +78,9 @@ class TokenStore:
         self._lock = threading.Lock()
         with self._connect() as con:
             con.executescript(_SCHEMA)
+            columns = {row[1] for row in con.execute("PRAGMA table_info(tokens)")}
+            if "expires" not in columns:  # a database from before token expiry
+                con.execute("ALTER TABLE tokens ADD COLUMN expires REAL")
 
     def _connect(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """The store's one connection, one user at a time (autocommit: every
@@ -101,16 +108,24 @@ class TokenStore:
         return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
 
     # -- issuing -----------------------------------------------------------------
-    def issue(self, name: str, role: str = "analyst") -> str:
-        """A new token for `name` (returned once; only its digest is kept)."""
+    def issue(self, name: str, role: str = "analyst", expires_in: float | None = None) -> str:
+        """A new token for `name` (returned once; only its digest is kept),
+        valid for `expires_in` seconds (None: until revoked)."""
         if role not in ("analyst", "admin"):
             raise ValueError(f"role must be 'analyst' or 'admin', got {role!r}")
+        if expires_in is not None and not (
+            isinstance(expires_in, (int, float)) and math.isfinite(expires_in) and expires_in > 0
+        ):
+            raise ValueError(f"a token's lifetime must be a positive number, got {expires_in!r}")
         token_id = secrets.token_hex(8)
         token = f"ekt_{token_id}_{secrets.token_urlsafe(32)}"
+        now = time.time()
+        expires = None if expires_in is None else now + expires_in
         with self._connect() as con:
             con.execute(
-                "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, NULL)",
-                (token_id, name, role, self._digest(token), time.time()),
+                "INSERT INTO tokens (token_id, principal, role, digest, created, revoked, "
+                "expires) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                (token_id, name, role, self._digest(token), now, expires),
             )
         return token
 
@@ -124,10 +139,10 @@ class TokenStore:
             )
             return cur.rowcount
 
-    def rotate(self, name: str, role: str = "analyst") -> str:
+    def rotate(self, name: str, role: str = "analyst", expires_in: float | None = None) -> str:
         """Revoke `name`'s tokens and issue a new one."""
         self.revoke(name, role)
-        return self.issue(name, role)
+        return self.issue(name, role, expires_in)
 
     def grant(self, analyst: str, dataset: str, quota: float | None) -> None:
         """Let `analyst` open `dataset` (the quota is recorded for the status page)."""
@@ -145,12 +160,15 @@ class TokenStore:
         token_id = parts[1] if len(parts) >= 3 else ""
         with self._connect() as con:
             row = con.execute(
-                "SELECT principal, role, digest, revoked FROM tokens WHERE token_id = ?",
+                "SELECT principal, role, digest, revoked, expires FROM tokens "
+                "WHERE token_id = ?",
                 (token_id,),
             ).fetchone()
         expected = row[2] if row else self._digest("unknown token")
         ok = hmac.compare_digest(expected, self._digest(token))
         if not ok or row is None or row[3] is not None:
+            return None
+        if row[4] is not None and time.time() >= row[4]:  # expired
             return None
         return Principal(row[0], row[1], token_id)
 
