@@ -178,7 +178,7 @@ def test_duckdb_gives_the_memory_engines_answers(data: Any, duckdb_available: No
     assert observe("duckdb-frame", frame, domain, policy, pred) == expected
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_spark_gives_the_memory_engines_answers(data: Any, spark_session: Any) -> None:
     domain, frame = data.draw(tables())
@@ -226,3 +226,21 @@ def test_nulls_and_policies_on_a_fixed_table(tmp_path: Path, duckdb_available: N
         assert engine.vectorize(table, [0, 1], (3, 2)).tolist() == [1, 1, 0, 1, 1, 2]
         with pytest.raises(DomainValueError, match="column 'a'"):
             open_table(str(path), domain, engine=kind, on_invalid="error")
+
+
+def test_spark_reads_a_catalog_table_and_a_dataframe(spark_session: Any) -> None:
+    """protect(table name, engine="spark") and protect(Spark DataFrame): the
+    memory engine's counts."""
+    import ektelo
+    from ektelo.kernel.engines import open_table
+
+    domain = Domain.from_dict({"sex": {"values": ["F", "M"]}, "n": 3})
+    rows = [("F", 0), ("M", 2), ("M", 2), ("F", 9), (None, 1)]
+    frame = spark_session.createDataFrame(rows, "sex string, n long")
+    frame.createOrReplaceTempView("ektelo_people")
+    expected = [1.0, 0.0, 0.0, 0.0, 0.0, 2.0]  # drop: ('F', 9) and (None, 1) go
+    for source in ("ektelo_people", frame):
+        engine, table = open_table(source, domain, engine="spark", on_invalid="drop")
+        assert engine.vectorize(table, [0, 1], (2, 3)).tolist() == expected
+    table_handle = ektelo.protect(frame, domain, epsilon=1.0, on_invalid="drop")
+    assert table_handle.vectorize().shape == (2, 3)
