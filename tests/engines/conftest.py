@@ -38,7 +38,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _MISSING:
         terminalreporter.section("TABLE ENGINES NOT TESTED", sep="!", red=True, bold=True)
         for line in _MISSING:
-            terminalreporter.write_line(f"SKIPPED: {line}", red=True, bold=True)
+            terminalreporter.write_line(f"NOT RUN: {line}", red=True, bold=True)
 
 
 @pytest.fixture(scope="session")

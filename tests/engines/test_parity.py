@@ -166,7 +166,7 @@ def observe(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_duckdb_gives_the_memory_engines_answers(data: Any, duckdb_available: None) -> None:

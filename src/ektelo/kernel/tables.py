@@ -1,9 +1,11 @@
 """Table transformations on private data (§5.1), as pure functions.
 
-A table inside the kernel is an int64 code matrix (one row per record, one
-column per attribute of its `Domain`). These functions are called only by the
-kernel, which records each result as a new source variable with the
-stability stated here (PINQ semantics, McSherry 2009):
+The in-memory table engine (engines/memory.py; DuckDB and Spark tables live
+in engines/duckdb.py and engines/spark.py, with the same meaning). A table
+here is an int64 code matrix (one row per record, one column per attribute of
+its `Domain`). These functions are called only by the kernel, through the
+engine, which records each result as a new source variable with the
+stability stated here (PINQ semantics, McSherry 2009; every engine's):
 
   where        rows satisfying a row predicate                    1-stable
   select       projection onto attributes (a multiset: no dedup)  1-stable
