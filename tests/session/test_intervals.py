@@ -2,7 +2,10 @@
 interval of one noise term covers 1 − α, where the normal approximation
 of the same variance would not; Gaussian (zCDP) intervals are exact normal;
 sums of Laplace terms are covered at or above nominal by the Laplace-tail
-width, where the normal approximation under-covers."""
+width (HB's CDF answers; measured over four seeds the normal width with the
+same variance covered 92.8–95.3%, 94.0% on average, and the Laplace-tail
+width 94.9–96.5%, 95.7% on average: rows of a CDF are correlated, so one
+seed's rate is noisy)."""
 
 from __future__ import annotations
 
@@ -65,12 +68,3 @@ def test_sums_of_laplace_terms_near_nominal():
         hits.append(_covered(f, truth))
     assert 0.95 - 0.01 <= np.mean(hits) <= 0.995  # at or above nominal (correlated rows)
 
-
-def test_normal_approximation_would_undercover_laplace_sums():
-    """Why the Laplace-tail width: the same CDF answers with normal intervals."""
-    frame, domain, _ = _table()
-    truth = np.cumsum(np.bincount(frame["age"], minlength=20))
-    s = Session(frame, domain, epsilon=1e6, seed=13, progress=False)
-    hits = [np.abs(f["answer"] - truth) <= 1.959964 * f["std_error"]
-            for f in (s.cdf("age", epsilon=0.5, plan="hb") for _ in range(RUNS // 4))]
-    assert np.mean(hits) < 0.94
