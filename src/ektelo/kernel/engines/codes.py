@@ -117,7 +117,7 @@ def code_intervals(cond: Cmp | In, size: int) -> list[tuple[int, int]]:
     """The codes 0..size-1 satisfying a comparison or membership, as sorted
     disjoint intervals [lo, hi] (public arithmetic on the domain's size)."""
     if isinstance(cond, In):
-        points = sorted({int(v) for v in cond.values if v == math.floor(v) and 0 <= v < size})
+        points = sorted({int(v) for v in cond.values if 0 <= v < size and v == math.floor(v)})
         return [(k, k) for k in points]
     v = min(max(cond.value, -1.0), float(size))  # exact for these tests on 0..size-1
     if cond.op in ("==", "!="):
