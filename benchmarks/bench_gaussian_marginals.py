@@ -107,6 +107,7 @@ def hdmm_per_marginal(
     rho = gaussian.budget.total
     errors: dict[str, list[float]] = {"laplace": [], "gaussian": []}
     expected = {"laplace": 0.0, "gaussian": 0.0}
+    identity_laplace = 0.0  # the identity strategy's expected error, for comparison
     start = time.perf_counter()
     for c in cliques:
         shape = domain.project(c).shape
@@ -122,6 +123,7 @@ def hdmm_per_marginal(
         errors["gaussian"].extend((x_g - x).tolist())
         expected["laplace"] += error.expected_error(W, A, eps / k)
         expected["gaussian"] += error.expected_error(W, A, rho=rho / k)
+        identity_laplace += error.expected_error(W, Identity(W.shape[1]), eps / k)
     seconds = time.perf_counter() - start
     cells = len(errors["laplace"])
     rmse = {name: float(np.sqrt(np.mean(np.square(v)))) for name, v in errors.items()}
@@ -138,6 +140,11 @@ def hdmm_per_marginal(
     print(
         f"  measured RMSE       Laplace {rmse['laplace']:9.2f}   Gaussian "
         f"{rmse['gaussian']:9.2f}   ratio {rmse['laplace'] / rmse['gaussian']:.2f}×"
+    )
+    gain = math.sqrt(identity_laplace / cells) / exp["laplace"]
+    print(
+        f"  (HDMM's expected RMSE is {gain:.3f}× better than the identity's on these marginals: "
+        "for a marginal's own cells the identity is optimal, and HDMM finds it)"
     )
 
 
@@ -157,6 +164,14 @@ def full_hdmm(domain: ektelo.Domain, eps: float, delta: float, k_way: int) -> No
         f"{A.shape[0]:.3g} rows over {A.shape[1]:.3g} cells (optimised in {optimised:.0f} s); "
         f"expected RMSE (not measured) Laplace {lap:.2f}, Gaussian {gau:.2f}, "
         f"ratio {lap / gau:.2f}× ({time.perf_counter() - start:.0f} s)"
+    )
+    k = math.comb(len(domain.shape), k_way)  # the marginals in W
+    direct = (math.sqrt(2) * k / eps, math.sqrt(k / (2 * rho)))  # identity per marginal
+    print(
+        f"  (identity per marginal: expected RMSE Laplace {direct[0]:.2f}, Gaussian "
+        f"{direct[1]:.2f} — HDMM's one strategy is {lap / direct[0]:.2f}× / "
+        f"{gau / direct[1]:.2f}× that: OPT_⊗'s per-attribute strategies do not express "
+        "marginals well, and OPT_M did not beat them)"
     )
 
 
