@@ -124,3 +124,15 @@ def test_reports_say_spent_rho_and_the_epsilon_delta_it_implies() -> None:
     assert describe(z.budget) == "spent ε = 0.5 of 2 (remaining 1.5): 0.5-DP"
     assert str(PureDP(2.0)) == "2-DP (pure)"
     assert describe(ektelo.protect(np.arange(8), rho=0.5).budget).startswith("spent ρ = 0 of 0.5")
+
+
+def test_kernel_budget_str_says_what_was_guaranteed() -> None:
+    """str(handle.budget) is the report line: ρ with its (ε, δ), or ε."""
+    x = ektelo.protect(np.arange(4), epsilon=1, delta=1e-9, seed=0)
+    x.gaussian(Identity(4), rho=0.005)
+    line = str(x.budget)
+    assert line.startswith("spent ρ = 0.005 of ")
+    assert "-zCDP, i.e. (" in line and "1e-09)-DP" in line
+    y = ektelo.protect(np.arange(4), epsilon=1, seed=0)
+    y.laplace(Identity(4), eps=0.5)
+    assert str(y.budget) == "spent ε = 0.5 of 1 (remaining 0.5): 0.5-DP"

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
-from ..budget import ZCDP, PureDP
+from ..budget import ZCDP, PureDP, describe
 
 __all__ = [
     "EPS_FLOOR",
@@ -140,6 +140,11 @@ class Budget:
         if d is None:
             raise ValueError("a zCDP budget needs delta= to be reported as (ε, δ)")
         return ZCDP(max(self.spent, RHO_FLOOR)).epsilon(d)
+
+    def __str__(self) -> str:
+        """What the spending so far guarantees, in one line (`budget.describe`):
+        the spent ε, or the spent ρ and the (ε, δ)-DP it implies."""
+        return describe(self)
 
 
 @dataclass(frozen=True)
