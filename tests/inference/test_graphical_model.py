@@ -23,7 +23,7 @@ from ektelo.inference.graphical_model import (
     fit_graphical_model,
     model_size,
 )
-from ektelo.matrix import Dense, Identity, Total
+from ektelo.matrix import Dense, Identity, Partition, Total
 from ektelo.measurement import Gaussian, Measurement
 
 DOMAIN = Domain.from_dict({"a": 3, "b": 4, "c": 5, "d": 2})
@@ -269,6 +269,24 @@ def test_fits_kernel_measurements_of_projections() -> None:
     y = other.vectorize(["k"]).gaussian(Identity(3), rho=0.01)
     with pytest.raises(ValueError, match="different tables"):
         fit_graphical_model([*ms, y], domain)
+
+
+def test_a_reduced_projection_enters_through_its_query_on_root() -> None:
+    # MST's domain compression: ages 0-20 and 20-40 merged before measuring.
+    frame, domain = _table(4000, 4)
+    table = ektelo.protect(frame, domain, epsilon=8.0, delta=1e-6, seed=5)
+    rho = table.budget.total / 2
+    merged = table.vectorize(["age"]).reduce_by_partition(Partition([0, 0, 1, 2]))
+    coarse = merged.gaussian(Identity(3), rho=rho)
+    pair = table.vectorize(["age", "k"])
+    fine = pair.gaussian(Identity(12), rho=rho)
+    assert coarse.query_on_root.shape == (3, 4)
+    model = fit_graphical_model([coarse, fine], domain)
+    ages = model.marginal(["age"])
+    codes = domain.encode(frame)
+    true_ages = np.bincount(codes[:, 1], minlength=4)
+    assert abs(ages[0] + ages[1] - true_ages[:2].sum()) < 0.01 * len(frame)
+    assert 0.5 * np.abs(ages - true_ages).sum() / len(frame) < 0.02
 
 
 # -- synthetic data -----------------------------------------------------------------------
