@@ -65,7 +65,6 @@ from typing import Any, cast
 import numpy as np
 
 from ...domain import Attribute, Domain, DomainValueError
-from ..tables import group_domain
 from . import codes as cd
 from .base import check_on_invalid, guarded
 
@@ -382,10 +381,6 @@ class DuckDBEngine:
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
         ).reshape(-1, table.width)
 
-    def group_domain(
-        self, domain: Domain, columns: Sequence[int], count: str | None, cap: int
-    ) -> Domain:
-        return group_domain(domain, columns, count, cap)
 
 
 # -- SQL fragments (engine-made text; values are parameters) ------------------------
@@ -401,7 +396,7 @@ def _encoding(
         sql_type = {"str": "VARCHAR", "bool": "BOOLEAN"}.get(kind, "DOUBLE")
         column = f"CAST(NULL AS {sql_type})"
     numeric = sql_type in _NUMERIC or sql_type.startswith("DECIMAL")
-    j_raw = "{raw}"
+    j_raw = "{raw}"  # the raw column r{j}, filled in by the caller (an engine-made name)
     if a.values is not None:
         kind = cd.label_kind(a)
         if kind == "str":
