@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 
 from . import _validate as check
+from . import wide
 from .domain import Domain
 from .workload import spec as questions
 
@@ -340,6 +341,70 @@ class Session:
         """Any linear workload W (an EMatrix) over the vectorization of `attrs`."""
         return self.ask(questions.custom(self.domain, W, attrs), where=where, **options)
 
+    # -- graphical models and synthetic data (issue #25) -----------------------------
+    def model(self, plan: str = "mst", *, epsilon: float | None = None,
+              rho: float | None = None, attrs: Sequence[str] | None = None,
+              workload: Sequence[Sequence[str]] | None = None, where: Any = None,
+              params: dict[str, Any] | None = None) -> Any:
+        """A graphical model of the table fitted by MST (default) or AIM with
+        this budget (zCDP: the session needs delta= or rho=): a
+        `GraphicalModel` with `.marginal(attrs)`, `.answer(W, attrs)`,
+        `.synthetic(rows)` and `.total` — all post-processing, free. `attrs`
+        restricts it to some attributes; `workload` is AIM's list of
+        attribute tuples (default every pair). Spends exactly the budget."""
+        return self._fit_model("model", plan, epsilon, rho, attrs, workload, where, params)
+
+    def synthetic(self, rows: int | None = None, *, plan: str = "mst",
+                  epsilon: float | None = None, rho: float | None = None,
+                  attrs: Sequence[str] | None = None,
+                  workload: Sequence[Sequence[str]] | None = None, where: Any = None,
+                  seed: int | None = None, params: dict[str, Any] | None = None
+                  ) -> pd.DataFrame:
+        """A synthetic table (decoded labels/bins, the domain's columns) drawn
+        from `model(plan, ...)`: `rows` records (default: the model's noisy
+        total, rounded). `seed` seeds the drawing of rows only (a
+        post-processing step; the measurements' noise stays secure)."""
+        model = self._fit_model("synthetic", plan, epsilon, rho, attrs, workload, where, params)
+        n = round(float(model.total)) if rows is None else check.positive_int(rows, "rows")
+        frame = model.synthetic(max(n, 1), seed=seed)
+        after = self.budget
+        frame.attrs.update(plan=plan, budget={"unit": after.unit, "total": after.total,
+                                              "spent": after.spent,
+                                              "remaining": after.remaining})
+        return frame
+
+    def _fit_model(self, label: str, plan: str, epsilon: float | None, rho: float | None,
+                   attrs: Sequence[str] | None, workload: Sequence[Sequence[str]] | None,
+                   where: Any, params: dict[str, Any] | None) -> Any:
+        from . import plans
+
+        if plan not in wide.MODEL_PLANS:
+            raise ValueError(f"a model plan is one of {', '.join(wide.MODEL_PLANS)}, "
+                             f"got {plan!r}")
+        budget = self._request(epsilon, rho)
+        rho_ = _model_rho(budget, plan)
+        names = list(self.domain.names) if attrs is None else [
+            str(a) for a in questions.histogram(self.domain, attrs).attributes]
+        if workload is not None and plan != "aim":
+            raise ValueError("workload= is AIM's (MST models all low-order marginals)")
+        cliques = None if workload is None else [tuple(c) for c in workload]
+        unknown = set(params or {}) - set(plans.get(plan).parameters)
+        if unknown:
+            raise TypeError(f"plan {plan!r} has no parameter(s) {sorted(unknown)}; its "
+                            f"parameters are {sorted(plans.get(plan).parameters)}")
+        table = self._filtered(where)
+        self._check_remaining(budget)
+        with _Progress(f"{plan} model over {len(names)} attributes", self.progress):
+            model = wide.fit(table, names, plan, rho_, cliques=cliques, params=params,
+                             say=wide.stderr_lines if self.progress else None)
+        after = self.budget
+        self._history.append({
+            "question": label, "attributes": ",".join(names),
+            "where": None if where is None else str(where), "plan": plan,
+            **budget, "spent_after": after.spent, "remaining_after": after.remaining,
+        })
+        return model
+
     def question(self, name: str, *args: Any, **kwargs: Any) -> questions.ParsedWorkload:
         """A question by name ("histogram", "cdf", "ranges", "marginals",
         "workload") and its arguments, or a spec string ("cdf:age by sex")."""
@@ -405,7 +470,8 @@ class Session:
         table = self._filtered(where)  # checks the filter before anything is spent
         self._check_remaining(budget)
         if name != DIRECT_MARGINALS:
-            _check_vector_size(q, name)
+            if name not in wide.MODEL_PLANS:
+                _check_vector_size(q, name)
             info = plans.get(name)
             unknown = set(params) - set(info.parameters)
             if unknown:
@@ -472,10 +538,20 @@ class Session:
         from . import planner, plans
 
         large = math.prod(q.shape) > LARGE_VECTOR
+        if q.kind == "marginals" and plan == "auto" and large and "rho" in budget:
+            name, reason = wide.choose(q, budget["rho"])
+            if name is not None:
+                return name, reason, pd.DataFrame()
         if q.kind == "marginals" and (plan == DIRECT_MARGINALS or (plan == "auto" and large)):
             why = ("each marginal measured on its own vector (the full table would have "
                    f"{math.prod(q.shape):,} cells); exact error")
+            if "rho" not in budget:
+                why += ("; pure ε: Laplace noise (the graphical-model path, MST/AIM, needs a "
+                        "zCDP budget: delta=)")
             return DIRECT_MARGINALS, why, pd.DataFrame()
+        if plan in wide.MODEL_PLANS:
+            plans.get(plan)
+            return plan, "named; answers read off its fitted graphical model", pd.DataFrame()
         if plan != "auto":
             info = plans.get(plan)  # a clear error naming the plans
             if "rho" in budget and (info.data_dependent or
@@ -517,6 +593,13 @@ class Session:
         attrs = list(q.attributes)
         if name == DIRECT_MARGINALS:
             return self._direct_marginals(q, table, budget)
+        if name in wide.MODEL_PLANS:
+            model = wide.fit(table, attrs, name, _model_rho(budget, name),
+                             cliques=wide.aim_cliques(q) if q.kind == "marginals" else None,
+                             params=params, say=wide.stderr_lines if self.progress else None)
+            if q.kind == "marginals":
+                return wide.marginal_answers(q, model)
+            return model.answer(q.matrix, attrs)
         info = plans.get(name)
         if self._gaussian(budget, name, q):
             # the data-independent plan with the Gaussian mechanism at ρ (#24)
@@ -576,6 +659,8 @@ class Session:
 
         m = q.matrix.shape[0]
         gaussian = "rho" in budget
+        if name in wide.MODEL_PLANS:
+            return None, wide.model_ci_method(name)
         if name == DIRECT_MARGINALS:
             K = len(_marginal_groups(q))
             if gaussian:
@@ -607,6 +692,8 @@ class Session:
                       taken: list[Any], params: dict[str, Any]) -> tuple[np.ndarray | None, str]:
         from . import plans
 
+        if name in wide.MODEL_PLANS:
+            return None, wide.model_ci_method(name)
         if name == DIRECT_MARGINALS or not plans.get(name).data_dependent:
             if params:
                 return None, "none: error bars are computed for the plan's default parameters"
@@ -620,6 +707,13 @@ class Session:
             return None, (f"none: noise-only interval computed up to {_DENSE_CELLS} cells "
                           f"(this vector has {n:,})")
         return noise_only_std(q.matrix, taken), f"noise-only | partition; {LAPLACE_SUM}"
+
+
+def _model_rho(budget: dict[str, float], plan: str) -> float:
+    if "rho" not in budget:
+        raise ValueError(f"{plan} is a zCDP plan (Gaussian noise): open the session with "
+                         "epsilon= and delta= (or rho=); on the command line, --delta")
+    return budget["rho"]
 
 
 def _alpha(alpha: float) -> float:

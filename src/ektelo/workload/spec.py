@@ -17,6 +17,7 @@ Spec strings (``ektelo run --workload``):
 * ``ranges:a``                                every range of a (1-D)
 * ``random-ranges:a,b:N[:S]``                 N random ranges over a, b (seed S)
 * ``marginals:K:a,b,c``                       all K-way marginals over a, b, c
+* ``marginals:K:all``                         all K-way marginals of every attribute
 * ``file:PATH``                               ranges from a CSV with columns
                                               ``<attr>_lo,<attr>_hi`` per attribute
 
@@ -355,6 +356,8 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
             k = int(k_text)
         except ValueError:
             raise ValueError("marginals spec is marginals:K:a,b,c with K an integer") from None
+        if attr_text.strip().lower() == "all":  # every attribute of the domain
+            attr_text = ",".join(domain.names)
         return marginals(domain, attr_text, k)
     raise ValueError(
         f"unknown workload kind {kind!r}; use histogram, cdf, ranges, random-ranges, "
