@@ -16,6 +16,7 @@ import ektelo
 from ektelo import plans
 from ektelo import workload as wl
 from ektelo.budget import ZCDP, PureDP
+from ektelo.matrix import Prefix
 from ektelo.operators import error
 
 MECHANISM_PLANS = plans.mechanism_plans()
@@ -181,3 +182,14 @@ def test_the_expected_error_before_spending_is_the_measured_one() -> None:
     assert np.mean(measured) == pytest.approx(expected, rel=0.08)
     # Laplace noise of the same ρ-zCDP cost (ε = √(2ρ)) would err 4× more here
     assert error.expected_error(W, A, eps=math.sqrt(2 * rho)) > 3.5 * expected
+
+
+@pytest.mark.parametrize("name", ["identity", "hb", "privelet", "h2", "greedy_h", "quadtree"])
+def test_workload_of_the_wrong_size_is_refused_before_spending(name: str) -> None:
+    """A workload over another domain is an error naming both sizes (#27),
+    with nothing spent — not an estimate that cannot answer it."""
+    data = np.arange(64).reshape(8, 8) if name == "quadtree" else np.arange(64)
+    x = ektelo.protect(data, epsilon=1.0, seed=0)
+    with pytest.raises(ValueError, match="63 columns but the data vector has 64 cells"):
+        plans.run(name, x, Prefix(63), 0.5)
+    assert x.budget.spent == 0 and len(x.history()) == 0

@@ -24,6 +24,7 @@ __all__ = [
     "check_flag",
     "check_share",
     "check_total",
+    "check_workload",
     "estimate",
     "known_total",
     "measure",
@@ -58,10 +59,24 @@ def reduce_for_workload(
     """Workload-based domain reduction (§8) when `enabled`: (x', W', P), W'
     the workload on the groups with its own entries (`Partition.select_workload`);
     else (x, W, None)."""
+    check_workload(x, workload)
     if not enabled:
         return x, workload, None
     P = partition.workload_based(workload)
     return x.reduce_by_partition(P), P.select_workload(workload), P
+
+
+def check_workload(x: ProtectedVector, workload: Any) -> None:
+    """Refuse a workload whose columns are not x's cells (before any spending):
+    an estimate of x answers it only when W·x̂ is defined."""
+    shape = getattr(workload, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise TypeError(f"workload must be a matrix (an EMatrix), got {type(workload).__name__}")
+    if int(shape[1]) != x.size:
+        raise ValueError(
+            f"the workload has {int(shape[1])} columns but the data vector has {x.size} cells "
+            f"(shape {x.shape}): build the workload over the same domain"
+        )
 
 
 def known_total(

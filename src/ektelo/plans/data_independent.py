@@ -16,7 +16,7 @@ from ..kernel import ProtectedVector
 from ..matrix import EMatrix
 from ..operators import selection
 from .budget import Mechanism, PlanBudget, check_budget
-from .common import estimate, measure, reduce_for_workload
+from .common import check_workload, estimate, measure, reduce_for_workload
 from .registry import register
 
 __all__ = [
@@ -130,6 +130,7 @@ def quadtree(
     x: ProtectedVector, workload: EMatrix, budget: PlanBudget, *, mechanism: Mechanism = "laplace"
 ) -> np.ndarray:
     """QuadTree: the budget on the quadtree over a 2-D domain, then LS."""
+    check_workload(x, workload)
     b = check_budget(budget, mechanism, x)
     y = measure(x, selection.quadtree(x.shape), b)  # Private→Public
     return estimate([y])  # Public: LS
