@@ -7,6 +7,8 @@ alike.
                [--plot FILE.png] [--dry-run | --explain] [--alpha A]
                [--on-invalid error|drop|clamp] [--ledger PATH | --no-ledger]
                [--dataset NAME] [--nonnegative] [--round] [--seed N] [--param K=V]
+    ektelo synth --data FILE --domain FILE.json --epsilon E --delta D --out FILE.csv
+               [--plan mst|aim] [--rows N] [--seed N] [--total T] [--ledger PATH | --no-ledger]
     ektelo budget [--ledger PATH] [--dataset NAME]   spent/remaining per dataset
     ektelo audit verify [--ledger PATH]              check the ledger's hash chain
     ektelo domain init DATA.csv [--out FILE.json]    a domain template to edit
@@ -89,7 +91,7 @@ def _params(items: Sequence[str]) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     import json
 
-    from .session import Session, load_domain
+    from .session import load_domain
     from .workload.spec import parse
 
     out = Path(args.out) if args.out else None
@@ -120,19 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
     budget = _dataset_budget(args, ledger, dataset)
-    try:
-        session = Session(args.data, domain, **budget, seed=args.seed,
-                          on_invalid=args.on_invalid, show_bad_values=args.show_bad_values,
-                          ledger=ledger, dataset=dataset if ledger is not None else None)
-    except Exception as exc:
-        from .domain import DomainValueError
-
-        if isinstance(exc, DomainValueError):
-            tail = exc.listing if exc.listing is not None else "--show-bad-values lists them"
-            summary = exc.summary.replace("on_invalid='drop' or 'clamp'",
-                                          "--on-invalid drop|clamp")
-            raise CLIError(f"{args.data}: {summary}; {tail}") from None
-        raise
+    session = _open(args, domain, budget, ledger, dataset, seed=args.seed)
     ask: dict[str, Any] = {"epsilon": args.epsilon}
     if args.dry_run or args.explain:
         preview = session.preview(question, plan=args.plan, alpha=args.alpha, **ask)
@@ -161,6 +151,71 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         print("note: research mode (seeded noise) — not for releasing real data")
     return 0
+
+
+# -- synth ----------------------------------------------------------------------------
+SYNTH_SUFFIXES = (".csv", ".parquet")
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    """A synthetic table from MST's (default) or AIM's graphical model."""
+    import json
+
+    from .session import load_domain
+
+    out = Path(args.out)
+    if out.suffix.lower() not in SYNTH_SUFFIXES:
+        raise CLIError(f"--out {args.out}: unknown output type {out.suffix or '(none)'!r}; "
+                       f"use {' or '.join(SYNTH_SUFFIXES)} (nothing was spent)")
+    if args.delta is None:
+        raise CLIError(f"synth --plan {args.plan} is a zCDP mechanism (Gaussian noise): give "
+                       "--delta (e.g. 1e-9) with --epsilon (nothing was spent)")
+    if args.rows is not None and args.rows < 1:
+        raise CLIError(f"--rows must be a positive integer, got {args.rows}")
+    try:
+        domain = load_domain(args.domain)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
+    ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
+    dataset = args.dataset or Path(args.data).stem
+    budget = _dataset_budget(args, ledger, dataset)
+    session = _open(args, domain, budget, ledger, dataset)
+    frame = session.synthetic(args.rows, plan=args.plan, epsilon=args.epsilon, seed=args.seed,
+                              params=_params(args.param))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".parquet":
+        try:
+            frame.to_parquet(out, index=False)
+        except ImportError:
+            raise CLIError("writing Parquet needs pyarrow (pip install 'ektelo[parquet]'); "
+                           "use --out FILE.csv") from None
+    else:
+        frame.to_csv(out, index=False)
+    print(f"plan: {args.plan} (graphical model; synthetic rows are post-processing)")
+    print(f"wrote {len(frame):,} synthetic rows × {frame.shape[1]} columns to {out}")
+    _print_budget(session, ledger, dataset)
+    return 0
+
+
+def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger: str | None,
+          dataset: str, seed: int | None = None) -> Any:
+    """The session over --data (`seed`: research mode), bad values reported
+    as one CLI line."""
+    from .session import Session
+
+    try:
+        return Session(args.data, domain, **budget, seed=seed, on_invalid=args.on_invalid,
+                       show_bad_values=args.show_bad_values, ledger=ledger,
+                       dataset=dataset if ledger is not None else None)
+    except Exception as exc:
+        from .domain import DomainValueError
+
+        if isinstance(exc, DomainValueError):
+            tail = exc.listing if exc.listing is not None else "--show-bad-values lists them"
+            summary = exc.summary.replace("on_invalid='drop' or 'clamp'",
+                                          "--on-invalid drop|clamp")
+            raise CLIError(f"{args.data}: {summary}; {tail}") from None
+        raise
 
 
 def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str) -> dict[str, Any]:
@@ -366,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data", required=True, help="CSV or Parquet file")
     run.add_argument("--domain", required=True, help="domain description (JSON; see README)")
     run.add_argument("--workload", required=True,
-                     help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c | "
+                     help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c|all | "
                           "random-ranges:a,b:N | file:ranges.csv")
     run.add_argument("--plan", default="auto", help="plan name or 'auto' (default)")
     run.add_argument("--epsilon", required=True, type=_positive("epsilon"),
@@ -400,6 +455,33 @@ def build_parser() -> argparse.ArgumentParser:
                      help="data holder only: list the first 10 bad rows and values in the error "
                           "(private data; by default only the column and the kind of problem)")
     run.set_defaults(func=cmd_run)
+
+    synth = sub.add_parser("synth", help="write a synthetic table (MST or AIM, zCDP)")
+    synth.add_argument("--data", required=True, help="CSV or Parquet file")
+    synth.add_argument("--domain", required=True, help="domain description (JSON)")
+    synth.add_argument("--epsilon", required=True, type=_positive("epsilon"),
+                       help="privacy budget ε > 0 for this run (with --delta)")
+    synth.add_argument("--delta", type=_positive("delta"),
+                       help="δ of the (ε, δ) guarantee, kept as zCDP (required; e.g. 1e-9)")
+    synth.add_argument("--total", type=_positive("total"),
+                       help="the dataset's total ε, recorded in the ledger by its first run")
+    synth.add_argument("--out", required=True, help="synthetic table: .csv or .parquet")
+    synth.add_argument("--plan", choices=("mst", "aim"), default="mst",
+                       help="mst (default; fast) or aim (workload-aware, slower)")
+    synth.add_argument("--rows", type=int,
+                       help="rows to write (default: the model's noisy total)")
+    synth.add_argument("--seed", type=int,
+                       help="seeds the drawing of rows only (the noise stays secure)")
+    synth.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
+                       help="rows with values outside the domain: refuse, drop or clamp")
+    synth.add_argument("--ledger", help="budget ledger (default: as for run)")
+    synth.add_argument("--no-ledger", action="store_true",
+                       help="throwaway budget for this run only (demos)")
+    synth.add_argument("--dataset", help="the budget's name in the ledger (default: file stem)")
+    synth.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
+    synth.add_argument("--show-bad-values", action="store_true",
+                       help="data holder only: list bad rows and values in the error")
+    synth.set_defaults(func=cmd_synth)
 
     budget = sub.add_parser("budget", help="spent and remaining budget per dataset")
     budget.add_argument("--ledger", help="ledger (default: as for run)")
