@@ -11,18 +11,50 @@ handle to the protected data; `ektelo.Domain` describes a table's schema;
 kernel served by `ektelo-serve` (docs/server.md).
 """
 
-from .budget import ZCDP, PureDP
-from .client import connect
-from .domain import Attribute, Domain
-from .kernel import (
-    Budget,
-    BudgetExceeded,
-    ProtectedTable,
-    ProtectedVector,
-    col,
-    protect,
-)
-from .measurement import Gaussian, Laplace, Measurement
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names for type checkers; at run time they load on first use
+    from .budget import ZCDP, PureDP
+    from .client import connect
+    from .domain import Attribute, Domain
+    from .kernel import Budget, BudgetExceeded, ProtectedTable, ProtectedVector, col, protect
+    from .measurement import Gaussian, Laplace, Measurement
+
+# Lazy (PEP 562): `import ektelo` — and so `ektelo --help` — loads no NumPy,
+# SciPy or pandas; each name imports its module the first time it is read.
+_LAZY = {
+    "ZCDP": "budget",
+    "PureDP": "budget",
+    "connect": "client",
+    "Attribute": "domain",
+    "Domain": "domain",
+    "Budget": "kernel",
+    "BudgetExceeded": "kernel",
+    "ProtectedTable": "kernel",
+    "ProtectedVector": "kernel",
+    "col": "kernel",
+    "protect": "kernel",
+    "Gaussian": "measurement",
+    "Laplace": "measurement",
+    "Measurement": "measurement",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ektelo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once loaded, an ordinary module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
