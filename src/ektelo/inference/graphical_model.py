@@ -14,12 +14,16 @@ among the graphical models on the measured cliques — the maximum-entropy
 solution of §3 — with the total fixed. The model is a product of factors
 exp(θ_C) on the model's cliques; a junction tree (`graphical.junction`) gives
 its clique marginals by belief propagation, and the log-potentials follow
-entropic mirror descent (§3.2, Algorithm 1): θ ← θ − α ∇L(μ), with the step
-α found by backtracking on the mirror-descent majorisation
-L(μ⁺) ≤ L(μ) + ⟨∇L(μ), μ⁺ − μ⟩ + N·KL(p⁺ ‖ p)/α (exact, as KL between two
-members of the family is read off the log-partition functions), doubled at
-each iteration as in Private-PGM. The step 1/(2N·Σ_i w_i max‖col Q_i‖²) always
-passes, so the loss never increases.
+entropic mirror descent (§3.2, Algorithm 1; `graphical.fitting`):
+θ ← θ − α ∇L(μ), the step α found by backtracking on the mirror-descent
+majorisation L(μ⁺) ≤ L(μ) + ⟨∇L(μ), μ⁺ − μ⟩ + N·KL(p⁺ ‖ p)/α (exact: the KL
+between two members of the family is read off their log-partition
+functions), which 1/(2N·Σ_i w_i max‖col Q_i‖²) always passes; Nesterov
+momentum, restarted whenever a step would raise the loss, so the loss never
+increases; a start read off the measured marginals (exact for 1-way ones).
+On identical measurements of adult (ε = 1) it reaches a lower loss than the
+`mbi` package's mirror descent after 10,000 iterations, with the same
+accuracy (benchmarks/bench_graphical_model.py).
 
 The fitted `GraphicalModel` answers any marginal (`marginal`, by variable
 elimination over the junction tree when no clique holds it), any linear query
@@ -173,6 +177,7 @@ class GraphicalModel:
 
     @property
     def maximal_cliques(self) -> tuple[Clique, ...]:
+        """The junction tree's cliques (the triangulation's maximal cliques)."""
         return self._tree.cliques
 
     @property
