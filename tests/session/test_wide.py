@@ -131,7 +131,7 @@ def test_marginals_all_parses_to_every_attribute():
     q = spec.parse("marginals:2:all", domain)
     assert list(q.attributes) == NAMES
     assert q.rows["marginal"].nunique() == 28
-    with pytest.raises(ValueError, match="unknown attribute .zz."):
+    with pytest.raises(ValueError, match="unknown attribute 'zz'"):
         spec.parse("marginals:2:a0,zz", domain)
 
 
@@ -165,7 +165,7 @@ def test_model_plans_need_zcdp_and_say_how():
         s.model("privbayes", epsilon=0.5)
     assert s.spent == 0
     z = Session(wide_table(200), WIDE, epsilon=1.0, delta=1e-9, seed=1, progress=False)
-    with pytest.raises(ValueError, match="unknown attribute .nope."):
+    with pytest.raises(ValueError, match="unknown attribute 'nope'"):
         z.model(epsilon=0.5, attrs=["a0", "nope"])
     with pytest.raises(ValueError, match="AIM's"):
         z.model(epsilon=0.5, workload=[("a0", "a1")])
