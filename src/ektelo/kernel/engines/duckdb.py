@@ -74,6 +74,10 @@ _NUMERIC = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
     "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL",
 }  # fmt: skip
+_INTEGER = {
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+    "UINTEGER", "UBIGINT", "UHUGEINT",
+}  # fmt: skip
 _SHOWN = 10  # values listed with show_bad_values=True
 
 
@@ -421,6 +425,12 @@ def _encoding(
             list_type = "BOOLEAN[]"
         values = [float(cast(float, v)) for v in a.values] if kind == "number" else list(a.values)
         return raw, f"list_position(CAST(? AS {list_type}), {j_raw}) - 1", (values,)
+    if a.bins is None and not text and sql_type in _INTEGER:
+        # integer codes from an integer column: no cast, no integrality test
+        if policy == "clamp":
+            return column, f"least(greatest({j_raw}, 0), CAST(? AS BIGINT))", (a.size - 1,)
+        inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS BIGINT)"
+        return column, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (a.size - 1,)
     if text or sql_type == "VARCHAR":
         raw = f"TRY_CAST({column} AS DOUBLE)"
     elif numeric:
@@ -509,8 +519,8 @@ def _raw_condition(
             texts.append(f"(r{j} >= CAST(? AS DOUBLE) AND r{j} < CAST(? AS DOUBLE))")
             params += [a.bins[lo], a.bins[hi + 1]]
         elif a.values is None:  # integer codes: the raw value is the code
-            texts.append(f"(r{j} >= CAST(? AS DOUBLE) AND r{j} <= CAST(? AS DOUBLE))")
-            params += [float(lo), float(hi)]
+            texts.append(f"(r{j} >= CAST(? AS BIGINT) AND r{j} <= CAST(? AS BIGINT))")
+            params += [lo, hi]
         elif hi - lo < _MAX_LISTED:
             kind = cd.label_kind(a)
             sql_type = {"str": "VARCHAR", "bool": "BOOLEAN"}.get(kind, "DOUBLE")
