@@ -47,7 +47,7 @@ def test_readme_lists_every_plan_and_both_commands():
 
 def test_a_tutorial_per_task():
     names = {p.stem for p in TUTORIALS}
-    assert names >= {"histogram", "cdf", "filtered-cdf", "marginals", "ranges"}
+    assert names >= {"histogram", "cdf", "filtered-cdf", "marginals", "ranges", "synthetic"}
 
 
 @pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
