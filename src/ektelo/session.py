@@ -376,22 +376,9 @@ class Session:
     def _fit_model(self, label: str, plan: str, epsilon: float | None, rho: float | None,
                    attrs: Sequence[str] | None, workload: Sequence[Sequence[str]] | None,
                    where: Any, params: dict[str, Any] | None) -> Any:
-        from . import plans
-
-        if plan not in wide.MODEL_PLANS:
-            raise ValueError(f"a model plan is one of {', '.join(wide.MODEL_PLANS)}, "
-                             f"got {plan!r}")
+        names, cliques = wide.check_request(self.domain, plan, attrs, workload, params)
         budget = self._request(epsilon, rho)
         rho_ = _model_rho(budget, plan)
-        names = list(self.domain.names) if attrs is None else [
-            str(a) for a in questions.histogram(self.domain, attrs).attributes]
-        if workload is not None and plan != "aim":
-            raise ValueError("workload= is AIM's (MST models all low-order marginals)")
-        cliques = None if workload is None else [tuple(c) for c in workload]
-        unknown = set(params or {}) - set(plans.get(plan).parameters)
-        if unknown:
-            raise TypeError(f"plan {plan!r} has no parameter(s) {sorted(unknown)}; its "
-                            f"parameters are {sorted(plans.get(plan).parameters)}")
         table = self._filtered(where)
         self._check_remaining(budget)
         with _Progress(f"{plan} model over {len(names)} attributes", self.progress):
@@ -550,7 +537,6 @@ class Session:
                         "zCDP budget: delta=)")
             return DIRECT_MARGINALS, why, pd.DataFrame()
         if plan in wide.MODEL_PLANS:
-            plans.get(plan)
             return plan, "named; answers read off its fitted graphical model", pd.DataFrame()
         if plan != "auto":
             info = plans.get(plan)  # a clear error naming the plans

@@ -25,7 +25,7 @@ import numpy as np
 
 from .workload import spec as questions
 
-__all__ = ["MODEL_PLANS", "aim_cliques", "choose", "fit", "marginal_answers",
+__all__ = ["MODEL_PLANS", "aim_cliques", "check_request", "choose", "fit", "marginal_answers",
            "marginal_order", "model_ci_method", "stderr_lines"]
 
 # The plans that return a graphical model (input: a table; budget: ρ).
@@ -68,6 +68,28 @@ def choose(q: questions.ParsedWorkload, rho: float) -> tuple[str | None, str]:
                           f"no full vector): {direct} would each get less budget than "
                           f"{plan}'s ρ/{share:.3g} measurements")
     return None, direct + "; no model plan would measure with more budget per marginal"
+
+
+def check_request(domain: Any, plan: str, attrs: Any, workload: Any,
+                  params: dict[str, Any] | None) -> tuple[list[str], list[tuple[str, ...]] | None]:
+    """A model request checked from public information before anything is
+    spent: the attributes modelled (all when `attrs` is None) and AIM's
+    workload cliques (None: every pair)."""
+    from . import plans
+
+    if plan not in MODEL_PLANS:
+        raise ValueError(f"a model plan is one of {', '.join(MODEL_PLANS)}, got {plan!r}")
+    names = list(domain.names) if attrs is None else [
+        str(a) for a in questions.histogram(domain, attrs).attributes]
+    if workload is not None and plan != "aim":
+        raise ValueError("workload= is AIM's (MST models all low-order marginals)")
+    cliques = None if workload is None else [tuple(str(a) for a in c) for c in workload]
+    known = plans.get(plan).parameters
+    unknown = set(params or {}) - set(known)
+    if unknown:
+        raise TypeError(f"plan {plan!r} has no parameter(s) {sorted(unknown)}; its "
+                        f"parameters are {sorted(known)}")
+    return names, cliques
 
 
 def fit(table: Any, attrs: list[str] | None, plan: str, rho: float, *,
