@@ -403,7 +403,7 @@ def test_delta_switches_to_zcdp_and_gaussian(census, tmp_path, capsys):
     code, printed, _ = call(capsys, *_run_args(census, "--workload", "marginals:2:sex,race,marital",
                                                "--no-ledger", "--epsilon", "1", "--delta", "1e-9",
                                                "--out", str(out)))
-    assert code == 0 and "ρ=" in printed and "δ=1e-09" in printed
+    assert code == 0 and "ρ=" in printed and "guarantees (1, 1e-09)-DP" in printed
     assert (pd.read_csv(out)["ci_method"] == "exact Gaussian").all()
 
 

@@ -283,13 +283,16 @@ def _write(out: Path | None, frame: Any, meta: dict[str, Any]) -> None:
 
 
 def _print_budget(session: Any, ledger: Any, dataset: str, note: str = "") -> None:
+    from .budget import describe
+
     b = session.budget
     unit = "ε" if b.unit == "epsilon" else "ρ"
     where = f"ledger {ledger}, dataset {dataset!r}" if ledger is not None else "this run only"
     line = (f"budget ({where}): total {unit}={b.total:g}, spent {unit}={b.spent:g}, "
             f"remaining {unit}={b.remaining:g}")
     if b.unit == "rho" and b.delta is not None and b.spent > 0:
-        line += f" (spent so far guarantees (ε={b.epsilon():.3g}, δ={b.delta:g})-DP)"
+        # budget.describe's (ε, δ): printed digits rounded so the stated ε still holds
+        line += f" (spent so far guarantees {describe(b).rsplit('i.e. ', 1)[1]})"
     print(line + (f"; {note}" if note else ""))
 
 
