@@ -521,3 +521,14 @@ def test_a_blank_cell_in_a_column_the_question_never_reads(tmp_path, capsys):
     assert "not among the labels" not in err  # "2" and "4" read as text still match
     assert call(capsys, *common, "--workload", "histogram:religious", "--on-invalid",
                 "drop")[0] == 0
+
+
+def test_serve_and_admin_are_subcommands(tmp_path, capsys) -> None:
+    """`ektelo serve`/`ektelo admin` are ektelo-serve/ektelo-admin (#26)."""
+    for name, prog in (("serve", "ektelo-serve"), ("admin", "ektelo-admin")):
+        with pytest.raises(SystemExit) as exit_:
+            main([name, "--help"])
+        assert exit_.value.code == 0 and prog in capsys.readouterr().out
+    missing = tmp_path / "absent.toml"
+    assert main(["serve", "--config", str(missing)]) != 0
+    assert "absent.toml" in capsys.readouterr().err

@@ -12,6 +12,7 @@ alike.
     ektelo budget [--ledger PATH] [--dataset NAME]   spent/remaining per dataset
     ektelo audit verify [--ledger PATH]              check the ledger's hash chain
     ektelo domain init DATA.csv [--out FILE.json]    a domain template to edit
+    ektelo serve --config FILE | ektelo admin ...   the kernel as a service (docs/server.md)
     ektelo plans | datasets | generate
 
 The budget persists across runs: by default `run` keeps a ledger file at
@@ -507,6 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_domain_init)
 
+    for name, what in (("serve", "serve protected datasets over HTTP (= ektelo-serve)"),
+                       ("admin", "datasets, analysts and tokens of a server (= ektelo-admin)")):
+        sub.add_parser(name, help=what, add_help=False)  # handled in main()
     sub.add_parser("plans", help="list the plans").set_defaults(func=cmd_plans)
     data = sub.add_parser("datasets", help="list known datasets")
     data.add_argument("--data-dir", help="directory holding adult/, credit/, dpbench/ "
@@ -521,11 +525,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# `ektelo serve ...` and `ektelo admin ...` are `ektelo-serve` and
+# `ektelo-admin` (the `server` extra), reached from the one command.
+SERVER_COMMANDS = {"serve": "app", "admin": "admin"}
+
+
+def _server_command(name: str, argv: list[str]) -> int:
+    import importlib
+
+    try:
+        module = importlib.import_module(f"ektelo.server.{SERVER_COMMANDS[name]}")
+    except ImportError as exc:
+        print(f"ektelo: error: `ektelo {name}` needs the server extra "
+              f"(pip install 'ektelo[server]'): {exc}", file=sys.stderr)
+        return 2
+    return int(module.main(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ektelo` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # anywhere on the line
     argv = [a for a in argv if a != "--debug"]
+    if argv and argv[0] in SERVER_COMMANDS:  # the custodian's commands (docs/server.md)
+        return _server_command(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     if getattr(args, "dry_run", False) and getattr(args, "explain", False):
         args.dry_run = False
