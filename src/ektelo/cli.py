@@ -198,6 +198,26 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine(args: argparse.Namespace) -> Any:
+    """--engine (with DuckDB's --memory-limit/--threads) as protect's engine=."""
+    name = getattr(args, "engine", "memory")
+    if name == "spark":  # the active session, else a local one on every core
+        from pyspark.sql import SparkSession
+
+        from .kernel import SparkEngine
+
+        session = SparkSession.getActiveSession() or (
+            SparkSession.builder.master("local[*]").appName("ektelo")
+            .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        )
+        return SparkEngine(session=session)
+    if name != "duckdb" or (args.memory_limit is None and args.threads is None):
+        return name
+    from .kernel import DuckDBEngine
+
+    return DuckDBEngine(memory_limit=args.memory_limit, threads=args.threads)
+
+
 def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger: str | None,
           dataset: str, seed: int | None = None) -> Any:
     """The session over --data (`seed`: research mode), bad values reported
@@ -207,7 +227,8 @@ def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger:
     try:
         return Session(args.data, domain, **budget, seed=seed, on_invalid=args.on_invalid,
                        show_bad_values=args.show_bad_values, ledger=ledger,
-                       dataset=dataset if ledger is not None else None)
+                       dataset=dataset if ledger is not None else None,
+                       engine=_engine(args))
     except Exception as exc:
         from .domain import DomainValueError
 
@@ -415,6 +436,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 # -- the parser -------------------------------------------------------------------------
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=("memory", "duckdb", "spark"), default="memory",
+                        help="where row-level work runs: memory (pandas, default), duckdb "
+                             "(the file stays on disk; extra ektelo[duckdb]) or spark "
+                             "(local; extra ektelo[spark]) — docs/engines.md")
+    parser.add_argument("--memory-limit", help="duckdb: memory limit, e.g. 1GB")
+    parser.add_argument("--threads", type=int, help="duckdb: worker threads")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ektelo", description=__doc__.split("\n\n")[0],
                                      epilog="--debug anywhere shows tracebacks on errors")
@@ -458,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--show-bad-values", action="store_true",
                      help="data holder only: list the first 10 bad rows and values in the error "
                           "(private data; by default only the column and the kind of problem)")
+    _engine_options(run)
     run.set_defaults(func=cmd_run)
 
     synth = sub.add_parser("synth", help="write a synthetic table (MST or AIM, zCDP)")
@@ -485,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
     synth.add_argument("--show-bad-values", action="store_true",
                        help="data holder only: list bad rows and values in the error")
+    _engine_options(synth)
     synth.set_defaults(func=cmd_synth)
 
     budget = sub.add_parser("budget", help="spent and remaining budget per dataset")

@@ -230,6 +230,10 @@ class Session:
         on_invalid: "error" (default), "drop" or "clamp" — see `Domain.clean`.
         progress: show progress on slow questions (stderr; log lines when
             not a terminal).
+        engine: where the table's row-level work runs (docs/engines.md):
+            None or "memory" reads the file here into pandas; "duckdb" or
+            "spark" (or an engine object) leave a path where it lies and
+            push the work down, with `on_invalid` applied by the engine.
     """
 
     def __init__(
@@ -247,14 +251,19 @@ class Session:
         on_invalid: str = "error",
         show_bad_values: bool = False,
         progress: bool = True,
+        engine: Any = None,
     ):
         from .kernel import ProtectedTable, protect
 
         if on_invalid not in ("error", "drop", "clamp"):
             raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
         self.domain = load_domain(domain)
-        frame = load_table(table_or_path, self.domain, on_invalid=on_invalid,
-                           show_bad_values=show_bad_values)
+        data: Any
+        if engine is None or engine == "memory":
+            data = load_table(table_or_path, self.domain, on_invalid=on_invalid,
+                              show_bad_values=show_bad_values)
+        else:  # the engine reads the file where it lies (docs/engines.md)
+            data = str(table_or_path) if isinstance(table_or_path, Path) else table_or_path
         options: dict[str, Any] = {}
         if ledger is not None or dataset is not None:
             accepted = inspect.signature(protect).parameters
@@ -269,9 +278,11 @@ class Session:
             options.update(ledger=str(ledger) if ledger is not None else None, dataset=dataset)
             if analyst is not None:
                 options["analyst"] = analyst
-        table = protect(frame, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
+        if engine is not None and engine != "memory":
+            options.update(engine=engine, on_invalid=on_invalid)
+        table = protect(data, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
                         show_bad_values=show_bad_values, **options)
-        assert isinstance(table, ProtectedTable)  # (a DataFrame is protected as a table)
+        assert isinstance(table, ProtectedTable)  # (a table's data is protected as a table)
         self._recorder = Recorder(table.port)
         self._table = ProtectedTable(self._recorder, table.node)  # every request recorded
         self.dataset = dataset
