@@ -149,6 +149,9 @@ class Connection:
         return f"Connection({self.url!r})"
 
 
+REOPENS = 8  # sessions a request may reopen after server restarts before it gives up
+
+
 class RemotePort:
     """A `Port` whose kernel is a server's: `submit` is one HTTP request."""
 
@@ -191,14 +194,19 @@ class RemotePort:
             request_id = getattr(request, "request_id", None) or (
                 f"{self._prefix}-{next(self._ids)}"
             )
-        for attempt in range(3):
+        # A restarted server knows no session: open a new one (replaying the
+        # handles) and resend under the same request id — idempotent, so a
+        # request the old server charged returns its stored answer. Restarts
+        # may come in a row (a crash loop), hence several rounds.
+        for attempt in range(REOPENS + 1):
             try:
+                if attempt:
+                    self._reopen()
                 response = self._send(request_doc, request_id)
                 break
             except ServerError as err:
-                if err.kind != "UnknownSession" or attempt == 2:
+                if err.kind != "UnknownSession" or attempt == REOPENS:
                     raise
-                self._reopen()
         if isinstance(response, (port.NewSource, port.NewSources)):
             self._derivations.append((json.dumps(request_doc).encode(), response))
         return response

@@ -72,9 +72,16 @@ def start_clients(d: Durable, n: int, eps: float, stop: Path | None = None) -> l
 
 def wait_clients(procs: list[Any], timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    for p in procs:
-        _, err = p.communicate(timeout=max(deadline - time.monotonic(), 1))
-        assert p.returncode == 0, err.decode()[:3000]
+    errors = []
+    for p in procs:  # every client waited for (none left behind), then judged
+        try:
+            _, err = p.communicate(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        errors.append((p.returncode, err))
+    for code, err in errors:
+        assert code == 0, err.decode()[:3000]
 
 
 def results(d: Durable) -> dict[str, list[dict[str, Any]]]:
