@@ -135,14 +135,15 @@ def auto_plan(
     """The plan for workload `W` (an EMatrix over a domain of `shape`, a
     workload spec's `kind`) at `eps` (Laplace) or `rho` (Gaussian, zCDP):
     public facts only, so it costs no budget. See the module docstring."""
-    from .operators import error  # lazy: the planner's rules need no NumPy
-    from .plans import strategy_for
+    from ..operators import error  # lazy: the planner's rules need no NumPy
+    from ..plans import data_independent
+    from ..plans.registry import get
+
+    strategy_for = data_independent.strategy_for
 
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
     rule, rule_why = choose_plan(kind, shape)
-    from .plans import get
-
     dependent = get(rule).data_dependent
     if dependent and rho is None and n >= DATA_DEPENDENT_MIN_CELLS:  # the rule wins: no need
         why = f"{rule_why} (domain of {n:,} cells; no closed-form error)"  # to price the others

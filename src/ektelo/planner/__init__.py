@@ -1,0 +1,49 @@
+"""The planner (issue #29): which plan answers a workload best, from public
+facts and, optionally, a little honest budget.
+
+* `rules` — the fixed rules (`choose_plan`) and the error-aware
+  `auto_plan` used by the session and `ektelo run --plan auto`;
+* `tier0` — Tier 0, free: every data-independent candidate ranked by its
+  exact expected error (the matrix mechanism's closed form), or a data-free
+  Monte-Carlo estimate where the closed form is out of reach;
+* `features` — Tier 1's noisy features, one Laplace measurement through the
+  kernel at a declared share of ε (Pythia, Kotsogiannis et al., SIGMOD 2017);
+* `table` — the decision table trained offline on DPBench (plain JSON);
+* `auto` — `plan_auto`, registered as the plan "auto":
+  ``plans.run("auto", x, W, eps, kind=...)`` chooses and runs, spending
+  exactly ε (features included).
+"""
+
+from __future__ import annotations
+
+from .features import FEATURE_NAMES, KINDS, Features, coarse_partition, measure_features
+from .rules import (
+    DATA_DEPENDENT_MIN_CELLS,
+    RANGE_KINDS,
+    Candidate,
+    Choice,
+    auto_plan,
+    candidates,
+    choose_plan,
+)
+from .table import GROUPS, TIER0, DecisionTable, default_table, group_of
+
+__all__ = [
+    "DATA_DEPENDENT_MIN_CELLS",
+    "FEATURE_NAMES",
+    "GROUPS",
+    "KINDS",
+    "RANGE_KINDS",
+    "TIER0",
+    "Candidate",
+    "Choice",
+    "DecisionTable",
+    "Features",
+    "auto_plan",
+    "candidates",
+    "choose_plan",
+    "coarse_partition",
+    "default_table",
+    "group_of",
+    "measure_features",
+]
