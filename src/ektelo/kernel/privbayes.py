@@ -14,8 +14,17 @@ the exponential mechanism with budget eps/(d − 1) (the paper's even split) and
 the score
     R(X, Π) = ½ Σ_{x,π} | c(x, π) − c(x)·c(π)/N |,
 the paper's general-domain score R (TODS §4.3: ½‖Pr[X,Π] − Pr[X]Pr[Π]‖₁)
-written on counts (N rows): large when X depends on Π.  Contingency counts
-come from np.bincount / np.unique on combined integer codes.
+written on counts (N rows): large when X depends on Π.
+
+Where the counts come from (issue #28).  Which candidates GreedyBayes meets
+depends on its noisy choices, so the kernel computes, *before* its charge,
+the score of every candidate it may meet: every (X, Π) with 1 ≤ |Π| ≤ k
+(`all_scores`), from the marginals over all min(k+1, d)-subsets of the
+attributes (`marginal_sets`: C(14, 3) = 364 for adult at k = 2), which the
+table engine counts where the rows live (one GROUP BY per batch of sets,
+`engines.each_marginal`).  After the charge, `greedy` only reads those
+scores.  `r_score` is the reference: the same arithmetic on the rows, giving
+bit-identical values (tests/engines/test_engine_selection.py).
 
 Sensitivity of R on counts (neighbours: one row added or removed, εktelo §3).
 Adding row (x₀, π₀): the joint count moves by 1 in one cell (≤ 1 in the sum);
@@ -37,20 +46,107 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_options", "privbayes_select", "r_score"]
+from .engines.base import Sparse, each_marginal, sparse_cells
+
+__all__ = [
+    "Scores",
+    "all_scores",
+    "check_options",
+    "engine_scores",
+    "greedy",
+    "marginal_sets",
+    "privbayes_select",
+    "r_score",
+]
 
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
 
 
 def check_options(*, degree: int = 2) -> dict[str, int]:
     """The options, validated from public values only (before the charge)."""
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-        raise ValueError(f"degree must be a positive integer, got {degree!r}")
-    return {"degree": int(degree)}
+    return {"degree": _degree(degree)}
+
+
+def marginal_sets(d: int, degree: int) -> list[tuple[int, ...]]:
+    """The attribute sets whose marginals hold every score GreedyBayes may
+    need: all min(degree+1, d)-subsets (ascending), a public function of d
+    and the degree.  Every candidate (X, Π) has |Π| ≤ degree, so X ∪ Π lies
+    in one of them."""
+    if d < 2:
+        return []
+    return list(itertools.combinations(range(d), min(int(degree) + 1, d)))
+
+
+@dataclass(frozen=True)
+class Scores:
+    """R(X, Π) for every candidate GreedyBayes may meet, and N (the rows)."""
+
+    values: dict[tuple[int, tuple[int, ...]], float]
+    rows: int
+
+
+def all_scores(
+    marginals: Iterable[Sparse], sets: list[tuple[int, ...]], sizes: tuple[int, ...], degree: int
+) -> Scores:
+    """R(X, Π) for every X and every Π ∌ X with 1 ≤ |Π| ≤ degree, from the
+    marginals of `sets` (`marginal_sets`; nonzero cells in C order over the
+    set), computed exactly as `r_score` computes it from the rows (the same
+    arrays in the same order: bit-identical)."""
+    values: dict[tuple[int, tuple[int, ...]], float] = {}
+    rows = 0
+    for attrs, (cells, counts) in zip(sets, marginals, strict=True):
+        rows = int(counts.sum())
+        codes = np.unravel_index(cells, tuple(sizes[a] for a in attrs))
+        position = {a: i for i, a in enumerate(attrs)}
+        for k in range(2, len(attrs) + 1):
+            for subset in itertools.combinations(attrs, k):
+                for child in subset:
+                    parents = tuple(a for a in subset if a != child)
+                    if len(parents) <= degree and (child, parents) not in values:
+                        values[(child, parents)] = _joint_score(
+                            codes, counts, position, sizes, child, parents, rows
+                        )
+    return Scores(values, rows)
+
+
+def engine_scores(engine: Any, table: Any, sizes: tuple[int, ...], degree: int) -> Scores:
+    """`all_scores` from a table engine's marginals (its GROUP BYs, batched):
+    the kernel runs this before the charge (engines/base.py)."""
+    sets = marginal_sets(len(sizes), degree)
+    shapes = [tuple(sizes[a] for a in c) for c in sets]
+    return all_scores(each_marginal(engine, table, sets, shapes), sets, sizes, degree)
+
+
+def _joint_score(
+    codes: tuple[np.ndarray, ...],
+    counts: np.ndarray,
+    position: dict[int, int],
+    sizes: tuple[int, ...],
+    child: int,
+    parents: tuple[int, ...],
+    n_rows: int,
+) -> float:
+    """`r_score`'s arithmetic on a marginal's nonzero cells instead of rows."""
+    if n_rows == 0:
+        return 0.0
+    pi_size = math.prod(sizes[p] for p in parents)
+    pi_code = np.zeros(counts.size, dtype=np.int64)
+    for p in parents:
+        pi_code = pi_code * sizes[p] + codes[position[p]]
+    cells, inverse = np.unique(codes[position[child]] * pi_size + pi_code, return_inverse=True)
+    # integer sums below 2⁵³ in float64 are exact: the rows' own int64 counts
+    joint = np.bincount(inverse, weights=counts).astype(np.int64)
+    x_counts = np.bincount(cells // pi_size, joint, minlength=sizes[child]).astype(np.int64)
+    pi_counts = np.bincount(cells % pi_size, joint, minlength=pi_size).astype(np.int64)
+    expected = x_counts[cells // pi_size] * pi_counts[cells % pi_size] / n_rows
+    gap = np.abs(joint - expected).sum() + max(0.0, n_rows - expected.sum())
+    return 0.5 * float(gap)
 
 
 def privbayes_select(
@@ -68,30 +164,43 @@ def privbayes_select(
     the parents in ascending index order; the first is (X₁,), and for the first
     k+1 attributes each clique is contained in the next (a plan may measure
     only the cliques not contained in another).  Every clique has ≤ degree+1
-    attributes.
+    attributes.  (The kernel runs the same two steps on a table engine:
+    `engine_scores` before its charge, `greedy` after.)
     """
     table, dims = _check(codes, sizes)
     eps = _positive(eps, "eps")
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-        raise ValueError(f"degree must be a positive integer, got {degree!r}")
-    d = len(dims)
+    degree = _degree(degree)
+    sets = marginal_sets(len(dims), degree)
+    found = (_row_marginal(table, dims, c) for c in sets)
+    return greedy(all_scores(found, sets, dims, degree), len(dims), eps, source, degree=degree)
+
+
+def greedy(
+    scored: Scores, d: int, eps: float, source: Any, *, degree: int = 2
+) -> list[tuple[int, ...]]:
+    """GreedyBayes's choices from precomputed scores (`all_scores`): the
+    first attribute uniformly, then d − 1 exponential mechanisms with eps/(d−1)
+    each.  Reads only `scored` (every key it looks up is there by
+    construction, a public fact of d and the degree): nothing here raises or
+    branches on the data."""
+    eps = _positive(eps, "eps")
+    degree = _degree(degree)
     first = _uniform_index(source, d)
     network: list[tuple[int, ...]] = [(first,)]
     if d == 1:
         return network
     chosen = [first]
     eps_step = eps / (d - 1)
-    sensitivity = _SENSITIVITY + 4.0 * (table.shape[0] + 2) ** 2 * 2.0**-53
-    cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+    sensitivity = _SENSITIVITY + 4.0 * (scored.rows + 2) ** 2 * 2.0**-53
     while len(chosen) < d:
-        k = min(int(degree), len(chosen))
+        k = min(degree, len(chosen))
         candidates = [
             (child, parents)
             for child in range(d)
             if child not in chosen
             for parents in itertools.combinations(sorted(chosen), k)
         ]
-        scores = np.array([r_score(table, dims, c, p, cache) for c, p in candidates])
+        scores = np.array([scored.values[c] for c in candidates])
         pick = source.exponential_mechanism(scores, sensitivity=sensitivity, epsilon=eps_step)
         child, parents = candidates[int(pick)]
         network.append((child, *parents))
@@ -134,6 +243,20 @@ def _codes(
             code = code * dims[a] + table[:, a]
         cache[attrs] = (code, np.bincount(code, minlength=math.prod(dims[a] for a in attrs)))
     return cache[attrs]
+
+
+def _row_marginal(table: np.ndarray, dims: tuple[int, ...], attrs: tuple[int, ...]) -> Sparse:
+    """The nonzero cells of the rows' marginal over `attrs` (C order)."""
+    code = np.zeros(table.shape[0], dtype=np.int64)
+    for a in attrs:
+        code = code * dims[a] + table[:, a]
+    return sparse_cells(*np.unique(code, return_counts=True))
+
+
+def _degree(degree: Any) -> int:
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
+        raise ValueError(f"degree must be a positive integer, got {degree!r}")
+    return int(degree)
 
 
 def _uniform_index(source: Any, d: int) -> int:
