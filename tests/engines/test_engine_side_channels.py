@@ -174,7 +174,7 @@ def test_an_engine_failure_is_one_fixed_error_before_any_charge(
         assert str(raised.value) in {
             "the duckdb engine could not run vectorize",
             "the duckdb engine could not run count",
-            "the duckdb engine could not run codes",
+            "the duckdb engine could not run marginals",
         }
         assert raised.value.__cause__ is None and raised.value.__suppress_context__
     assert table.budget == before and not table.history()  # nothing was charged

@@ -85,7 +85,7 @@ from ..matrix import (
 )
 from ..measurement import Gaussian, Laplace, Measurement
 from . import ahp, dawa, marginal_select, mwem, privbayes, tables
-from .engines import MemoryEngine, TableEngine
+from .engines import MemoryEngine, TableEngine, each_marginal
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
 from .noise import RandomSource, laplace_scale_for
@@ -725,14 +725,15 @@ class Kernel:
             raise ValueError("the attribute domain is too large for int64 cell codes")
         if len(shape) > 1 and eps / (len(shape) - 1) <= 2.0**-32:  # noise.py E4, per choice
             raise ValueError(f"eps={eps!r} is too small for {len(shape) - 1} network choices")
-        codes = t.engine.codes(t.rows)  # engine work before the charge (engines/base.py)
+        # the engine's GROUP BYs and every score GreedyBayes may need, before the charge
+        scored = privbayes.engine_scores(t.engine, t.rows, shape, opts["degree"])
         _, res = self._spend(
             node, "privbayes_select", eps=eps, request_id=request_id,
             content={"options": repr(opts)},
         )  # fmt: skip
         if res.replay is not None:
             return [tuple(int(i) for i in c) for c in res.replay["cliques"]]
-        cliques = privbayes.privbayes_select(codes, shape, eps, self._random, **opts)
+        cliques = privbayes.greedy(scored, len(shape), eps, self._random, **opts)
         out = [tuple(int(i) for i in c) for c in cliques]
         self._release(res, cliques=[list(c) for c in out])
         return out
@@ -748,9 +749,8 @@ class Kernel:
         node, t = self._table(source)
         request = marginal_select.check_request(t.domain, candidates, estimates, weights, penalties)
         em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
-        rows = t.rows  # an engine's rows come in before the charge (engines/base.py)
-        if not isinstance(t.engine, MemoryEngine):
-            rows = tables.Rows.all(t.engine.codes(t.rows))
+        # the engine's GROUP BYs and every score, before the charge (engines/base.py)
+        q = marginal_select.scores(each_marginal(t.engine, t.rows, *request.sets), request)
         content = {
             "candidates": repr(request.candidates),
             "estimates": [_array_digest(e) for e in request.estimates],
@@ -764,7 +764,7 @@ class Kernel:
         if res.replay is not None:
             return request.candidates[int(res.replay["index"])]
         # charged: from here on nothing raises on the data (clamps M2–M3)
-        i = marginal_select.select_marginal(rows, request, em_eps, self._random)
+        i = marginal_select.select_marginal(q, request, em_eps, self._random)
         self._release(res, index=int(i))
         return request.candidates[i]
 

@@ -8,7 +8,9 @@ synthetic data", PVLDB 2022, Algorithm 2 line 8) — Private→Public.
 `check_request(domain, candidates, estimates, weights, penalties)` validates
 everything from public values (before the charge); `em_budget(unit, eps=,
 rho=)` says which ε the mechanism runs with and what the ledger charges;
-`select_marginal(rows, request, eps, source)` returns the index of the chosen
+`scores(marginals, request)` computes every candidate's quality from its
+marginal counts (the table engine's GROUP BYs, before the charge) and
+`select_marginal(q, request, eps, source)` returns the index of the chosen
 candidate.  The quality of candidate r (an attribute tuple) is
 
     q_r(D) = w_r · (‖M_r(D) − est_r‖₁ − p_r),
@@ -48,15 +50,21 @@ M4. L_r − p_r is a multiple of 2⁻¹⁰ of magnitude ≤ 2³¹ (41 bits) and 
 So each q_r is the exact value of a function with sensitivity w_r ≤ Δ.  After
 the charge nothing raises or branches on the data: the clamps replace every
 check.  The output — a candidate index, i.e. an attribute tuple the client
-gave — is public.  Timing: every candidate's marginal is counted over every
-row (`tables.vectorize_rows`), whatever the data.
+gave — is public.  Engines (issue #28): the marginals are counted where the
+table lives (`engines.each_marginal`: one GROUP BY per batch of candidates on
+DuckDB and Spark), and only their nonzero cells come back; the scores are
+computed from them before the charge, so the engine work and its failures
+(`EngineError`) precede any spending.  Timing: the in-memory engine counts
+every candidate's marginal over every row (`tables.vectorize_rows`),
+whatever the data; DuckDB's and Spark's grouping grows with the rows a
+`where` selected (docs/engines.md).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -65,6 +73,7 @@ import numpy as np
 
 from ..domain import Domain, check_names
 from . import tables
+from .engines.base import Sparse
 from .ledger import check_epsilon, check_rho
 
 __all__ = [
@@ -95,6 +104,11 @@ class SelectionRequest:
     estimates: tuple[np.ndarray, ...]  # flat, on the grid 2⁻¹⁰, in [−K, K] (M1)
     weights: np.ndarray  # int64, 1..WEIGHT_MAX
     penalties: np.ndarray  # float64, on the grid, in [−K, K] (M1)
+
+    @property
+    def sets(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        """(columns, shapes): the marginals the scores read."""
+        return self.columns, self.shapes
 
     @property
     def sensitivity(self) -> float:
@@ -225,22 +239,30 @@ def em_budget(
     return e, charge
 
 
-def scores(rows: tables.Rows, request: SelectionRequest) -> np.ndarray:
-    """The exact qualities q_r = w_r·(min(‖clamp(M_r(D)) − est_r‖₁, K) − p_r) (M1–M4)."""
+def scores(marginals: Iterable[Sparse], request: SelectionRequest) -> np.ndarray:
+    """The exact qualities q_r = w_r·(min(‖clamp(M_r(D)) − est_r‖₁, K) − p_r) (M1–M4).
+
+    `marginals` yields each candidate's marginal counts in order, as its
+    nonzero cells (`engines.each_marginal`: the engine's GROUP BY; the
+    in-memory engine counts every row whatever the data).  The kernel
+    computes the scores *before* the charge: the engine work, and anything
+    it could raise, happens before anything is spent; the scores are then
+    a public-shaped array of finite numbers that nothing after the charge
+    can fail on."""
     out = np.empty(len(request.candidates))
-    for i, (cols, shape, est) in enumerate(
-        zip(request.columns, request.shapes, request.estimates, strict=True)
-    ):
-        counts = np.clip(tables.vectorize_rows(rows, cols, shape), 0.0, CLAMP)  # M2
+    found = iter(marginals)
+    for i, (shape, est) in enumerate(zip(request.shapes, request.estimates, strict=True)):
+        cells, nonzero = next(found)
+        counts = np.zeros(math.prod(shape))
+        counts[cells] = nonzero  # exact integers (< 2⁵³), as T-Vectorize's float64 counts
+        counts = np.clip(counts, 0.0, CLAMP)  # M2
         l1 = np.fmin(np.sum(np.abs(counts - est)), CLAMP)  # M3
         out[i] = float(request.weights[i]) * (l1 - request.penalties[i])  # M4
     return out
 
 
-def select_marginal(
-    rows: tables.Rows, request: SelectionRequest, eps: float, source: Any
-) -> int:
-    """Index of the candidate chosen with P(r) ∝ exp(ε·q_r/(2Δ)); ε-DP
-    (ε²/8-zCDP) in the table.  The caller has validated the request and ε."""
-    q = scores(rows, request)
+def select_marginal(q: np.ndarray, request: SelectionRequest, eps: float, source: Any) -> int:
+    """Index of the candidate chosen with P(r) ∝ exp(ε·q_r/(2Δ)) from the
+    scores `q` (`scores`); ε-DP (ε²/8-zCDP) in the table.  The caller has
+    validated the request and ε."""
     return int(source.exponential_mechanism(q, sensitivity=request.sensitivity, epsilon=eps))

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ...domain import Domain
-from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid
+from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid, each_marginal
 from .duckdb import DuckDBEngine, is_duckdb_url
 from .memory import MemoryEngine, open_frame
 from .spark import SparkEngine, is_spark_dataframe
@@ -34,6 +34,7 @@ __all__ = [
     "MemoryEngine",
     "SparkEngine",
     "TableEngine",
+    "each_marginal",
     "is_table_source",
     "open_table",
 ]

@@ -6,8 +6,10 @@ mask (`tables.Rows`), DuckDB's a lazily composed SQL relation over a file or
 a database table, Spark's a DataFrame. The kernel calls the engine for the
 table transformations of §5.1 (`where`, `select`, `group_by`, `split`) and for
 what the Private→Public operators read: `vectorize` (the cell counts of
-T-Vectorize), `count` (NoisyCount) and `codes` (the row codes PrivBayes's
-selection reads). Only counts and codes come back; every engine computes the
+T-Vectorize), `count` (NoisyCount) and `marginals` (the nonzero cells of
+several marginals at once: what PrivBayes's and MST/AIM's selections score,
+batched by `each_marginal`). Only counts come back (`codes`, the rows
+themselves, is there for tests); every engine computes the
 same function of the rows, so stabilities and accounting are the kernel's and
 do not depend on the engine (the engine decides nothing about privacy).
 
@@ -15,10 +17,11 @@ Why an engine failure is not a data-dependent exception after a charge.  The
 transformations (`where`, `select`, `group_by`, `split`) only compose a plan:
 they read no row, so they fail only on public facts (an attribute the public
 domain does not have). The work on rows happens in `vectorize`, `count` and
-`codes`, and the kernel runs each of them *before* the charge of the
+`marginals`, and the kernel runs each of them *before* the charge of the
 measurement that uses it (a vectorize is a Private transformation with no
-charge; NoisyCount and PrivBayes read the count or the codes first, then
-charge). So no engine work ever runs between a charge and its noisy answer.
+charge; NoisyCount reads the count first, PrivBayes and marginal selection
+compute every score they may need first, then charge). So no engine work
+ever runs between a charge and its noisy answer.
 The engines' SQL and DataFrame expressions are total on the rows they see —
 codes are checked against the public domain when the table is protected
 (on_invalid="error") or made valid row by row (drop/clamp), every cast is a
@@ -37,12 +40,31 @@ make it a failure of the data holder's configuration, not of the data.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["ON_INVALID", "EngineError", "TableEngine", "check_on_invalid", "guarded"]
+__all__ = [
+    "ON_INVALID",
+    "EngineError",
+    "Sparse",
+    "TableEngine",
+    "check_on_invalid",
+    "each_marginal",
+    "guarded",
+    "sparse_cells",
+]
+
+# A marginal's nonzero cells: (cell indices ascending, int64; their counts, int64 > 0)
+Sparse = tuple[np.ndarray, np.ndarray]
+
+# `each_marginal` asks an engine for this many marginals at most in one call,
+# and for fewer when their cells add up to more than _BATCH_CELLS (one engine
+# scan per batch; the results of one batch are held together).
+_BATCH_SETS = 32
+_BATCH_CELLS = 2**24
 
 # The policies for values outside the domain (and NULLs), as in Domain.clean:
 # "error" refuses them when the table is protected; "drop" removes the rows
@@ -113,6 +135,46 @@ class TableEngine(Protocol):
         """The number of rows."""
         ...
 
-    def codes(self, table: Any) -> np.ndarray:
-        """The rows' codes as an int64 matrix (rows × columns)."""
+    def marginals(
+        self, table: Any, column_sets: Sequence[tuple[int, ...]], shapes: Sequence[tuple[int, ...]]
+    ) -> list[Sparse]:
+        """For each column set, its marginal's nonzero cells (C order over the
+        set's columns as given, as `vectorize`): one scan where the engine can."""
         ...
+
+    def codes(self, table: Any) -> np.ndarray:
+        """The rows' codes as an int64 matrix (rows × columns; for tests)."""
+        ...
+
+
+def sparse_cells(cells: np.ndarray, counts: np.ndarray) -> Sparse:
+    """(cells ascending, counts) as int64, zero counts left out."""
+    cells = np.asarray(cells, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    keep = counts > 0
+    cells, counts = cells[keep], counts[keep]
+    order = np.argsort(cells, kind="stable")
+    return cells[order], counts[order]
+
+
+def each_marginal(
+    engine: TableEngine,
+    table: Any,
+    column_sets: Sequence[tuple[int, ...]],
+    shapes: Sequence[tuple[int, ...]],
+) -> Iterator[Sparse]:
+    """The marginals of `column_sets`, in order, asked of the engine in
+    batches (a GROUP BY per batch where the engine allows; a batch's size is
+    decided from the public shapes only). Runs engine work: the kernel calls
+    it before the charge of the measurement that uses it."""
+    start = 0
+    while start < len(column_sets):
+        stop, cells = start, 0
+        while stop < len(column_sets) and stop - start < _BATCH_SETS:
+            size = math.prod(shapes[stop])
+            if stop > start and cells + size > _BATCH_CELLS:
+                break
+            cells += size
+            stop += 1
+        yield from engine.marginals(table, column_sets[start:stop], shapes[start:stop])
+        start = stop

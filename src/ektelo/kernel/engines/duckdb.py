@@ -66,7 +66,7 @@ import numpy as np
 
 from ...domain import Attribute, Domain, DomainValueError
 from . import codes as cd
-from .base import check_on_invalid, guarded
+from .base import Sparse, check_on_invalid, guarded, sparse_cells
 
 __all__ = ["DuckDBEngine", "Relation", "is_duckdb_url", "quote"]
 
@@ -370,6 +370,44 @@ class DuckDBEngine:
         x = np.zeros(n)
         x[np.asarray(cells[kept], dtype=np.int64)] = np.asarray(found["n"], np.float64)[kept]
         return x
+
+    def marginals(
+        self,
+        table: Relation,
+        column_sets: Sequence[tuple[int, ...]],
+        shapes: Sequence[tuple[int, ...]],
+    ) -> list[Sparse]:
+        """One scan for all the sets: GROUP BY GROUPING SETS, each set with
+        `ok` (rows with an invalid value are grouped apart and left out, as
+        in `vectorize`); `GROUPING(...)` tells the sets' rows apart."""
+        if not column_sets:
+            return []
+        keys = sorted({frozenset(c) for c in column_sets}, key=sorted)
+        used = sorted(set().union(*keys))
+        if len(used) > 60:  # GROUPING()'s bitmask: one set per query instead
+            return [m for c, s in zip(column_sets, shapes, strict=True)
+                    for m in self.marginals(table, [c], [s])]  # fmt: skip
+        names = [f"c{j}" for j in used]
+        sets = ", ".join("(" + ", ".join(["ok", *(f"c{j}" for j in sorted(k))]) + ")" for k in keys)
+        grouping = f"GROUPING({', '.join(names)})" if names else "0"
+        sql = (
+            f"SELECT {grouping} AS g, {', '.join([*names, 'ok'])}, count(*) AS n "
+            f"FROM ({table.sql}) AS t GROUP BY GROUPING SETS ({sets})"
+        )
+        found = self._run("marginals", sql, table.params).fetchnumpy()
+        g = np.asarray(found["g"], dtype=np.int64)
+        ok = np.ma.getdata(found["ok"]).astype(bool) & ~np.ma.getmaskarray(found["ok"])
+        n = np.asarray(found["n"], dtype=np.int64)
+        out = []
+        for columns, shape in zip(column_sets, shapes, strict=True):
+            # GROUPING's bit for a key is 1 when the set does not group by it (first key highest)
+            bits = sum(1 << (len(used) - 1 - i) for i, j in enumerate(used) if j not in columns)
+            rows = (g == bits) & ok
+            cell = np.zeros(int(rows.sum()), dtype=np.int64)
+            for j, size in zip(columns, shape, strict=True):
+                cell = cell * size + np.ma.getdata(found[f"c{j}"])[rows].astype(np.int64)
+            out.append(sparse_cells(cell, n[rows]))
+        return out
 
     def count(self, table: Relation) -> int:
         sql = f"SELECT count(*) FILTER (WHERE ok) FROM ({table.sql}) AS t"

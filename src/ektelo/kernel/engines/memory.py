@@ -17,6 +17,7 @@ nearest value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ import pandas as pd
 from ...domain import Domain
 from .. import tables
 from ..predicates import compile_predicate
-from .base import check_on_invalid
+from .base import Sparse, check_on_invalid, sparse_cells
 
 __all__ = ["MemoryEngine", "open_frame"]
 
@@ -57,6 +58,28 @@ class MemoryEngine:
 
     def count(self, table: tables.Rows) -> int:
         return table.count()
+
+    def marginals(
+        self,
+        table: tables.Rows,
+        column_sets: Sequence[tuple[int, ...]],
+        shapes: Sequence[tuple[int, ...]],
+    ) -> list[Sparse]:
+        out = []
+        for columns, shape in zip(column_sets, shapes, strict=True):
+            if not columns:
+                out.append(sparse_cells(np.zeros(1), np.array([table.count()])))
+            elif math.prod(shape) <= tables.MAX_CELLS:  # dense: the same work whatever the mask
+                x = tables.vectorize_rows(table, columns, shape)
+                cells = np.flatnonzero(x)
+                out.append(sparse_cells(cells, x[cells]))
+            else:  # larger (PrivBayes's joint codes only): work grows with the rows selected
+                rows = table.selected()
+                flat = np.zeros(rows.shape[0], dtype=np.int64)
+                for j, size in zip(columns, shape, strict=True):
+                    flat = flat * size + rows[:, j]
+                out.append(sparse_cells(*np.unique(flat, return_counts=True)))
+        return out
 
     def codes(self, table: tables.Rows) -> np.ndarray:
         return np.array(table.selected(), dtype=np.int64, copy=True)

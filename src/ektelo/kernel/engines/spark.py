@@ -35,7 +35,7 @@ import numpy as np
 
 from ...domain import Attribute, Domain, DomainValueError
 from . import codes as cd
-from .base import check_on_invalid, guarded
+from .base import Sparse, check_on_invalid, guarded, sparse_cells
 
 __all__ = ["SparkEngine", "is_spark_dataframe"]
 
@@ -197,6 +197,30 @@ class SparkEngine:
             cells = np.array([r[0] for r in found], dtype=np.int64)
             x[cells] = np.array([r[1] for r in found], dtype=np.float64)
         return x
+
+    def marginals(
+        self, table: Any, column_sets: Sequence[tuple[int, ...]],
+        shapes: Sequence[tuple[int, ...]],
+    ) -> list[Sparse]:  # fmt: skip
+        """One job for all the sets: each row becomes one (set, cell) pair per
+        set (`explode`), counted by one groupBy."""
+        from pyspark.sql import functions as sf
+
+        if not column_sets:
+            return []
+        pairs = []
+        for i, (columns, shape) in enumerate(zip(column_sets, shapes, strict=True)):
+            cell = sf.lit(0).cast("long")
+            for j, size in zip(columns, shape, strict=True):
+                cell = cell * sf.lit(int(size)).cast("long") + sf.col(f"c{j}")
+            pairs.append(sf.struct(sf.lit(i).alias("s"), cell.alias("cell")))
+        exploded = table.select(sf.explode(sf.array(*pairs)).alias("p"))
+        counts = exploded.groupBy("p.s", "p.cell").count()
+        found = guarded(self.name, "marginals", counts.collect)
+        s = np.array([r[0] for r in found], dtype=np.int64)
+        cells = np.array([r[1] for r in found], dtype=np.int64)
+        n = np.array([r[2] for r in found], dtype=np.int64)
+        return [sparse_cells(cells[s == i], n[s == i]) for i in range(len(column_sets))]
 
     def count(self, table: Any) -> int:
         return int(guarded(self.name, "count", table.count))
