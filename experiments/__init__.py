@@ -1,6 +1,7 @@
 """The paper's experiments (εktelo §10), reproducible from the repository root:
 `python -m experiments <name> [--out DIR] [--trials N] [--quick] [--data-dir DIR]`
-(dpbench also takes `--only ALGO[,ALGO]` and `--dims 1|2` to run a subset).
+(dpbench also takes `--only ALGO[,ALGO]` and `--dims 1|2` to run a subset;
+planner takes `--dims`, `--shares S[,S]` and `--write-table`).
 They are not part of the installed library: they use ektelo's public API and
 need its `experiments` extra (matplotlib, threadpoolctl).
 
@@ -29,6 +30,7 @@ _MODULES = {
     "inference-scalability": "inference_scalability",
     "workload-reduction": "workload_reduction",
     "dpbench": "dpbench",
+    "planner": "planner_regret",
 }
 
 

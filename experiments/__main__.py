@@ -23,7 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trials", type=int, default=None, help="number of trials")
     parser.add_argument("--quick", action="store_true", help="reduced version (minutes)")
     parser.add_argument("--only", help="dpbench: run only these algorithms (ALGO[,ALGO])")
-    parser.add_argument("--dims", type=int, choices=(1, 2), help="dpbench: only 1-D or 2-D")
+    parser.add_argument("--dims", type=int, choices=(1, 2),
+                        help="dpbench, planner: only 1-D or 2-D")
+    parser.add_argument("--shares", help="planner: the feature shares of ε to try (S[,S]; "
+                        "default 0.05,0.1,0.02)")
+    parser.add_argument("--write-table", action="store_true",
+                        help="planner: write src/ektelo/planner/table.json trained on all "
+                        "datasets")
     parser.add_argument(
         "--data-dir",
         help="benchmark data directory holding dpbench/, adult/, credit/ (default: "
@@ -38,6 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_data_dir(args.data_dir)
     only = None if args.only is None else tuple(a for a in args.only.split(",") if a.strip())
     try:
+        shares = None if args.shares is None else tuple(
+            float(s) for s in args.shares.split(",") if s.strip())
+    except ValueError:
+        print(f"experiments: error: --shares must be numbers like 0.05,0.1, got {args.shares!r}",
+              file=sys.stderr)
+        return 2
+    try:
         run(
             args.name,
             out=Path(args.out),
@@ -45,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             quick=args.quick,
             only=only,
             dims=args.dims,
+            shares=shares,
+            write_table=True if args.write_table else None,
         )
     except KeyboardInterrupt:
         print("experiments: interrupted", file=sys.stderr)

@@ -1,0 +1,430 @@
+"""planner: train the planner's decision table on DPBench and measure its
+regret honestly (issue 29; DPBench = Hay et al., SIGMOD 2016; the learned
+choice follows Pythia, Kotsogiannis et al., SIGMOD 2017).
+
+`python -m experiments planner [--quick] [--write-table] [--shares 0.05,0.1]`:
+
+1. the grid (`planner_grid`): every candidate's error per (setting,
+   dataset, scale, ε, seed) at the full ε and at (1 − share)·ε, resumed
+   from ``experiments/results/planner_grid_*.csv.gz``;
+2. best in hindsight: per (setting, dataset, scale, ε) the plan with the
+   lowest mean error over seeds at the full ε;
+3. training (`planner_train`): per share, features measured by the
+   runtime's `measure_features` at share·ε, one tree per group;
+   leave-one-dataset-out regret simulated from the grid picks the share;
+4. evaluation: leave-one-dataset-out with the chosen share — for each
+   held-out dataset, `plans.run("auto", x, W, ε, kind=..., table=<the
+   table trained without it>)` per (scale, ε, seed) (features at share·ε,
+   the plan at the rest, exactly ε in all); regret = mean error of auto /
+   mean error of the best plan in hindsight at the full ε;
+5. the tables: per group × ε and per group × scale, the geometric mean and
+   90th percentile of auto's regret, the fixed choices' geometric-mean
+   regrets (always-HB, -AG, -QuadTree, today's rules `choose_plan`, Tier 0
+   alone) and auto's win rate against each; `--write-table` trains on every
+   dataset and writes ``src/ektelo/planner/table.json``.
+
+Auto's runs are cached too (``experiments/results/planner_auto.csv.gz``,
+keyed by the tree's JSON), so re-running the command costs only what
+changed. Results: docs/planner_regret.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import planner_grid as pg
+from . import planner_train as pt
+from .common import experiment, one_blas_thread, progress, require_shared
+
+__all__ = ["FIXED", "regret_table", "run_experiment", "summarise"]
+
+NAME = "planner"
+SHARES = (0.05, 0.1, 0.02)
+TABLE_PATH = Path(__file__).resolve().parents[1] / "src" / "ektelo" / "planner" / "table.json"
+TARGET = 1.2
+# The fixed choices compared with auto (plan, label); "rules" and "tier0"
+# are resolved per group/ε (`_fixed_plan`).
+FIXED = (("hb", "HB"), ("adaptive_grid", "AG"), ("quadtree", "QuadTree"),
+         ("rules", "rules"), ("tier0", "Tier0"))
+MIN_LEAF_SHARE = 0.03  # a leaf holds ≥ 3% of a group's training cases
+
+
+# -- regret arithmetic -----------------------------------------------------------------
+def gmean(values: Any) -> float:
+    v = np.asarray(values, dtype=float)
+    return float(np.exp(np.mean(np.log(v)))) if v.size else math.nan
+
+
+def regret_table(auto: pd.DataFrame, full: pd.DataFrame, fixed: dict[str, dict[tuple[str, float],
+                 str]]) -> pd.DataFrame:
+    """One row per (group, dataset, scale, ε): auto's mean error over seeds
+    (`auto` has per-seed rows with column "error"), the best plan in
+    hindsight at the full ε (`full`: per-seed grid errors), auto's regret =
+    the ratio of the two, and per fixed choice (label → {(group, ε): plan})
+    its mean error and regret."""
+    best = pt.best_in_hindsight(full)
+    means = pt.mean_errors(full)
+    auto_mean = auto.groupby(pt.CASE_KEYS)["error"].mean()
+    rows = best.join(auto_mean.rename("auto_error"), how="inner").reset_index()
+    rows["regret"] = rows["auto_error"] / rows["best_error"]
+    for label, plan_of in fixed.items():
+        err = []
+        for r in rows.itertuples(index=False):
+            plan = plan_of.get((r.group, float(r.eps)))
+            key = (r.group, r.dataset, r.scale, r.eps)
+            err.append(math.nan if plan is None or plan not in means.columns
+                       else float(means.loc[key, plan]))
+        rows[f"{label}_error"] = err
+        rows[f"{label}_regret"] = rows[f"{label}_error"] / rows["best_error"]
+    return rows
+
+
+def summarise(rows: pd.DataFrame, by: list[str], labels: list[str]) -> pd.DataFrame:
+    """Per group of `by`: cases, auto's geometric-mean and 90th-percentile
+    regret, each fixed choice's geometric-mean regret and auto's win rate
+    against it (the share of cases where auto's mean error is lower)."""
+    out = []
+    for key, g in rows.groupby(by, sort=True):
+        rec = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        rec.update(cases=len(g), auto_gmean=gmean(g["regret"]),
+                   auto_p90=float(np.percentile(g["regret"], 90)))
+        for label in labels:
+            fx = g[f"{label}_regret"].to_numpy(dtype=float)
+            if np.all(np.isnan(fx)):
+                continue
+            ok = ~np.isnan(fx)
+            rec[f"{label}_gmean"] = gmean(fx[ok])
+            rec[f"win_vs_{label}"] = float(np.mean(
+                g["auto_error"].to_numpy()[ok] < g[f"{label}_error"].to_numpy()[ok]))
+        rec["met"] = bool(rec["auto_gmean"] <= TARGET and all(
+            rec["auto_gmean"] < v for k, v in rec.items() if k.endswith("_gmean")
+            and k != "auto_gmean"))
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+# -- fixed choices ----------------------------------------------------------------------
+def _fixed_plans(grid: pg.Grid, tier0: dict[tuple[str, float], str]) -> dict[
+        str, dict[tuple[str, float], str]]:
+    from ektelo.planner import choose_plan
+
+    out: dict[str, dict[tuple[str, float], str]] = {}
+    for plan, label in FIXED:
+        out[label] = {}
+        for group in grid.groups:
+            shape = (4096,) if pg.GROUP_DIMS[group] == 1 else (256, 256)
+            for eps in grid.epsilons:
+                if plan == "rules":
+                    out[label][(group, eps)] = choose_plan(pg.GROUP_KIND[group], shape)[0]
+                elif plan == "tier0":
+                    out[label][(group, eps)] = tier0[(group, eps)]
+                elif plan in grid.plans_for(group):
+                    out[label][(group, eps)] = plan
+    return out
+
+
+# -- features and training ------------------------------------------------------------------
+def case_features(grid: pg.Grid, share: float) -> pd.DataFrame:
+    """Every case's named features at `share` (cheap: one measurement each)."""
+    rows = []
+    cases = [(g, d, s, e, t) for g in grid.groups
+             for d in _names(grid, g) for s in grid.scales for e in grid.epsilons
+             for t in range(grid.seeds)]
+    for g, d, s, e, t in progress(cases, f"features share={share:g}"):
+        rows.append({"group": g, "dataset": d, "scale": s, "eps": e, "seed": t,
+                     **pt.measure_case_features(g, d, s, e, t, share)})
+    return pd.DataFrame(rows)
+
+
+def _names(grid: pg.Grid, group: str) -> tuple[str, ...]:
+    every = tuple(sorted(pg.datasets(pg.GROUP_DIMS[group])))
+    return every if grid.datasets is None else tuple(d for d in every if d in grid.datasets)
+
+
+def _train(cases: pt.Cases) -> dict[str, Any]:
+    min_leaf = max(2, int(MIN_LEAF_SHARE * len(cases.cost)))
+    return pt.fit_tree(cases, min_leaf=min_leaf)
+
+
+def loo_trees(cases: pt.Cases) -> dict[str, dict[str, Any]]:
+    """Per held-out dataset: the tree trained on the others."""
+    names = sorted(set(cases.keys["dataset"]))
+    return {d: _train(cases.subset((cases.keys["dataset"] != d).to_numpy())) for d in names}
+
+
+def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd.DataFrame,
+                     best: pd.DataFrame, tier0: dict[tuple[str, float], str]) -> pd.Series:
+    """Leave-one-dataset-out regret from the grid: each held-out case's
+    choice (by its own noisy features) priced by that plan's error at the
+    same seed and (1 − share)·ε; per (group, dataset, scale, ε) the mean
+    over seeds / the best in hindsight."""
+    per_seed = part.set_index([*pt.CASE_KEYS, "seed", "plan"])["error"]
+    chosen = []
+    for d, tree in trees.items():
+        mask = (cases.keys["dataset"] == d).to_numpy()
+        sub = cases.subset(mask)
+        for key, choice in zip(sub.keys.itertuples(index=False),
+                               pt.predict(tree, sub.names, sub.values), strict=True):
+            plan = tier0[(key.group, float(key.eps))] if choice == pt.TIER0 else choice
+            err = per_seed.get((key.group, key.dataset, key.scale, key.eps, key.seed, plan),
+                               math.nan)
+            chosen.append((key.group, key.dataset, key.scale, key.eps, float(err)))
+    frame = pd.DataFrame(chosen, columns=[*pt.CASE_KEYS, "error"])
+    mean = frame.groupby(pt.CASE_KEYS)["error"].mean()
+    return (mean / best["best_error"].reindex(mean.index)).rename("regret")
+
+
+# -- auto's runs ------------------------------------------------------------------------------
+AUTO_COLUMNS = ("tree", "group", "dataset", "scale", "eps", "seed", "share", "error", "spent")
+
+
+def _tree_key(tree: dict[str, Any], share: float) -> str:
+    text = json.dumps({"tree": tree, "share": share}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: float,
+             cache: Path) -> pd.DataFrame:
+    """Auto's error per (group, held-out dataset, scale, ε, seed), running
+    `plans.run("auto", ...)` with the table trained without that dataset."""
+    import ektelo
+    from ektelo import plans
+    from ektelo.planner import DecisionTable
+
+    done = _load_auto(cache)
+    have = {(r.tree, r.group, r.dataset, r.scale, round(r.eps, 6), r.seed)
+            for r in done.itertuples(index=False)}
+    jobs = []
+    for group, per in trees.items():
+        for dataset, tree in per.items():
+            key = _tree_key(tree, share)
+            for scale in grid.scales:
+                for eps in grid.epsilons:
+                    for seed in range(grid.seeds):
+                        if (key, group, dataset, scale, round(eps, 6), seed) not in have:
+                            jobs.append((key, group, dataset, tree, scale, eps, seed))
+    rows: list[dict[str, Any]] = []
+    last = time.perf_counter()
+    with one_blas_thread():
+        for i, (key, group, dataset, tree, scale, eps, seed) in enumerate(
+                progress(jobs, f"auto share={share:g}"), 1):
+            table = DecisionTable.from_dict({"version": 1, "share": share, "trees": {group: tree},
+                                             "trained_on": f"DPBench without {dataset}"})
+            x = pg.dataset_vector(pg.GROUP_DIMS[group], dataset, scale, seed)
+            W = pg.workload_for(group)
+            noise = zlib.crc32(f"auto|{group}|{dataset}|{scale}|{eps}|{seed}|{share}".encode())
+            X = ektelo.protect(x, epsilon=eps, seed=noise)
+            x_hat = plans.run("auto", X, W, eps, kind=pg.GROUP_KIND[group], table=table)
+            flat = x.reshape(-1).astype(np.float64)
+            diff = W.matvec(flat) - W.matvec(np.asarray(x_hat, dtype=np.float64).reshape(-1))
+            err = float(np.linalg.norm(diff) / (W.shape[0] * flat.sum()))
+            rows.append(dict(zip(AUTO_COLUMNS, (key, group, dataset, scale, eps, seed, share,
+                                                err, float(X.budget.spent)), strict=True)))
+            if time.perf_counter() - last > 20 or i == len(jobs):
+                _append_auto(cache, rows)
+                rows = []
+                last = time.perf_counter()
+    table_rows = _load_auto(cache)
+    wanted = {(_tree_key(t, share), g, d) for g, per in trees.items() for d, t in per.items()}
+    keep = [(r.tree, r.group, r.dataset) in wanted for r in table_rows.itertuples(index=False)]
+    got = table_rows[keep]
+    got = got[got["scale"].isin(grid.scales) & got["eps"].isin(grid.epsilons)
+              & (got["seed"] < grid.seeds)]
+    bad = got[~np.isclose(got["spent"], got["eps"], rtol=1e-9)]
+    if len(bad):
+        raise RuntimeError(f"auto spent other than ε in {len(bad)} runs, e.g. "
+                           f"{bad.iloc[0].to_dict()}")
+    return got.reset_index(drop=True)
+
+
+def _load_auto(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame({c: [] for c in AUTO_COLUMNS})
+    with gzip.open(path, "rt") as fh:
+        return pd.read_csv(fh, dtype={"scale": str, "dataset": str, "tree": str})
+
+
+def _append_auto(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    buf = io.StringIO()
+    pd.DataFrame(rows, columns=list(AUTO_COLUMNS)).to_csv(
+        buf, index=False, header=not path.exists(), float_format="%.6g")
+    with gzip.open(path, "at") as fh:
+        fh.write(buf.getvalue())
+
+
+# -- the experiment ----------------------------------------------------------------------------
+def _tier0_plans(grid: pg.Grid) -> dict[tuple[str, float], str]:
+    return {(g, e): pt.tier0_plan(g, e) for g in grid.groups for e in grid.epsilons}
+
+
+def _check_coverage(errors: pd.DataFrame, grid: pg.Grid, what: str) -> None:
+    """Every (case, seed, plan) of `grid` must be in `errors`: say what is missing."""
+    expected = sum(len(_names(grid, g)) * len(grid.plans_for(g)) for g in grid.groups)
+    expected *= len(grid.scales) * len(grid.epsilons) * grid.seeds
+    if len(errors) < expected:
+        raise RuntimeError(f"the grid {what} has {len(errors)} of {expected} errors: run the "
+                           "grid first (python -m experiments.planner_grid)")
+
+
+def run_experiment(out: Path, quick: bool = False, dims: int | None = None,
+                   shares: tuple[float, ...] | None = None,
+                   write_table: bool = False) -> pd.DataFrame:
+    """The whole pipeline (module docstring); returns the per-case regret rows."""
+    require_shared("dpbench")
+    started = time.perf_counter()
+    shares = shares or ((0.05,) if quick else SHARES)
+    if any(not 0 < s < 1 for s in shares):
+        raise ValueError(f"shares must lie strictly between 0 and 1, got {shares}")
+    factors = (1.0, *(round(1 - s, 6) for s in shares))
+    grid = pg.grid_for_dims(dims, factors, quick)
+    tier0 = _tier0_plans(grid)
+    extra: dict[int, tuple[str, ...]] = {}
+    for (g, _), plan in tier0.items():
+        extra[pg.GROUP_DIMS[g]] = (*extra.get(pg.GROUP_DIMS[g], ()), plan)
+    grid = grid.with_plans(extra)
+    folder = out if quick else pg.RESULTS
+    print(f"planner: {pg.describe(grid)}", flush=True)
+    rows = pg.run_grid(grid, folder, log=sys.stderr)
+    full = pg.scaled_errors(rows, grid, 1.0)
+    _check_coverage(full, grid, "at the full ε")
+    best = pt.best_in_hindsight(full)
+
+    # training: per share, simulated leave-one-dataset-out regret
+    trained: dict[float, tuple[dict[str, pt.Cases], dict[str, dict[str, dict[str, Any]]]]] = {}
+    sim = []
+    for share in shares:
+        part = pg.scaled_errors(rows, grid, round(1 - share, 6))
+        _check_coverage(part, grid, f"at (1 - {share:g})ε")
+        feats = case_features(grid, share)
+        t0 = {g: {e: p for (gg, e), p in tier0.items() if gg == g} for g in grid.groups}
+        cases = {g: pt.build_cases(g, feats, part, full, t0[g]) for g in grid.groups}
+        trees = {g: loo_trees(cases[g]) for g in grid.groups}
+        trained[share] = (cases, trees)
+        for g in grid.groups:
+            r = simulated_regret(cases[g], trees[g], part, best, tier0)
+            sim.append({"share": share, "group": g, "sim_gmean": gmean(r),
+                        "sim_p90": float(np.percentile(r, 90))})
+    sim_table = pd.DataFrame(sim)
+    overall = sim_table.groupby("share")["sim_gmean"].apply(lambda v: gmean(v))
+    share = float(overall.idxmin())
+    print("\nleave-one-dataset-out regret simulated from the grid (features measured, plan "
+          "errors at (1-share)ε from the grid):")
+    print(sim_table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"chosen share: {share:g}\n", flush=True)
+
+    # evaluation: plans.run("auto", ...) with the held-out table
+    cases, trees = trained[share]
+    auto = run_auto(grid, trees, share, folder / "planner_auto.csv.gz")
+    fixed = _fixed_plans(grid, tier0)
+    table = regret_table(auto, full, fixed)
+    labels = [label for label in fixed if table[f"{label}_regret"].notna().any()]
+    by_eps = summarise(table, ["group", "eps"], labels)
+    by_scale = summarise(table, ["group", "scale"], labels)
+    by_group = summarise(table, ["group"], labels)
+    _print_tables(by_eps, by_scale, by_group, trees, tier0, fixed)
+    table.to_csv(out / f"{NAME}.csv", index=False)
+    by_eps.to_csv(out / f"{NAME}_by_eps.csv", index=False)
+    by_scale.to_csv(out / f"{NAME}_by_scale.csv", index=False)
+    sim_table.to_csv(out / f"{NAME}_shares.csv", index=False)
+    _plot(out, table)
+
+    if write_table:
+        full_trees = {g: _train(cases[g]) for g in grid.groups}
+        _write_table(full_trees, share, grid, TABLE_PATH)
+    print(f"total wall time {time.perf_counter() - started:.0f} s; wrote {out / (NAME + '.csv')}")
+    return table
+
+
+def _write_table(trees: dict[str, dict[str, Any]], share: float, grid: pg.Grid,
+                 path: Path) -> None:
+    from ektelo.planner import DecisionTable
+
+    trained_on = (f"DPBench (Hay et al. 2016), all datasets: {pg.describe(grid)}; "
+                  f"cost = log regret at (1-share)ε vs the best plan in hindsight at ε; "
+                  f"python -m experiments planner --write-table")
+    table = DecisionTable.from_dict({"version": 1, "share": share, "trees": trees,
+                                     "trained_on": trained_on})
+    table.save(path)
+    DecisionTable.load(path)  # what the package will read
+    print(f"wrote {path}")
+
+
+def _fmt(frame: pd.DataFrame) -> str:
+    shown = frame.copy()
+    for c in shown.columns:
+        if c.startswith("win_vs_"):
+            shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{100 * v:.0f}%")
+        elif shown[c].dtype == float and c != "eps":
+            shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
+    return str(shown.to_string(index=False))
+
+
+def _print_tables(by_eps: pd.DataFrame, by_scale: pd.DataFrame, by_group: pd.DataFrame,
+                  trees: dict[str, dict[str, dict[str, Any]]],
+                  tier0: dict[tuple[str, float], str],
+                  fixed: dict[str, dict[tuple[str, float], str]]) -> None:
+    with pd.option_context("display.width", 220, "display.max_columns", 40):
+        print("regret of auto (leave-one-dataset-out, plans.run('auto')) by group × ε:")
+        print(_fmt(by_eps))
+        print("\nby group × scale:")
+        print(_fmt(by_scale))
+        print("\nby group:")
+        print(_fmt(by_group))
+    print("\nfixed choices:", "; ".join(
+        f"{label}: " + ",".join(sorted({f"{g}={p}" for (g, _), p in m.items()}))
+        for label, m in fixed.items()))
+    print("Tier 0:", ", ".join(f"{g} ε={e:g}: {p}" for (g, e), p in sorted(tier0.items())))
+    for g, per in trees.items():
+        for d, tree in per.items():
+            print(f"tree {g} without {d}: {json.dumps(tree)}")
+    print(f"target: geometric-mean regret ≤ {TARGET} and below every fixed choice ('met')")
+
+
+def _plot(out: Path, table: pd.DataFrame) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted(set(table["group"]))
+    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4.5), squeeze=False)
+    for ax, g in zip(axes[0], groups, strict=True):
+        sub = table[table["group"] == g]
+        for col, label in (("regret", "auto"), ("HB_regret", "HB"), ("rules_regret", "rules"),
+                           ("Tier0_regret", "Tier 0")):
+            if col in sub and sub[col].notna().any():
+                v = np.sort(sub[col].to_numpy(dtype=float))
+                ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label)
+        ax.axvline(TARGET, color="0.5", ls="--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_title(g)
+        ax.set_xlabel("regret (error / best in hindsight)")
+        ax.set_ylabel("fraction of cases ≤")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / f"{NAME}.png", dpi=120)
+    plt.close(fig)
+
+
+@experiment(NAME, options=("dims", "shares", "write_table"))
+def run(out: Path, trials: int | None, quick: bool, dims: int | None = None,
+        shares: tuple[float, ...] | None = None, write_table: bool = False) -> pd.DataFrame:
+    """The planner experiment (see the module docstring); `trials` is not
+    used (the grid's seeds are fixed at 5, 2 in the quick run)."""
+    if trials is not None:
+        raise ValueError("planner takes no --trials (5 seeds; 2 with --quick)")
+    return run_experiment(out, quick, dims, shares, write_table)
