@@ -29,6 +29,7 @@ from .data_independent import (
 from .mst import mst
 from .mwem import mwem, mwem_b, mwem_c, mwem_d
 from .naive_bayes import nb_select_ls, nb_workload, nb_workload_ls
+from .pgm import hdmm_pgm, privbayes_pgm
 from .privbayes import privbayes, privbayes_ls
 from .registry import PlanInfo, get, mechanism_plans, names, register, register_variant, run
 from .striped import dawa_striped, hb_striped, hb_striped_kron
@@ -52,6 +53,7 @@ __all__ = [
     "hb_striped",
     "hb_striped_kron",
     "hdmm",
+    "hdmm_pgm",
     "identity",
     "mechanism_plans",
     "mst",
@@ -65,6 +67,7 @@ __all__ = [
     "nb_workload_ls",
     "privbayes",
     "privbayes_ls",
+    "privbayes_pgm",
     "privelet",
     "quadtree",
     "register",
