@@ -16,17 +16,18 @@ facts and, optionally, a little honest budget.
 
 from __future__ import annotations
 
+from .auto import auto_plan, infer_kind, plan_auto, tier0_best
 from .features import FEATURE_NAMES, KINDS, Features, coarse_partition, measure_features
 from .rules import (
     DATA_DEPENDENT_MIN_CELLS,
     RANGE_KINDS,
     Candidate,
     Choice,
-    auto_plan,
     candidates,
     choose_plan,
 )
 from .table import GROUPS, TIER0, DecisionTable, default_table, group_of
+from .tier0 import Price, price, rank
 
 __all__ = [
     "DATA_DEPENDENT_MIN_CELLS",
@@ -39,11 +40,17 @@ __all__ = [
     "Choice",
     "DecisionTable",
     "Features",
+    "Price",
     "auto_plan",
     "candidates",
     "choose_plan",
     "coarse_partition",
     "default_table",
     "group_of",
+    "infer_kind",
     "measure_features",
+    "plan_auto",
+    "price",
+    "rank",
+    "tier0_best",
 ]
