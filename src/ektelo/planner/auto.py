@@ -1,0 +1,277 @@
+"""The planner's choice (issue #29): `auto_plan` (public facts only, free)
+and `plan_auto` (Tier 0, then Tier 1 with a little honest budget), which is
+also the registered plan "auto".
+
+`plan_auto(x, W, eps, kind=...)`:
+
+* Tier 0 (free): every data-independent candidate ranked by its expected
+  error (`planner.tier0`: exact where the matrix mechanism's closed form is
+  reachable, else a data-free Monte-Carlo estimate; Li et al., VLDB J. 2015).
+* Tier 1: when the decision table (given, else the shipped `table.json`) has
+  a tree for the workload's group, the noisy features are bought with
+  share·ε (`measure_features`, one Laplace measurement through the kernel)
+  and the tree is walked (Pythia, Kotsogiannis et al., SIGMOD 2017): a leaf
+  "tier0" runs Tier 0's best, a named leaf runs that plan, with (1 − share)·ε.
+  No tree (marginals, 3-D, zCDP, no table): no features, all of ε (or ρ)
+  to Tier 0's best.
+
+Either way exactly ε (or ρ) is spent in all, every argument is checked
+before the first charge, and the `Choice` records the ranking, the
+features, the path taken and the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..budget import ZCDP, PureDP
+from ..kernel import ProtectedVector
+from ..plans.budget import split
+from ..plans.registry import get, register
+from ..plans.registry import run as run_plan
+from .features import KINDS, check_kind, measure_features
+from .rules import DATA_DEPENDENT_MIN_CELLS, SIMPLEST_FIRST, Candidate, Choice, choose_plan
+from .table import TIER0, DecisionTable, default_table, group_of
+from .tier0 import rank
+
+__all__ = ["auto", "auto_plan", "infer_kind", "plan_auto", "tier0_best"]
+
+# Candidates whose expected error is within this factor of the best count as
+# ties, broken by the order of `candidates` (simplest first).
+_TIE = 1.01
+
+
+def infer_kind(W: Any, shape: tuple[int, ...]) -> str:
+    """The workload kind from W's public structure: a `Prefix` is "prefix",
+    `RangeQueries` "ranges", an `Identity` "identity"; anything else needs
+    kind= (a clear error)."""
+    from ..matrix import Identity, Prefix, RangeQueries
+
+    if isinstance(W, Prefix):
+        return "prefix"
+    if isinstance(W, RangeQueries) and not W.transposed:
+        return "ranges"
+    if isinstance(W, Identity):
+        return "identity"
+    raise ValueError(f"cannot tell the workload's kind from a {type(W).__name__} over "
+                     f"{shape}: pass kind= (one of {', '.join(KINDS)})")
+
+
+def tier0_best(ranked: tuple[Candidate, ...]) -> Candidate | None:
+    """Tier 0's choice: the lowest expected RMSE, ties (within 1%) to the
+    simplest candidate; None when nothing is priced."""
+    priced = [c for c in ranked if c.rmse is not None]
+    if not priced:
+        return None
+    best = min(c.rmse for c in priced if c.rmse is not None)
+    order = {name: i for i, name in enumerate(SIMPLEST_FIRST)}
+    ties = [c for c in priced if c.rmse is not None and c.rmse <= best * _TIE]
+    return min(ties, key=lambda c: (order.get(c.plan, len(order)), c.rmse or 0.0))
+
+
+def _describe(c: Candidate, unit: str) -> str:
+    how = "Monte-Carlo" if c.method == "monte-carlo" else "exact"
+    return f"±{c.rmse:.3g} per query ({how} RMSE at this {unit})"
+
+
+def _tier0_why(ranked: tuple[Candidate, ...], best: Candidate, unit: str) -> str:
+    why = f"lowest expected error: {_describe(best, unit)}"
+    runner = [c for c in ranked if c.plan != best.plan and c.rmse is not None]
+    if runner and runner[0].rmse is not None:
+        why += f"; next {runner[0].plan} ±{runner[0].rmse:.3g}"
+    return why
+
+
+def auto_plan(
+    W: Any,
+    kind: str,
+    shape: Any,
+    *,
+    eps: float | None = None,
+    rho: float | None = None,
+    mc_seeds: int | None = None,
+) -> Choice:
+    """The plan for workload `W` (an EMatrix over a domain of `shape`, a
+    workload spec's `kind`) at `eps` (Laplace) or `rho` (Gaussian, zCDP):
+    public facts only, so it costs no budget (`--plan auto` and
+    `Session(..., plan="auto")`).
+
+    Every data-independent candidate is ranked by Tier 0 (exact or
+    Monte-Carlo expected error) and the best taken; a data-dependent plan is
+    kept instead only where `choose_plan`'s rules pick one *and* the domain
+    is large (`DATA_DEPENDENT_MIN_CELLS`, 256: DPBench finds DAWA's
+    partition paying off on large domains, while on a handful of cells it
+    only spends budget on a partition), since its error has no closed form
+    to compare. Under zCDP only the Gaussian-capable plans compete."""
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    rule, rule_why = choose_plan(kind, shape)
+    dependent = get(rule).data_dependent
+    ranked = rank(W, kind, shape, eps=eps, rho=rho, mc_seeds=mc_seeds)
+    found = list(ranked)
+    unit = "ρ" if rho is not None else "ε"
+    if dependent:
+        note = "data-dependent: no closed-form error"
+        if rho is not None:
+            note = "data-dependent plans use the Laplace mechanism; zCDP runs Gaussian plans"
+        elif n < DATA_DEPENDENT_MIN_CELLS:
+            note += f"; domain of {n} cells < {DATA_DEPENDENT_MIN_CELLS}: partition not worth it"
+        found.append(Candidate(rule, True, None, note))
+        if rho is None and n >= DATA_DEPENDENT_MIN_CELLS:
+            return Choice(rule, f"{rule_why} (domain of {n:,} cells; no closed-form error)",
+                          tuple(found))
+    best = tier0_best(ranked)
+    if best is None:
+        if dependent and rho is None:
+            return Choice(rule, f"{rule_why} (no expected error for any candidate)",
+                          tuple(found))
+        return Choice("identity", "no expected error for any candidate: the identity "
+                      "strategy", tuple(found))
+    return Choice(best.plan, _tier0_why(ranked, best, unit), tuple(found))
+
+
+def _check_share(share: Any) -> float:
+    if isinstance(share, bool) or not isinstance(share, int | float | np.floating):
+        raise TypeError(f"share must be a number strictly between 0 and 1, got {share!r}")
+    if not 0 < float(share) < 1:
+        raise ValueError(f"share must lie strictly between 0 and 1, got {share!r}")
+    return float(share)
+
+
+def _check_positive(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise TypeError(f"{name} must be a positive number, got {value!r}")
+    out = float(value)
+    if not (math.isfinite(out) and out > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return out
+
+
+def plan_auto(
+    x: ProtectedVector,
+    W: Any,
+    eps: float | None,
+    *,
+    kind: str | None = None,
+    share: float | None = None,
+    table: DecisionTable | None = None,
+    rho: float | None = None,
+    mc_seeds: int | None = None,
+) -> tuple[Any, Choice]:
+    """Choose a plan for workload W on x and run it: (x̂, Choice). Spends
+    exactly `eps` (Laplace; features included) or `rho` (zCDP: Gaussian
+    Tier 0 only, no features). `kind` is the workload's kind (inferred from
+    W's structure when None, where possible); `share` the features' share of
+    ε (default the table's); `table` a `DecisionTable` (default the shipped
+    one, None if untrained). Everything is checked before the first charge."""
+    from ..plans.common import check_workload
+
+    if not isinstance(x, ProtectedVector):
+        raise TypeError(f"plan_auto needs a ProtectedVector, got {type(x).__name__}")
+    check_workload(x, W)
+    shape = tuple(int(s) for s in x.shape)
+    kind = infer_kind(W, shape) if kind is None else check_kind(kind)
+    if (eps is None) == (rho is None):
+        raise TypeError("give exactly one of eps (Laplace) and rho= (Gaussian, zCDP)")
+    budget = _check_positive(rho if rho is not None else eps, "rho" if rho is not None else "eps")
+    if share is not None:
+        share = _check_share(share)
+    if table is not None and not isinstance(table, DecisionTable):
+        raise TypeError(f"table must be a DecisionTable (DecisionTable.load(path)), "
+                        f"got {type(table).__name__}")
+    shipped = table is None
+    if shipped:
+        table = default_table()
+    group = group_of(len(shape), kind)
+    tree = None if (table is None or group is None or rho is not None) else \
+        table.trees.get(group)
+    if tree is None:
+        return _run_tier0(x, W, kind, shape, budget, rho is not None, mc_seeds,
+                          _no_tree_reason(table, shipped, group, rho is not None, kind, shape))
+    assert table is not None and group is not None
+    f = share if share is not None else table.share
+    eps_features, eps_plan = split(budget, f, 1 - f)
+    ranked = rank(W, kind, shape, eps=eps_plan, mc_seeds=mc_seeds)
+    best = tier0_best(ranked)
+    features = measure_features(x, eps_features, kind=kind, plan_eps=eps_plan)  # the charge
+    walked = table.walk(group, features)
+    assert walked is not None
+    leaf, path = walked
+    steps = " → ".join(path) if path else "a single leaf"
+    head = f"decision table ({group}; features at ε={eps_features:.3g}): {steps} → {leaf}"
+    found = list(ranked)
+    if leaf == TIER0:
+        name = best.plan if best is not None else "identity"
+        why = head + (f": Tier 0's {_tier0_why(ranked, best, 'ε')}" if best is not None
+                      else ": nothing priced, the identity strategy")
+    else:
+        name = leaf
+        why = head
+        if get(leaf).data_dependent:
+            found.append(Candidate(leaf, True, None, "data-dependent: chosen by the decision "
+                                   "table (no closed-form error)"))
+    estimate = run_plan(name, x, W, eps_plan)
+    choice = Choice(name, why, tuple(found), features=features, path=path,
+                    feature_budget=eps_features, plan_budget=eps_plan)
+    return estimate, choice
+
+
+def _no_tree_reason(table: DecisionTable | None, shipped: bool, group: str | None,
+                    gaussian: bool, kind: str, shape: tuple[int, ...]) -> str:
+    if gaussian:
+        return "Tier 0 only (zCDP: no features; Gaussian candidates)"
+    if table is None and shipped:
+        return "Tier 0 only (no decision table shipped yet: table.json absent)"
+    if group is None:
+        return f"Tier 0 only (no decision-table group for {kind} over {len(shape)}-D)"
+    return f"Tier 0 only (the decision table has no tree for {group})"
+
+
+def _run_tier0(x: ProtectedVector, W: Any, kind: str, shape: tuple[int, ...], budget: float,
+               gaussian: bool, mc_seeds: int | None, reason: str) -> tuple[Any, Choice]:
+    """No tree: all of the budget to Tier 0's best (Gaussian under zCDP)."""
+    if gaussian:
+        ranked = rank(W, kind, shape, rho=budget, mc_seeds=mc_seeds)
+    else:
+        ranked = rank(W, kind, shape, eps=budget, mc_seeds=mc_seeds)
+    best = tier0_best(ranked)
+    unit = "ρ" if gaussian else "ε"
+    name = "identity" if best is None else best.plan
+    why = reason + ": " + (_tier0_why(ranked, best, unit) if best is not None
+                           else "nothing priced, the identity strategy")
+    if gaussian:
+        estimate = run_plan(name, x, W, budget, mechanism="gaussian")
+    else:
+        estimate = run_plan(name, x, W, budget)
+    return estimate, Choice(name, why, ranked, plan_budget=budget)
+
+
+@register(
+    "auto",
+    citation="Kotsogiannis et al., SIGMOD 2017 (Pythia); Hay et al., SIGMOD 2016 (DPBench)",
+    summary="the planner: Tier 0 expected errors, Tier 1 noisy features and a decision table",
+    data_dependent=True,
+)
+def auto(
+    x: ProtectedVector,
+    workload: Any,
+    budget: float | PureDP | ZCDP,
+    *,
+    kind: str | None = None,
+    share: float | None = None,
+    table: DecisionTable | None = None,
+) -> np.ndarray:
+    """The planner as a plan (`plan_auto`): spends exactly the budget in all —
+    an ε (a number or PureDP: share·ε on features when the decision table
+    has a tree for the workload, the rest on the chosen plan) or a ρ
+    (`ZCDP(ρ)`: Tier 0's best Gaussian plan, no features). Returns x̂."""
+    if isinstance(budget, ZCDP):
+        estimate, _ = plan_auto(x, workload, None, kind=kind, share=share, table=table,
+                                rho=budget.rho)
+    else:
+        eps = budget.epsilon if isinstance(budget, PureDP) else budget
+        estimate, _ = plan_auto(x, workload, eps, kind=kind, share=share, table=table)
+    return np.asarray(estimate, dtype=np.float64).reshape(-1)
