@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dims", type=int, choices=(1, 2),
                         help="dpbench, planner: only 1-D or 2-D")
     parser.add_argument("--shares", help="planner: the feature shares of ε to try (S[,S]; "
-                        "default 0.05,0.1,0.02)")
+                        "default 0.05)")
     parser.add_argument("--write-table", action="store_true",
                         help="planner: write src/ektelo/planner/table.json trained on all "
                         "datasets")

@@ -354,7 +354,8 @@ def describe(grid: Grid) -> str:
     return (f"groups {','.join(grid.groups)}; scales {','.join(grid.scales)}; "
             f"ε {','.join(f'{e:g}' for e in grid.epsilons)}; {grid.seeds} seeds; "
             f"ε factors {','.join(f'{f:g}' for f in grid.factors)} "
-            f"({grid.part_seeds} seeds below 1)")
+            f"({grid.seeds_at(0.5)} seeds below 1)"
+            + ("" if grid.datasets is None else f"; datasets {','.join(grid.datasets)}"))
 
 
 def grid_for_dims(dims: int | None, factors: Sequence[float], quick: bool = False,
@@ -372,7 +373,7 @@ def grid_for_dims(dims: int | None, factors: Sequence[float], quick: bool = Fals
 
 # Seeds of the training grid below the full ε (cut from 5 to fit the compute:
 # 2 shared cores; docs/planner_regret.md).
-PART_SEEDS = {1: 3, 2: 2}
+PART_SEEDS = {1: 2, 2: 2}
 
 
 QUICK_DATASETS = ("ADULTFRANK", "HEPTH", "MEDCOST", "Adult_2D", "MDSalary2D", "Stroke_2D")

@@ -85,12 +85,12 @@ def tier0_plan(group: str, eps: float) -> str:
     """The plan the runtime's Tier 0 ranks best (data-independent, exact
     expected error) for `group` at `eps` — asked of the runtime itself, so
     the leaf "tier0" is priced as it will run."""
-    from ektelo.planner import tier0
+    from ektelo.planner import auto, tier0
 
     dims = GROUP_DIMS[group]
     shape = (4096,) if dims == 1 else (256, 256)
-    ranked = tier0.rank(workload_for(group), GROUP_KIND[group], shape, eps=eps)
-    return str(ranked[0].plan)
+    best = auto.tier0_best(tier0.rank(workload_for(group), GROUP_KIND[group], shape, eps=eps))
+    return "identity" if best is None else best.plan
 
 
 # -- features --------------------------------------------------------------------------
