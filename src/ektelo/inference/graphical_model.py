@@ -48,6 +48,7 @@ from .. import _validate as check
 from ..domain import Domain, check_names
 from ..matrix import EMatrix, Total
 from ..measurement import Measurement
+from .graphical.compression import DomainCompression
 from .graphical.elimination import tree_marginal
 from .graphical.fitting import (
     FitInfo,
@@ -72,6 +73,8 @@ from .graphical.sampling import decode, sample_codes
 
 __all__ = [
     "MAX_MODEL_CELLS",
+    "CompressedGraphicalModel",
+    "DomainCompression",
     "FitInfo",
     "GraphicalModel",
     "ModelTooLarge",
@@ -255,6 +258,79 @@ class GraphicalModel:
     def __repr__(self) -> str:
         return (
             f"GraphicalModel({len(self.cliques)} cliques, {self.size} cells, total={self.total:g})"
+        )
+
+
+class CompressedGraphicalModel(GraphicalModel):
+    """A `GraphicalModel` fitted on a compressed domain (MST's domain
+    compression, `graphical.compression`), speaking the original one:
+    `domain` is the original Domain; `marginal`/`answer` spread each merged
+    value's mass uniformly over its original values; `synthetic` draws rows
+    on the compressed domain and replaces a merged value by one of its
+    original values, uniformly. `inner` is the fitted model on
+    `compression.compressed`; `cliques`, `size`, `info` and `total` are its."""
+
+    def __init__(self, inner: GraphicalModel, compression: DomainCompression):
+        if not isinstance(inner, GraphicalModel):
+            raise TypeError(f"inner must be a GraphicalModel, got {type(inner).__name__}")
+        if not isinstance(compression, DomainCompression):
+            raise TypeError(
+                f"compression must be a DomainCompression, got {type(compression).__name__}"
+            )
+        if inner.domain != compression.compressed:
+            raise ValueError("inner is not a model of the compression's compressed domain")
+        # Not GraphicalModel.__init__: the tree and beliefs are inner's.
+        self.inner = inner
+        self.compression = compression
+        self.domain = compression.original
+        self.cliques = inner.cliques
+        self.total = inner.total
+        self.info = inner.info
+        self._limit = inner._limit
+
+    @property
+    def size(self) -> int:
+        """Cells of the (compressed) junction tree."""
+        return self.inner.size
+
+    @property
+    def maximal_cliques(self) -> tuple[Clique, ...]:
+        return self.inner.maximal_cliques
+
+    @property
+    def potentials(self) -> tuple[np.ndarray, ...]:
+        """The inner model's log-potentials (on the compressed domain)."""
+        return self.inner.potentials
+
+    def marginal(self, attrs: Sequence[str]) -> np.ndarray:
+        """The marginal on `attrs` over the original domain (axes in the
+        order given), summing to `total`; `ModelTooLarge` when it has more
+        cells than the model's limit."""
+        names = check_names(self.domain, attrs)
+        cells = math.prod(self.domain[a].size for a in names)
+        if cells > self._limit:
+            raise ModelTooLarge(
+                f"the marginal on {list(names)} has {cells} cells, above the limit {self._limit}"
+            )
+        return self.compression.expand(self.inner.marginal(names), names)
+
+    def synthetic(self, rows: int, *, seed: Any = None, method: str = "round") -> pd.DataFrame:
+        """`rows` records in the original domain's values (see the class)."""
+        rows = check.positive_int(rows, "rows")
+        if method not in ("round", "sample"):
+            raise ValueError(f"method must be 'round' or 'sample', got {method!r}")
+        rng = np.random.default_rng(seed)
+        codes = sample_codes(self.inner._tree, self.inner._probs, rows, rng, method)
+        codes = self.compression.decode(codes, rng)
+        return pd.DataFrame(
+            {a.name: decode(a, codes[:, j]) for j, a in enumerate(self.domain.attributes)}
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"CompressedGraphicalModel({len(self.cliques)} cliques, {self.size} cells on "
+            f"{self.inner.domain.size:.3g} compressed of {self.domain.size:.3g} cells, "
+            f"total={self.total:g})"
         )
 
 

@@ -9,8 +9,20 @@ the exponential mechanism in Kruskal's order (the kernel's `select_marginal`,
 candidates the pairs that close no cycle, ε = √(8·(ρ/3)/(r − 1)) each);
 (3) the chosen pairs' marginals, Gaussian noise.  The graphical model
 (Private-PGM, `inference.fit_graphical_model`) fitted to all of them is the
-result: it answers any marginal and samples synthetic rows.  As in the
-reference run of issue #25, without MST's domain compression.
+result: it answers any marginal and samples synthetic rows.
+
+Domain compression (§4, MST's published default, `compress=True`): after
+step (1), the values of an attribute whose noisy 1-way count is below 3σ
+are merged into one value (`inference.graphical.compression`); the 1-way
+measurements are re-expressed on the compressed domain, the tree's pairs
+are measured as ``vectorize(pair).reduce_by_partition(P)`` (1-stable, the
+same ρ), and the model is fitted on the compressed domain and returned as a
+`CompressedGraphicalModel`, whose marginals and synthetic rows are in the
+original domain (a merged value spread uniformly over its values). The
+selection scores each pair against the compressed 1-way model's marginal
+spread back on the original domain (the kernel's `select_marginal` scores
+original-domain marginals; the published code scores on the compressed
+domain). `compress=False` is the reference run of issue #25.
 
 Pure ε-DP kernels are refused: MST is defined in zCDP (its Gaussian
 measurements have no pure-DP guarantee).
@@ -25,6 +37,14 @@ from typing import Any
 
 from ..budget import ZCDP, PureDP
 from ..inference import GraphicalModel, fit_graphical_model
+from ..inference.graphical.compression import (
+    DomainCompression,
+    compress_oneway,
+    compress_reduced,
+    compressed_partition,
+    supports_of,
+)
+from ..inference.graphical_model import CompressedGraphicalModel
 from ..kernel import ProtectedTable
 from ..matrix import Identity
 from ..measurement import Measurement
@@ -91,12 +111,17 @@ def mst(
     budget: float | ZCDP,
     *,
     maxiter: int = 1000,
+    compress: bool = True,
 ) -> GraphicalModel:
     """MST. Budget: ρ (zCDP) in thirds — 1-way marginals, the tree's r − 1
     exponential-mechanism choices, the tree's pair marginals. `workload` is
-    not used (MST targets all low-order marginals). Returns the fitted
-    GraphicalModel (`.marginal`, `.answer`, `.synthetic`)."""
+    not used (MST targets all low-order marginals). With `compress` (the
+    default) rare values are merged before selection (module docstring).
+    Returns the fitted GraphicalModel (`.marginal`, `.answer`, `.synthetic`),
+    a `CompressedGraphicalModel` when anything was merged."""
     rho = check_rho_budget(table, budget, "mst")
+    if not isinstance(compress, bool):
+        raise TypeError(f"compress must be True or False, got {compress!r}")
     domain = table.domain
     attrs = list(domain.names)
     if len(attrs) < 2:
@@ -106,17 +131,40 @@ def mst(
         table.vectorize([a]).gaussian(Identity(domain[a].size), rho=r)
         for a, r in zip(attrs, shares(rho_1, len(attrs)), strict=True)
     ]  # Private→Public: 1-way marginals
-    model = fit_graphical_model(log1, domain, maxiter=maxiter)  # Public
+    # Public from here to the tree's measurements: the compression is read
+    # off the noisy 1-way answers.
+    comp = DomainCompression.from_supports(domain, supports_of(log1) if compress else {})
+    small = comp.compressed
+    fit_log1 = [compress_oneway(m, comp) for m in log1] if not comp.trivial else log1
+    model = fit_graphical_model(fit_log1, small, maxiter=maxiter)  # Public
     parent = {a: a for a in attrs}
     tree: list[tuple[str, ...]] = []
     for r in shares(rho_select, len(attrs) - 1):  # Kruskal order, r − 1 choices
         pairs = _acyclic_pairs(attrs, parent)
-        estimates = [model.marginal(p) for p in pairs]  # Public: the 1-way model's pairs
+        # Public: the 1-way model's pairs, on the original domain
+        estimates = [comp.expand(model.marginal(p), p) for p in pairs]
         edge = table.select_marginal(pairs, estimates, rho=r)  # Private→Public
         parent[_root(parent, edge[0])] = _root(parent, edge[1])
         tree.append(edge)
     log2 = [
-        table.vectorize(list(e)).gaussian(Identity(domain.project(list(e)).size), rho=r)
+        _measure_pair(table, comp, e, r)
         for e, r in zip(tree, shares(rho_2, len(tree)), strict=True)
-    ]  # Private→Public: the tree's pair marginals
-    return fit_graphical_model(log1 + log2, domain, maxiter=maxiter)  # Public
+    ]  # Private→Public: the tree's pair marginals (on the compressed domain)
+    fitted = fit_graphical_model(fit_log1 + log2, small, maxiter=maxiter)  # Public
+    return fitted if comp.trivial else CompressedGraphicalModel(fitted, comp)
+
+
+def _measure_pair(
+    table: ProtectedTable, comp: DomainCompression, pair: tuple[str, ...], rho: float
+) -> Measurement:
+    """The pair's marginal with Gaussian noise at `rho`, on the compressed
+    domain (summed over merged values first: 1-stable) when anything of the
+    pair is merged."""
+    attrs = list(pair)
+    if all(comp.counts[a].size == comp.original[a].size for a in attrs):
+        cells = table.domain.project(attrs).size
+        return table.vectorize(attrs).gaussian(Identity(cells), rho=rho)
+    P = compressed_partition(comp, attrs)
+    reduced = table.vectorize(attrs).reduce_by_partition(P)  # Private, 1-stable
+    m = reduced.gaussian(Identity(P.num_groups), rho=rho)  # Private→Public
+    return compress_reduced(m, comp)  # Public
