@@ -55,6 +55,7 @@ def test_compression_spends_exactly_what_the_plain_plan_spends() -> None:
     runs = {}
     for compress in (True, False):
         table = ektelo.protect(df, DOMAIN, rho=RHO, seed=5)
+        assert isinstance(table, ektelo.ProtectedTable)
         model = plans.mst(table, None, RHO, compress=compress)
         runs[compress] = (_charges(table), table.budget.remaining, model)
     (with_c, left_c, model_c), (without, left, model) = runs[True], runs[False]
@@ -133,6 +134,7 @@ def test_reduced_measurements_land_in_the_compressed_cells() -> None:
     assert comp.merged("r") == (0, 2, 3, 4, 5, 6, 7, 8)
     df = rare_table()
     table = ektelo.protect(df, DOMAIN, rho=1e9, seed=0)
+    assert isinstance(table, ektelo.ProtectedTable)
     P = compressed_partition(comp, ["r", "a"])
     m = table.vectorize(["r", "a"]).reduce_by_partition(P).gaussian(
         Identity(P.num_groups), rho=1e9
@@ -148,5 +150,5 @@ def test_reduced_measurements_land_in_the_compressed_cells() -> None:
 def test_compress_must_be_a_bool() -> None:
     table = ektelo.protect(rare_table(), DOMAIN, rho=RHO, seed=0)
     with pytest.raises(TypeError, match="compress"):
-        plans.mst(table, None, RHO, compress="yes")  # type: ignore[arg-type]
+        plans.mst(table, None, RHO, compress="yes")
     assert table.budget.spent == 0
