@@ -58,8 +58,8 @@ def render_status(service: Service) -> str:
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ektelo status</title>"
         f"<style>{_STYLE}</style></head><body><h1>ektelo server status</h1>"
-        + _table("Datasets", "datasets", ["dataset", "kind", "unit", "total", "spent",
-                                          "remaining"], datasets)
+        + _table("Datasets", "datasets", ["dataset", "kind", "engine", "unit", "total",
+                                          "spent", "remaining"], datasets)
         + _table("Analysts", "analysts", ["analyst", "dataset", "quota", "spent",
                                           "remaining"], analysts)
         + _table("Recent audit entries", "audit", ["time (UTC)", "analyst", "dataset",
@@ -78,8 +78,8 @@ def _from_store(service: Service, datasets: list[list[Any]], analysts: list[list
     """The durable ledger's own records (every server process's requests)."""
     for record in service.store.datasets():
         ds = service.datasets.get(record.name)
-        kind = ds.kind if ds is not None else "-"
-        datasets.append([record.name, kind, record.unit, float(record.total),
+        kind, engine = (ds.kind, ds.engine) if ds is not None else ("-", "-")
+        datasets.append([record.name, kind, engine, record.unit, float(record.total),
                          float(record.spent), float(record.remaining)])
         for a in record.analysts:
             analysts.append([a.name, record.name, _f(a.quota), float(a.spent),
@@ -97,7 +97,7 @@ def _from_memory(service: Service, datasets: list[list[Any]], analysts: list[lis
     for name, ds in service.datasets.items():
         kernel_port, _, _ = ds.root_for("status")
         b = kernel_port.submit(port.GetBudget())
-        datasets.append([name, ds.kind, b.unit, float(b.total), float(b.spent),
+        datasets.append([name, ds.kind, ds.engine, b.unit, float(b.total), float(b.spent),
                          float(b.remaining)])
         spent: dict[str, float] = {}
         for e in ds.audit:
