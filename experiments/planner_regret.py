@@ -167,10 +167,10 @@ def loo_trees(cases: pt.Cases) -> dict[str, dict[str, Any]]:
 def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd.DataFrame,
                      best: pd.DataFrame, tier0: dict[tuple[str, float], str]) -> pd.Series:
     """Leave-one-dataset-out regret from the grid: each held-out case's
-    choice (by its own noisy features) priced by that plan's error at the
-    same seed and (1 − share)·ε; per (group, dataset, scale, ε) the mean
-    over seeds / the best in hindsight."""
-    per_seed = part.set_index([*pt.CASE_KEYS, "seed", "plan"])["error"]
+    choice (by its own noisy features, one per seed) priced by that plan's
+    mean error over the grid's seeds at (1 − share)·ε; per (group, dataset,
+    scale, ε) the mean over seeds / the best in hindsight at ε."""
+    means = pt.mean_errors(part)
     chosen = []
     for d, tree in trees.items():
         mask = (cases.keys["dataset"] == d).to_numpy()
@@ -178,8 +178,7 @@ def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd
         for key, choice in zip(sub.keys.itertuples(index=False),
                                pt.predict(tree, sub.names, sub.values), strict=True):
             plan = tier0[(key.group, float(key.eps))] if choice == pt.TIER0 else choice
-            err = per_seed.get((key.group, key.dataset, key.scale, key.eps, key.seed, plan),
-                               math.nan)
+            err = means.loc[(key.group, key.dataset, key.scale, key.eps), plan]
             chosen.append((key.group, key.dataset, key.scale, key.eps, float(err)))
     frame = pd.DataFrame(chosen, columns=[*pt.CASE_KEYS, "error"])
     mean = frame.groupby(pt.CASE_KEYS)["error"].mean()
