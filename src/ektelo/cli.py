@@ -128,7 +128,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run or args.explain:
         preview = session.preview(question, plan=args.plan, alpha=args.alpha, **ask)
         print(preview)
-        if args.explain and not preview.candidates.empty:
+        if args.explain and preview.ranking:  # the planner's ranking, free (#29)
+            print(preview.ranking)
+        elif args.explain and not preview.candidates.empty:
             print("candidates (expected RMSE per query; nothing spent):")
             print(preview.candidates.to_string(index=False))
         _print_budget(session, ledger, dataset, note="nothing spent (dry run)")

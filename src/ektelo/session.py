@@ -184,7 +184,8 @@ class Preview:
     """What a question would cost and how accurate it would be, before any
     spending: the plan, why, the expected standard error per query (None:
     no closed form), the interval half-width at `alpha`, and every
-    candidate plan considered."""
+    candidate plan considered (`ranking`: the planner's Tier 0 ranking as
+    text — free; a preview charges no Tier 1 features)."""
 
     plan: str
     why: str
@@ -194,6 +195,15 @@ class Preview:
     alpha: float
     budget: dict[str, float]
     candidates: pd.DataFrame = field(repr=False)
+
+    @property
+    def ranking(self) -> str:
+        """The ranking with each candidate's expected error (exact, Monte-Carlo
+        or data-dependent) and the choice; "" for a named plan."""
+        from .planner import format_choice
+
+        choice = self.candidates.attrs.get("choice")
+        return "" if choice is None else format_choice(choice)
 
     @property
     def rmse(self) -> float | None:
@@ -563,9 +573,8 @@ class Session:
         choice = planner.auto_plan(q.matrix, q.kind, q.shape,
                                    eps=None if "rho" in budget else budget["epsilon"],
                                    rho=budget.get("rho"))
-        table = pd.DataFrame([{"plan": c.plan, "data_dependent": c.data_dependent,
-                               "expected_rmse": c.rmse, "note": c.note}
-                              for c in choice.candidates])
+        table = pd.DataFrame(planner.ranking_rows(choice))  # Tier 0: free, no features
+        table.attrs["choice"] = choice
         return choice.plan, choice.why, table
 
     def _filtered(self, where: Any) -> Any:

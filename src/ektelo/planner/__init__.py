@@ -17,6 +17,7 @@ facts and, optionally, a little honest budget.
 from __future__ import annotations
 
 from .auto import auto_plan, infer_kind, plan_auto, tier0_best
+from .explain import PREVIEW_NOTE, error_label, format_choice, ranking_rows
 from .features import FEATURE_NAMES, KINDS, Features, coarse_partition, measure_features
 from .rules import (
     DATA_DEPENDENT_MIN_CELLS,
@@ -27,13 +28,14 @@ from .rules import (
     choose_plan,
 )
 from .table import GROUPS, TIER0, DecisionTable, default_table, group_of
-from .tier0 import Price, price, rank
+from .tier0 import Price, monte_carlo, price, range_kron_error, rank
 
 __all__ = [
     "DATA_DEPENDENT_MIN_CELLS",
     "FEATURE_NAMES",
     "GROUPS",
     "KINDS",
+    "PREVIEW_NOTE",
     "RANGE_KINDS",
     "TIER0",
     "Candidate",
@@ -46,11 +48,16 @@ __all__ = [
     "choose_plan",
     "coarse_partition",
     "default_table",
+    "error_label",
+    "format_choice",
     "group_of",
     "infer_kind",
     "measure_features",
+    "monte_carlo",
     "plan_auto",
     "price",
+    "range_kron_error",
     "rank",
+    "ranking_rows",
     "tier0_best",
 ]

@@ -39,6 +39,8 @@ from .tier0 import rank
 
 __all__ = ["auto", "auto_plan", "infer_kind", "plan_auto", "tier0_best"]
 
+# Plans over a 2-D domain only (their strategies or grids are 2-D).
+_NEEDS_2D = frozenset({"quadtree", "uniform_grid", "adaptive_grid"})
 # Candidates whose expected error is within this factor of the best count as
 # ties, broken by the order of `candidates` (simplest first).
 _TIE = 1.01
@@ -182,6 +184,7 @@ def plan_auto(
     if table is not None and not isinstance(table, DecisionTable):
         raise TypeError(f"table must be a DecisionTable (DecisionTable.load(path)), "
                         f"got {type(table).__name__}")
+    _check_remaining(x, budget, rho is not None)
     shipped = table is None
     if shipped:
         table = default_table()
@@ -192,6 +195,7 @@ def plan_auto(
         return _run_tier0(x, W, kind, shape, budget, rho is not None, mc_seeds,
                           _no_tree_reason(table, shipped, group, rho is not None, kind, shape))
     assert table is not None and group is not None
+    _check_leaves(tree, x, W, shape)
     f = share if share is not None else table.share
     eps_features, eps_plan = split(budget, f, 1 - f)
     ranked = rank(W, kind, shape, eps=eps_plan, mc_seeds=mc_seeds)
@@ -217,6 +221,53 @@ def plan_auto(
     choice = Choice(name, why, tuple(found), features=features, path=path,
                     feature_budget=eps_features, plan_budget=eps_plan)
     return estimate, choice
+
+
+def _check_remaining(x: ProtectedVector, budget: float, gaussian: bool) -> None:
+    """Refuse, before the features are charged, a request the remaining
+    budget cannot cover: the features and the plan are charged one after
+    the other, and a refusal of the second would waste the first. On a zCDP
+    kernel ε is charged as ρ = ε²/2 (the pieces' ρ sum to at most that)."""
+    from ..kernel import BudgetExceeded
+
+    b = x.budget
+    cost = budget if (gaussian or b.unit == "epsilon") else budget**2 / 2
+    if cost > b.remaining * (1 + 1e-9):
+        unit = "ρ" if b.unit == "rho" else "ε"
+        raise BudgetExceeded(f"auto needs {unit}={cost:g} but {unit}={b.remaining:g} of "
+                             f"{b.total:g} remains; nothing was spent")
+
+
+def _leaves(node: dict[str, Any]) -> set[str]:
+    if "plan" in node:
+        return {node["plan"]}
+    return _leaves(node["below"]) | _leaves(node["above"])
+
+
+def _check_leaves(tree: dict[str, Any], x: ProtectedVector, W: Any,
+                  shape: tuple[int, ...]) -> None:
+    """Every plan the tree may choose can run on x (public facts), checked
+    before the features are charged: a plan failing after that charge
+    would waste it. Data-dependent plans' partitions need counts (x
+    declared integral); 2-D plans need a 2-D domain; a data-independent
+    plan's strategy must build for W."""
+    from ..plans import data_independent
+
+    for leaf in sorted(_leaves(tree) - {TIER0}):
+        if leaf in _NEEDS_2D and len(shape) != 2:
+            raise ValueError(f"the decision table may choose {leaf}, which needs a 2-D domain; "
+                             f"this one is {len(shape)}-D (nothing was spent)")
+        if get(leaf).data_dependent:
+            if not x.integral:
+                raise ValueError(f"the decision table may choose {leaf}, a data-dependent plan "
+                                 "that needs a vector of counts; this vector is not declared "
+                                 "integral (protect it with integral=True; nothing was spent)")
+        else:
+            try:
+                data_independent.strategy_for(leaf, shape, W)
+            except Exception as exc:
+                raise ValueError(f"the decision table may choose {leaf}, whose strategy does not "
+                                 f"build for this workload: {exc} (nothing was spent)") from exc
 
 
 def _no_tree_reason(table: DecisionTable | None, shipped: bool, group: str | None,

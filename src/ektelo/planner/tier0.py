@@ -37,7 +37,8 @@ import numpy as np
 
 from .rules import Candidate, candidates
 
-__all__ = ["MAX_DENSE", "MC_MIN_SEEDS", "MC_SECONDS", "MC_SEEDS", "Price", "price", "rank"]
+__all__ = ["MAX_DENSE", "MC_MIN_SEEDS", "MC_SECONDS", "MC_SEEDS", "Price", "monte_carlo", "price",
+           "range_kron_error", "rank"]
 
 # Dense closed forms above this many cells cost O(n³): priced otherwise.
 MAX_DENSE = 256
@@ -68,7 +69,7 @@ class Price:
 _cache: OrderedDict[tuple[Any, ...], tuple[Any, Price]] = OrderedDict()
 
 
-def _range_kron(W: Any, A: Any, gaussian: bool) -> float | None:
+def range_kron_error(W: Any, A: Any, *, gaussian: bool = False) -> float | None:
     """Exact total squared error at unit budget of range queries W against a
     Kronecker strategy A with one factor per attribute, or None when that
     structure is absent (see the module docstring, way 2)."""
@@ -96,9 +97,13 @@ def _range_kron(W: Any, A: Any, gaussian: bool) -> float | None:
     return float(variance * per_query.sum())
 
 
-def _monte_carlo(name: str, shape: tuple[int, ...], W: Any, gaussian: bool,
-                 seeds: int | None) -> Price:
-    """Way 3: the plan on zeros in throwaway research-mode kernels."""
+def monte_carlo(name: str, shape: Sequence[int], W: Any, *, gaussian: bool = False,
+                seeds: int | None = None) -> Price:
+    """Way 3: plan `name` run on an all-zero vector of `shape` in throwaway
+    research-mode kernels at ε = 1 (ρ = 1), seeds 0, 1, …: `seeds` of them,
+    or by default as many of `MC_SEEDS` as fit in `MC_SECONDS` (at least
+    `MC_MIN_SEEDS`). Public: no private data is involved."""
+    shape = tuple(int(s) for s in shape)
     from ..kernel import protect
     from ..plans.registry import run
 
@@ -165,10 +170,10 @@ def _price(name: str, shape: tuple[int, ...], W: Any, gaussian: bool, mc_seeds: 
     except ValueError as exc:
         if "max_dense" not in str(exc):
             raise  # the strategy does not support W: no price is honest
-    total_kron = _range_kron(W, A, gaussian)
+    total_kron = range_kron_error(W, A, gaussian=gaussian)
     if total_kron is not None:
         return Price(total_kron / m, "exact", "exact expected error (LS; ranges ⊗ per attribute)")
-    return _monte_carlo(name, shape, W, gaussian, mc_seeds)
+    return monte_carlo(name, shape, W, gaussian=gaussian, seeds=mc_seeds)
 
 
 def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
