@@ -181,6 +181,9 @@ def plan_auto(
     budget = _check_positive(rho if rho is not None else eps, "rho" if rho is not None else "eps")
     if share is not None:
         share = _check_share(share)
+    if mc_seeds is not None and (isinstance(mc_seeds, bool) or not isinstance(mc_seeds, int)
+                                 or not 2 <= mc_seeds <= 1000):
+        raise ValueError(f"mc_seeds must be an integer in 2..1000, got {mc_seeds!r}")
     if table is not None and not isinstance(table, DecisionTable):
         raise TypeError(f"table must be a DecisionTable (DecisionTable.load(path)), "
                         f"got {type(table).__name__}")
@@ -314,15 +317,19 @@ def auto(
     kind: str | None = None,
     share: float | None = None,
     table: DecisionTable | None = None,
+    mc_seeds: int | None = None,
 ) -> np.ndarray:
     """The planner as a plan (`plan_auto`): spends exactly the budget in all —
     an ε (a number or PureDP: share·ε on features when the decision table
     has a tree for the workload, the rest on the chosen plan) or a ρ
-    (`ZCDP(ρ)`: Tier 0's best Gaussian plan, no features). Returns x̂."""
+    (`ZCDP(ρ)`: Tier 0's best Gaussian plan, no features). `mc_seeds` fixes
+    the seeds of Tier 0's Monte-Carlo estimates (default: as many as fit in
+    `tier0.MC_SECONDS`). Returns x̂."""
     if isinstance(budget, ZCDP):
         estimate, _ = plan_auto(x, workload, None, kind=kind, share=share, table=table,
-                                rho=budget.rho)
+                                rho=budget.rho, mc_seeds=mc_seeds)
     else:
         eps = budget.epsilon if isinstance(budget, PureDP) else budget
-        estimate, _ = plan_auto(x, workload, eps, kind=kind, share=share, table=table)
+        estimate, _ = plan_auto(x, workload, eps, kind=kind, share=share, table=table,
+                                mc_seeds=mc_seeds)
     return np.asarray(estimate, dtype=np.float64).reshape(-1)
