@@ -13,6 +13,7 @@ from ektelo import workload as wl
 from ektelo.matrix import Prefix
 from ektelo.operators import error
 from ektelo.planner import monte_carlo, price, range_kron_error, rank, tier0_best
+from ektelo.planner.tier0 import clear_cache
 
 
 def test_the_ranking_is_the_closed_form_in_order():
@@ -88,6 +89,7 @@ def test_prices_are_cached_per_workload():
     first = price("hb", (1024,), W)
     assert first.method == "monte-carlo"
     assert price("hb", (1024,), W) is first
+    assert price("hb", (1024,), wl.random_range((1024,), 50, 2)) is first  # equal by value
     other = wl.random_range((1024,), 50, 3)
     assert price("hb", (1024,), other) is not first
 
@@ -99,6 +101,7 @@ def test_a_strategy_that_does_not_support_the_workload_is_left_out(monkeypatch):
     real = data_independent.strategy_for
     monkeypatch.setattr(data_independent, "strategy_for",
                         lambda name, shape, W: Total(16) if name == "h2" else real(name, shape, W))
+    clear_cache()  # prices are cached by workload value
     ranked = rank(Prefix(16), "prefix", (16,), eps=1.0)
     h2 = next(c for c in ranked if c.plan == "h2")
     assert h2.rmse is None and h2.method is None and "does not support" in h2.note

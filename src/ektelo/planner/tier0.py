@@ -20,7 +20,7 @@ a candidate, in order:
 
 The squared error scales exactly as 1/ε² (Laplace) or 1/ρ (Gaussian), so
 each candidate is priced once at ε = 1 (ρ = 1) and rescaled; prices are
-cached per (plan, shape, workload, mechanism) in the process.
+cached per (plan, shape, workload — by value —, mechanism) in the process.
 """
 
 from __future__ import annotations
@@ -147,9 +147,11 @@ def price(name: str, shape: Sequence[int], W: Any, *, gaussian: bool = False,
     from ..plans import data_independent
 
     shape = tuple(int(s) for s in shape)
-    key = (name, shape, id(W), gaussian, mc_seeds)
+    # matrices compare by value (`EMatrix.__eq__`): the same workload built
+    # again (a session's next question) hits the cache
+    key = (name, shape, W, gaussian, mc_seeds)
     hit = _cache.get(key)
-    if hit is not None and hit[0] is W:  # the same workload object (ids are reused)
+    if hit is not None:
         _cache.move_to_end(key)
         return hit[1]
     with warnings.catch_warnings():
@@ -159,6 +161,8 @@ def price(name: str, shape: Sequence[int], W: Any, *, gaussian: bool = False,
         except Exception as exc:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             found = Price(None, None, f"left out: {reason}")
+    if found.mse is None:
+        return found  # not cached: a failure may be passing (a warning, memory)
     _cache[key] = (W, found)
     if len(_cache) > _CACHE_SIZE:
         _cache.popitem(last=False)
