@@ -348,6 +348,9 @@ def run_experiment(out: Path, quick: bool = False, dims: int | None = None,
     by_eps.to_csv(out / f"{NAME}_by_eps.csv", index=False)
     by_scale.to_csv(out / f"{NAME}_by_scale.csv", index=False)
     sim_table.to_csv(out / f"{NAME}_shares.csv", index=False)
+    (out / f"{NAME}.md").write_text("\n\n".join(
+        f"### by {name}\n\n{_markdown(frame)}" for name, frame in
+        (("group × ε", by_eps), ("group × scale", by_scale), ("group", by_group))) + "\n")
     _plot(out, table)
 
     if write_table:
@@ -371,14 +374,27 @@ def _write_table(trees: dict[str, dict[str, Any]], share: float, grid: pg.Grid,
     print(f"wrote {path}")
 
 
+def _markdown(frame: pd.DataFrame) -> str:
+    """`frame` (as `_fmt` shows it) as a Markdown table, for the docs."""
+    shown = _shown(frame)
+    lines = ["| " + " | ".join(map(str, shown.columns)) + " |",
+             "|" + "---|" * len(shown.columns)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in shown.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def _fmt(frame: pd.DataFrame) -> str:
+    return str(_shown(frame).to_string(index=False))
+
+
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy()
     for c in shown.columns:
         if c.startswith("win_vs_"):
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{100 * v:.0f}%")
         elif shown[c].dtype == float and c != "eps":
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
-    return str(shown.to_string(index=False))
+    return shown
 
 
 def _print_tables(by_eps: pd.DataFrame, by_scale: pd.DataFrame, by_group: pd.DataFrame,
