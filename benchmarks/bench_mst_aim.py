@@ -1,8 +1,9 @@
 """MST and AIM on the adult table (issue #25's accuracy and speed benchmark).
 
-For each ε (δ = 10⁻⁹, kept as the zCDP budget ρ(ε, δ)) and seed, protects
-adult (48,842 rows, 14 attributes), runs the plan with the whole ρ, and
-prints:
+Plans: ``mst`` (MST with its domain compression, the default), ``mst-nc``
+(``compress=False``, the reference run's setting) and ``aim``. For each ε
+(δ = 10⁻⁹, kept as the zCDP budget ρ(ε, δ)) and seed, protects adult
+(48,842 rows, 14 attributes), runs the plan with the whole ρ, and prints:
 
 * ``synth TV`` — the average over all 91 2-way marginals of the
   total-variation distance ½‖p − q‖₁ between the true marginal and that of a
@@ -17,11 +18,11 @@ Then the mean and the standard error over seeds per (plan, ε), next to the
 issue's reference (mbi's MST without domain compression: 0.085 at ε = 0.1,
 0.045 at ε = 1, 0.042 at ε = 10), and the peak of Python-tracked memory
 (tracemalloc: NumPy's arrays included) of one traced run per plan at ε = 1
-against the size of adult's full domain.  Reads ../shared/data/adult (skips
-with a message when it is absent).
+(`--memory-eps`) against the size of adult's full domain.  Reads
+../shared/data/adult (skips with a message when it is absent).
 
     PYTHONPATH=. python benchmarks/bench_mst_aim.py [--quick] [--eps 1] [--seeds 5]
-        [--plans mst aim] [--no-memory]
+        [--plans mst mst-nc aim] [--no-memory] [--memory-eps 1]
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ from ektelo import plans
 
 ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
 REFERENCE = {0.1: 0.085, 1.0: 0.045, 10.0: 0.042}  # mbi's MST, no compression (issue #25)
+# Label → (registered plan, its options).
+PLANS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mst": ("mst", {}),
+    "mst-nc": ("mst", {"compress": False}),
+    "aim": ("aim", {}),
+}
 
 
 def tv_errors(codes: np.ndarray, domain: ektelo.Domain, other: Any) -> float:
@@ -65,7 +72,8 @@ def run_once(
     table = ektelo.protect(frame, domain, epsilon=eps, delta=1e-9, seed=seed)
     assert isinstance(table, ektelo.ProtectedTable)
     plan_start = time.perf_counter()
-    model = plans.run(name, table, None, table.budget.total)
+    plan, options = PLANS[name]
+    model = plans.run(plan, table, None, table.budget.total, **options)
     plan_seconds = time.perf_counter() - plan_start
     names = domain.names
     marginals = {
@@ -95,11 +103,14 @@ def run_once(
     }
 
 
-def peak_memory(name: str, frame: pd.DataFrame, domain: ektelo.Domain) -> tuple[float, int]:
-    """Peak traced MB of one run at ε = 1, and the model's junction-tree cells."""
+def peak_memory(
+    name: str, frame: pd.DataFrame, domain: ektelo.Domain, eps: float
+) -> tuple[float, int]:
+    """Peak traced MB of one run at `eps`, and the model's junction-tree cells."""
     tracemalloc.start()
-    table = ektelo.protect(frame, domain, epsilon=1.0, delta=1e-9, seed=0)
-    model = plans.run(name, table, None, table.budget.total)
+    table = ektelo.protect(frame, domain, epsilon=eps, delta=1e-9, seed=0)
+    plan, options = PLANS[name]
+    model = plans.run(plan, table, None, table.budget.total, **options)
     for i, j in itertools.combinations(domain.names, 2):
         model.marginal([i, j])
     model.synthetic(len(frame), seed=0)
@@ -112,9 +123,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--plans", nargs="+", default=["mst", "aim"])
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed")
+    parser.add_argument("--plans", nargs="+", default=list(PLANS), choices=list(PLANS))
     parser.add_argument("--quick", action="store_true", help="one seed, no memory trace")
     parser.add_argument("--no-memory", action="store_true", help="skip the traced run")
+    parser.add_argument("--memory-eps", type=float, default=1.0, help="ε of the traced run")
     args = parser.parse_args()
     if not (ADULT / "adult.csv").exists():
         print(f"SKIPPED: {ADULT} not found (the adult data lives in ../shared/data)")
@@ -124,19 +137,19 @@ def main() -> None:
     seeds = 1 if args.quick else args.seeds
     print(f"adult: {len(frame)} rows, {len(domain.names)} attributes, full domain "
           f"{math.prod(domain.shape):.3g} cells; δ = 1e-9; {seeds} seed(s)")  # fmt: skip
-    print(f"{'plan':5} {'eps':>5} {'seed':>4} {'synth TV':>9} {'model TV':>9} "
+    print(f"{'plan':6} {'eps':>5} {'seed':>4} {'synth TV':>9} {'model TV':>9} "
           f"{'seconds':>8} {'cpu s':>7} {'plan s':>7} {'cells':>8}")  # fmt: skip
     summary: dict[tuple[str, float], list[dict[str, float]]] = {}
     for eps in args.eps:
         for name in args.plans:
-            for seed in range(seeds):
+            for seed in range(args.first_seed, args.first_seed + seeds):
                 r = run_once(name, frame, domain, eps, seed)
                 summary.setdefault((name, eps), []).append(r)
-                print(f"{name:5} {eps:5g} {seed:4d} {r['synth']:9.4f} {r['model']:9.4f} "
+                print(f"{name:6} {eps:5g} {seed:4d} {r['synth']:9.4f} {r['model']:9.4f} "
                       f"{r['seconds']:8.1f} {r['cpu']:7.1f} {r['plan_seconds']:7.1f} "
                       f"{r['cells']:8.0f}", flush=True)  # fmt: skip
     print("\nmean ± standard error over seeds (reference: mbi's MST, no compression)")
-    print(f"{'plan':5} {'eps':>5} {'synth TV':>17} {'model TV':>17} {'seconds':>8} {'cpu s':>7} "
+    print(f"{'plan':6} {'eps':>5} {'synth TV':>17} {'model TV':>17} {'seconds':>8} {'cpu s':>7} "
           f"{'ref':>6}")  # fmt: skip
     for (name, eps), rows in summary.items():
         def stat(key: str, rows: list[dict[str, float]] = rows) -> str:
@@ -146,13 +159,13 @@ def main() -> None:
 
         ref = REFERENCE.get(eps)
         wall, cpu = (np.mean([r[k] for r in rows]) for k in ("seconds", "cpu"))
-        print(f"{name:5} {eps:5g} {stat('synth'):>17} {stat('model'):>17} {wall:8.1f} {cpu:7.1f} "
+        print(f"{name:6} {eps:5g} {stat('synth'):>17} {stat('model'):>17} {wall:8.1f} {cpu:7.1f} "
               f"{'' if ref is None else f'{ref:.3f}':>6}")  # fmt: skip
     if not (args.quick or args.no_memory):
         for name in args.plans:
-            mb, cells = peak_memory(name, frame, domain)
-            print(f"peak traced memory, {name} at ε=1: {mb:.0f} MB (model {cells} cells = "
-                  f"{cells * 8 / 2**20:.2f} MB; the full domain would be "
+            mb, cells = peak_memory(name, frame, domain, args.memory_eps)
+            print(f"peak traced memory, {name} at ε={args.memory_eps:g}: {mb:.0f} MB "
+                  f"(model {cells} cells = {cells * 8 / 2**20:.2f} MB; the full domain would be "
                   f"{math.prod(domain.shape) * 8 / 2**20:.3g} MB)")  # fmt: skip
 
 
