@@ -16,6 +16,8 @@ import DuckDB and PySpark lazily, so neither is needed unless used.
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +33,14 @@ __all__ = [
     "ON_INVALID",
     "DuckDBEngine",
     "EngineError",
+    "EngineFallback",
     "MemoryEngine",
     "SparkEngine",
     "TableEngine",
+    "default_engine",
+    "duckdb_installed",
     "each_marginal",
+    "fallback_note",
     "is_table_source",
     "open_table",
 ]
@@ -47,13 +53,56 @@ def is_table_source(data: Any) -> bool:
     return isinstance(data, (pd.DataFrame, str, Path)) or is_spark_dataframe(data)
 
 
+def duckdb_installed() -> bool:
+    """Whether DuckDB can be imported (without importing it)."""
+    return importlib.util.find_spec("duckdb") is not None
+
+
+def default_engine(data: Any) -> str:
+    """The engine `protect` picks for `data` when none is given (issue #28):
+    a pandas DataFrame → "memory"; a Spark DataFrame → "spark"; a file path
+    or a ``duckdb://`` URL → "duckdb", or "memory" for a file when DuckDB is
+    not installed (`fallback_note` says so in one line)."""
+    if isinstance(data, pd.DataFrame):
+        return "memory"
+    if is_spark_dataframe(data):
+        return "spark"
+    if is_duckdb_url(data) or (duckdb_installed() and _duckdb_reads(data)):
+        return "duckdb"
+    return "memory"
+
+
+def _duckdb_reads(data: Any) -> bool:
+    """A path DuckDB's engine opens: .csv (.csv.gz), .parquet/.pq, a directory."""
+    if not isinstance(data, (str, Path)):
+        return False
+    path = Path(data)
+    suffixes = [s.lower() for s in path.suffixes]
+    return ".csv" in suffixes or (bool(suffixes) and suffixes[-1] in (".parquet", ".pq")) or (
+        path.is_dir()
+    )
+
+
+def fallback_note(data: Any) -> str:
+    """The one line said when a file is read into memory for want of DuckDB."""
+    return (
+        f"note: {data} is read into memory: DuckDB, the engine for files, is not installed "
+        "(pip install duckdb; --engine memory silences this)"
+    )
+
+
+class EngineFallback(UserWarning):
+    """A file read into memory because DuckDB is not installed."""
+
+
 def _engine(data: Any, engine: Any) -> TableEngine:
     if engine is None:
-        if isinstance(data, pd.DataFrame):
-            return MemoryEngine()
-        if is_spark_dataframe(data):
-            return SparkEngine()
-        return DuckDBEngine()  # a path or a duckdb:// URL: the rows stay in the file
+        chosen = default_engine(data)
+        if chosen == "memory" and not isinstance(data, pd.DataFrame) and not duckdb_installed():
+            warnings.warn(fallback_note(data), EngineFallback, stacklevel=4)
+        if chosen == "duckdb" and is_duckdb_url(data) and not duckdb_installed():
+            raise ImportError("a duckdb:// table needs DuckDB: pip install duckdb")
+        engine = chosen
     if isinstance(engine, str):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {sorted(ENGINES)}, got {engine!r}")
@@ -76,11 +125,13 @@ def open_table(
 ) -> tuple[TableEngine, Any]:
     """(engine, root table) for `data` under `domain` — protect's table step.
 
-    Defaults: a pandas DataFrame → memory; a str/Path (a .csv or .parquet
-    file) or ``"duckdb:///file.db?table=name"`` → DuckDB; a Spark DataFrame →
-    Spark. `engine=` ("memory" | "duckdb" | "spark" or a configured engine
-    object such as `DuckDBEngine(memory_limit="1GB")`) overrides it: memory
-    reads a file with pandas, DuckDB and Spark take a pandas DataFrame too.
+    Defaults (`default_engine`): a pandas DataFrame → memory; a str/Path (a
+    .csv or .parquet file) or ``"duckdb:///file.db?table=name"`` → DuckDB (a
+    file falls back to memory with an `EngineFallback` warning when DuckDB is
+    not installed); a Spark DataFrame → Spark. `engine=` ("memory" |
+    "duckdb" | "spark" or a configured engine object such as
+    `DuckDBEngine(memory_limit="1GB")`) overrides it: memory reads a file
+    with pandas, DuckDB and Spark take a pandas DataFrame too.
     Values outside the domain follow `on_invalid` (base.ON_INVALID).
     """
     if not isinstance(domain, Domain):

@@ -55,6 +55,8 @@ memory limit. Sources (`open_source`): a ``str``/``Path`` ending in
 
 from __future__ import annotations
 
+import csv
+import gzip
 import threading
 import urllib.parse
 from collections.abc import Sequence
@@ -163,7 +165,14 @@ class DuckDBEngine:
             if self._con is None:
                 import duckdb  # the optional extra: ektelo[duckdb]
 
-                self._con = duckdb.connect(":memory:", config=dict(self.config))
+                con = duckdb.connect(":memory:", config=dict(self.config))
+                # DuckDB ≥ 1.4 turns a TRY_CAST over a CSV column into the reader's own
+                # typed read, which raises on a text that is not a number instead of
+                # giving NULL: a data-dependent exception. Keep the TRY_CAST a TRY_CAST.
+                optimizers = con.execute("SELECT name FROM duckdb_optimizers()").fetchall()
+                if ("type_pushdown",) in optimizers:
+                    con.execute("SET disabled_optimizers = 'type_pushdown'")
+                self._con = con
             return self._con
 
     def _run(self, operation: str, sql: str, params: Sequence[Any]) -> Any:
@@ -195,8 +204,13 @@ class DuckDBEngine:
             raise TypeError("protecting a table needs domain=Domain(...)")
         policy = check_on_invalid(on_invalid)
         con = self.connection()
-        described = con.execute(f"DESCRIBE SELECT * FROM {from_sql}", list(from_params))
-        types = {str(row[0]): str(row[1]).upper() for row in described.fetchall()}
+        try:  # the data holder's step: DuckDB's own message names the problem
+            described = con.execute(f"DESCRIBE SELECT * FROM {from_sql}", list(from_params))
+            columns = described.fetchall()
+        except Exception as error:  # duckdb.Error: not a readable CSV/Parquet file
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise ValueError(f"{source}: DuckDB cannot read it ({first})") from None
+        types = {str(row[0]): str(row[1]).upper() for row in columns}
         missing = [n for n in domain.names if n not in types]
         if missing:
             raise ValueError(
@@ -275,6 +289,7 @@ class DuckDBEngine:
         if (suffixes and suffixes[-1] in (".parquet", ".pq")) or file.is_dir():
             return "read_parquet(?)", (str(file),), False
         if ".csv" in suffixes:
+            _check_header(file)
             # all text, like Domain.read_csv's string labels; numbers via TRY_CAST
             return "read_csv(?, all_varchar = true, header = true)", (str(file),), True
         raise ValueError(f"{file}: the DuckDB engine reads .parquet and .csv files")
@@ -423,6 +438,20 @@ class DuckDBEngine:
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
         ).reshape(-1, table.width)
 
+
+
+def _check_header(file: Path) -> None:
+    """Refuse a CSV whose header names a column twice (as `Domain.read_csv`):
+    DuckDB would rename the copy and it would be silently ignored."""
+    opener: Any = gzip.open if file.suffix.lower() == ".gz" else open
+    with opener(file, "rt", newline="", encoding="utf-8", errors="replace") as fh:
+        header = next(csv.reader(fh), [])
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise ValueError(
+            f"{file}: the header repeats column name(s) {repeated}; DuckDB would rename the "
+            "copy and ignore it, so rename or drop the duplicate column"
+        )
 
 
 # -- SQL fragments (engine-made text; values are parameters) ------------------------
