@@ -201,8 +201,21 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    """--engine (with DuckDB's --memory-limit/--threads) as protect's engine=."""
-    name = getattr(args, "engine", "memory")
+    """--engine (default: DuckDB for the file, memory without DuckDB, with a
+    one-line note) and DuckDB's --memory-limit/--threads/--temp-directory, as
+    protect's engine= (docs/engines.md)."""
+    from .kernel.engines import default_engine, duckdb_installed, fallback_note
+
+    name = args.engine
+    limits = {"memory_limit": args.memory_limit, "threads": args.threads,
+              "temp_directory": args.temp_directory}  # fmt: skip
+    if name is None:
+        name = default_engine(args.data)
+        if not duckdb_installed():  # a file read into memory
+            print(fallback_note(args.data), file=sys.stderr)
+    if name != "duckdb" and any(v is not None for v in limits.values()):
+        raise CLIError("--memory-limit, --threads and --temp-directory are DuckDB's: "
+                       f"they do not apply to --engine {name}")
     if name == "spark":  # the active session, else a local one on every core
         from pyspark.sql import SparkSession
 
@@ -213,11 +226,11 @@ def _engine(args: argparse.Namespace) -> Any:
             .config("spark.ui.showConsoleProgress", "false").getOrCreate()
         )
         return SparkEngine(session=session)
-    if name != "duckdb" or (args.memory_limit is None and args.threads is None):
+    if name != "duckdb" or all(v is None for v in limits.values()):
         return name
     from .kernel import DuckDBEngine
 
-    return DuckDBEngine(memory_limit=args.memory_limit, threads=args.threads)
+    return DuckDBEngine(**limits)
 
 
 def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger: str | None,
@@ -439,12 +452,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 # -- the parser -------------------------------------------------------------------------
 def _engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=("memory", "duckdb", "spark"), default="memory",
-                        help="where row-level work runs: memory (pandas, default), duckdb "
-                             "(the file stays on disk; extra ektelo[duckdb]) or spark "
+    parser.add_argument("--engine", choices=("memory", "duckdb", "spark"), default=None,
+                        help="where row-level work runs: duckdb (default: the file stays on "
+                             "disk), memory (pandas; the default without DuckDB) or spark "
                              "(local; extra ektelo[spark]) — docs/engines.md")
     parser.add_argument("--memory-limit", help="duckdb: memory limit, e.g. 1GB")
     parser.add_argument("--threads", type=int, help="duckdb: worker threads")
+    parser.add_argument("--temp-directory", help="duckdb: where it spills beyond the limit")
 
 
 def build_parser() -> argparse.ArgumentParser:
