@@ -64,7 +64,7 @@ import pandas as pd
 
 from . import _validate as check
 from . import wide
-from .domain import Domain
+from .domain import Domain, DomainValueError
 from .workload import spec as questions
 
 __all__ = [
@@ -223,6 +223,19 @@ class Preview:
         return f"plan {self.plan} at {spend}: {acc}\n  why: {self.why}"
 
 
+# A file DuckDB refused is read again by pandas, to name the problem as the
+# in-memory reader does, when it is no larger than this (bytes).
+DIAGNOSE_BYTES = 256 << 20
+
+
+def _diagnosable(source: Any) -> bool:
+    """Whether a refused file is small enough to be read into memory to explain it."""
+    if not isinstance(source, str | Path) or str(source).startswith("duckdb://"):
+        return False
+    path = Path(source)
+    return path.is_file() and path.stat().st_size <= DIAGNOSE_BYTES
+
+
 # -- the session ---------------------------------------------------------------------
 class Session:
     """One protected table and its budget, with named questions.
@@ -241,9 +254,11 @@ class Session:
         progress: show progress on slow questions (stderr; log lines when
             not a terminal).
         engine: where the table's row-level work runs (docs/engines.md):
-            None or "memory" reads the file here into pandas; "duckdb" or
-            "spark" (or an engine object) leave a path where it lies and
-            push the work down, with `on_invalid` applied by the engine.
+            None picks DuckDB for a path (memory, with a one-line warning,
+            when DuckDB is not installed) and memory for a DataFrame;
+            "memory" reads the file here into pandas; "duckdb" or "spark"
+            (or an engine object) leave a path where it lies and push the
+            work down, with `on_invalid` applied by the engine.
     """
 
     def __init__(
@@ -269,7 +284,17 @@ class Session:
             raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
         self.domain = load_domain(domain)
         data: Any
-        if engine is None or engine == "memory":
+        if engine is None:  # DuckDB for a file, memory for a DataFrame (or without DuckDB)
+            from .kernel.engines import default_engine, duckdb_installed, fallback_note
+
+            engine = default_engine(table_or_path)
+            if not isinstance(table_or_path, pd.DataFrame) and not duckdb_installed():
+                warnings.warn(fallback_note(table_or_path), stacklevel=2)
+        if isinstance(table_or_path, str | Path) and not str(table_or_path).startswith(
+            "duckdb://"
+        ) and not Path(table_or_path).exists():
+            raise FileNotFoundError(f"data file not found: {table_or_path}")
+        if engine == "memory":
             data = load_table(table_or_path, self.domain, on_invalid=on_invalid,
                               show_bad_values=show_bad_values)
         else:  # the engine reads the file where it lies (docs/engines.md)
@@ -288,10 +313,19 @@ class Session:
             options.update(ledger=str(ledger) if ledger is not None else None, dataset=dataset)
             if analyst is not None:
                 options["analyst"] = analyst
-        if engine is not None and engine != "memory":
+        if engine != "memory":
             options.update(engine=engine, on_invalid=on_invalid)
-        table = protect(data, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
-                        show_bad_values=show_bad_values, **options)
+        try:
+            table = protect(data, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
+                            show_bad_values=show_bad_values, **options)
+        except DomainValueError:
+            if engine == "memory" or not _diagnosable(table_or_path):
+                raise
+            # the data holder's refusal, named as the in-memory reader names it (the
+            # kind of bad value, hints, rows with show_bad_values): read once more
+            load_table(table_or_path, self.domain, on_invalid=on_invalid,
+                       show_bad_values=show_bad_values)
+            raise  # pandas found nothing: DuckDB's own summary stands
         assert isinstance(table, ProtectedTable)  # (a table's data is protected as a table)
         self._recorder = Recorder(table.port)
         self._table = ProtectedTable(self._recorder, table.node)  # every request recorded
