@@ -17,21 +17,37 @@ Relative paths are read relative to the file::
     ssl_keyfile = "key.pem"
 
     [datasets.adult]
-    data = "adult.csv"           # a CSV (a table, with `domain`) or a .npy (a vector)
+    data = "adult.csv"           # a table: .csv or .parquet (with `domain`), or a
+                                 # DuckDB database file with `table`; a .npy: a vector
     domain = "adult-domain.json"
     epsilon = 1.0                # the dataset's total budget: epsilon (with delta),
                                  # or rho
     seed = 7                     # research mode only (reproducible, NOT secure)
+    engine = "duckdb"            # where the rows live (docs/engines.md): "duckdb"
+                                 # (default for files when DuckDB is installed),
+                                 # "memory" (pandas; the default otherwise), "spark"
+    memory_limit = "1GB"         # DuckDB only: its memory limit, worker threads and
+    threads = 2                  # spill directory
+    temp_directory = "spill"
 
-Every key is checked when the file is read: an unknown key, a missing file or
-a bad budget is an error naming the key.
+    [datasets.warehouse]
+    data = "warehouse.duckdb"    # a table of a DuckDB database, opened read-only
+    table = "people"             # (or data = "duckdb:///abs/path.db?table=people")
+    domain = "people-domain.json"
+    rho = 0.5
+
+Every key is checked when the file is read: an unknown key, a missing file, a
+bad budget or an engine that cannot serve the data (not installed, options
+of another engine) is an error naming the key.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 import tomllib
+import urllib.parse
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -42,6 +58,7 @@ from ..budget import ZCDP, PureDP
 __all__ = ["DatasetConfig", "ServerConfig", "ensure_in_store", "load_config"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KIB|MB|MIB|GB|GIB|TB|TIB)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -55,10 +72,20 @@ class DatasetConfig:
     delta: float | None = None
     rho: float | None = None
     seed: int | None = None
+    engine: str | None = None  # a table's engine: "memory", "duckdb" or "spark"
+    duckdb: dict[str, Any] = field(default_factory=dict)  # DuckDBEngine's options
+    table: str | None = None  # a DuckDB database's table
 
     @property
     def kind(self) -> str:
         return "vector" if self.data.suffix == ".npy" else "table"
+
+    @property
+    def source(self) -> str:
+        """What `protect` opens: the file's path, or a ``duckdb://`` URL."""
+        if self.table is None:
+            return str(self.data)
+        return f"duckdb://{urllib.parse.quote(str(self.data))}?table={self.table}"
 
     def budget(self) -> PureDP | ZCDP:
         """The typed total budget (as `protect` reads its keywords)."""
@@ -92,7 +119,13 @@ _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "min_response_ms", "ssl_certfile", "ssl_keyfile",
 }
-_DATASET_KEYS = {"data", "domain", "epsilon", "delta", "rho", "seed"}
+_DATASET_KEYS = {
+    "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
+    "temp_directory", "table",
+}
+_ENGINES = ("memory", "duckdb", "spark")
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+_DATABASE_SUFFIXES = (".db", ".duckdb")
 
 
 def check_name(name: Any, what: str = "dataset") -> str:
@@ -132,22 +165,106 @@ def _dataset(base: Path, name: str, spec: Any) -> DatasetConfig:
         raise ValueError(f"[datasets.{name}] has unknown keys {sorted(unknown)}")
     if "data" not in spec:
         raise ValueError(f"[datasets.{name}] needs data = <file>")
-    data = base / str(spec["data"])
-    if not data.is_file():
-        raise ValueError(f"[datasets.{name}] data file {data} does not exist")
+    data, table = _data(base, name, spec)
     domain = base / str(spec["domain"]) if "domain" in spec else None
     if data.suffix != ".npy":
         if domain is None:
             raise ValueError(f"[datasets.{name}] a table ({data.name}) needs domain = <json>")
         if not domain.is_file():
             raise ValueError(f"[datasets.{name}] domain file {domain} does not exist")
+    engine, duckdb = _engine(base, name, spec, data, table)
     eps, delta, rho = (_budget(name, spec, k) for k in ("epsilon", "delta", "rho"))
     if (eps is None) == (rho is None):
         raise ValueError(f"[datasets.{name}] give the budget as epsilon= (with delta=) or rho=")
     seed = spec.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"[datasets.{name}] seed must be an integer, got {seed!r}")
-    return DatasetConfig(name, data, domain, eps, delta, rho, seed)
+    return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table)
+
+
+def _data(base: Path, name: str, spec: dict[str, Any]) -> tuple[Path, str | None]:
+    """(the data file, the DuckDB table or None): a .csv/.parquet/.npy file,
+    a DuckDB database file with `table`, or a ``duckdb:///path?table=`` URL."""
+    raw, table = spec["data"], spec.get("table")
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"[datasets.{name}] data must be a file name, got {raw!r}")
+    if raw.startswith("duckdb://"):
+        url = urllib.parse.urlparse(raw)
+        names = urllib.parse.parse_qs(url.query).get("table", [])
+        if url.netloc or not url.path or len(names) != 1 or table is not None:
+            raise ValueError(
+                f"[datasets.{name}] a DuckDB URL is duckdb:///path/to/file.db?table=name "
+                f"(and no table key), got {raw!r}"
+            )
+        raw, table = urllib.parse.unquote(url.path), names[0]
+    data = base / raw
+    if not data.is_file():
+        raise ValueError(f"[datasets.{name}] data file {data} does not exist")
+    suffix = data.suffix.lower()
+    if table is not None:
+        if suffix not in _DATABASE_SUFFIXES:
+            raise ValueError(
+                f"[datasets.{name}] table = applies to a DuckDB database (.db, .duckdb), "
+                f"not {data.name}"
+            )
+        if not isinstance(table, str) or not re.fullmatch(r"[A-Za-z_][\w$]*(\.[A-Za-z_][\w$]*)?",
+                                                           table):
+            raise ValueError(
+                f"[datasets.{name}] table must name a table (name or schema.name), got {table!r}"
+            )
+        return data, table
+    if suffix in _DATABASE_SUFFIXES:
+        raise ValueError(f"[datasets.{name}] a DuckDB database ({data.name}) needs table = <name>")
+    if suffix != ".npy" and suffix not in _TABLE_SUFFIXES and ".csv" not in data.suffixes:
+        raise ValueError(
+            f"[datasets.{name}] data must be a .csv, .parquet or .npy file or a DuckDB "
+            f"database with table=, got {data.name}"
+        )
+    return data, None
+
+
+def _engine(
+    base: Path, name: str, spec: dict[str, Any], data: Path, table: str | None
+) -> tuple[str | None, dict[str, Any]]:
+    """The table's engine (the default: DuckDB for a file when installed,
+    memory otherwise — `protect`'s rule) and DuckDB's options, checked now:
+    a server must not start with a dataset it cannot open."""
+    section = f"[datasets.{name}]"
+    options: dict[str, Any] = {
+        k: spec[k] for k in ("memory_limit", "threads", "temp_directory") if k in spec
+    }
+    engine: Any = spec.get("engine")
+    if data.suffix == ".npy":
+        if engine is not None or options:
+            raise ValueError(f"{section} a vector (.npy) is held in memory: no engine keys")
+        return None, {}
+    if engine is None:
+        engine = "duckdb" if table is not None or importlib.util.find_spec("duckdb") else "memory"
+    if engine not in _ENGINES:
+        raise ValueError(f"{section} engine must be one of {list(_ENGINES)}, got {engine!r}")
+    if options and engine != "duckdb":
+        raise ValueError(
+            f"{section} {sorted(options)} are DuckDB's options: they do not apply to "
+            f"engine = {engine!r}"
+        )
+    if table is not None and engine != "duckdb":
+        raise ValueError(f"{section} a DuckDB database table needs engine = \"duckdb\"")
+    needs = {"duckdb": "duckdb", "spark": "pyspark"}.get(engine)
+    if needs is not None and importlib.util.find_spec(needs) is None:
+        raise ValueError(f"{section} engine = {engine!r} needs the {needs} package installed")
+    parquet = data.suffix.lower() in (".parquet", ".pq")
+    if engine == "memory" and parquet and importlib.util.find_spec("pyarrow") is None:
+        raise ValueError(f"{section} reading Parquet into memory needs pyarrow installed")
+    limit = options.get("memory_limit")
+    if limit is not None and not (isinstance(limit, str) and _SIZE.match(limit)):
+        raise ValueError(f"{section} memory_limit must be a size like \"1GB\", got {limit!r}")
+    threads = options.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):  # fmt: skip
+        raise ValueError(f"{section} threads must be a positive integer, got {threads!r}")
+    if "temp_directory" in options:
+        options["temp_directory"] = str(base / str(options["temp_directory"]))
+    return engine, options
 
 
 def load_config(path: str | Path) -> ServerConfig:

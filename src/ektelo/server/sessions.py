@@ -2,11 +2,15 @@
 
 A `Dataset` is one configured file protected once by `ektelo.protect` (the
 in-memory ledger) or, with a durable ledger, per session by the store's
-`protect(..., ledger=, dataset=, analyst=)`. A `Session` is one client's view
-of it: the client names source variables by session-local ids (0 is the
-root), which the session maps to the kernel's ids, so a client can neither
-use another session's handles nor learn how many sources others derived; a
-foreign or unknown id is refused before the kernel sees the request.
+`protect(..., ledger=, dataset=, analyst=)`. A table lives where its
+configured engine keeps it (issue #28, docs/engines.md): read into memory by
+pandas, or left in its CSV/Parquet file or DuckDB database for DuckDB (each
+kernel with its own connection and the configured memory limit) or Spark.
+A `Session` is one client's view of it: the client names source variables
+by session-local ids (0 is the root), which the session maps to the kernel's
+ids, so a client can neither use another session's handles nor learn how
+many sources others derived; a foreign or unknown id is refused before the
+kernel sees the request.
 
 Every Private→Public request may carry a client `request_id`: a retry with
 the same id and the same content returns the stored answer and spends
@@ -59,12 +63,43 @@ class AuditEntry:
 
 
 def load_data(cfg: DatasetConfig) -> tuple[Any, Domain | None]:
-    """The dataset's values and domain, read once at start-up."""
+    """The dataset's values and domain, read once at start-up.
+
+    A vector (.npy) and a table on the memory engine are read here (a CSV
+    with `pd.read_csv`, a Parquet file with `pd.read_parquet`); a table on
+    DuckDB or Spark stays where it lies — its value is the source `protect`
+    opens (the file's path or a ``duckdb://`` URL), and opening it once now
+    checks it against the domain (one scan), so that a server never starts
+    with a dataset it cannot serve."""
     if cfg.kind == "vector":
         return np.load(cfg.data, allow_pickle=False), None
     assert cfg.domain is not None  # config checked it
     domain = Domain.from_json(cfg.domain)
-    return pd.read_csv(cfg.data), domain
+    if cfg.engine not in ("duckdb", "spark"):
+        if cfg.data.suffix.lower() in (".parquet", ".pq"):
+            return pd.read_parquet(cfg.data), domain
+        return pd.read_csv(cfg.data), domain
+    engine_for(cfg).open_source(cfg.source, domain)  # refuses bad data now, not per session
+    return cfg.source, domain
+
+
+def engine_for(cfg: DatasetConfig) -> Any:
+    """A new engine object for one kernel of the dataset (a DuckDB engine
+    holds one connection, which one kernel's requests use; a server's
+    sessions may run on several threads)."""
+    from ..kernel import DuckDBEngine, MemoryEngine, SparkEngine
+
+    if cfg.engine == "duckdb":
+        return DuckDBEngine(**cfg.duckdb)
+    if cfg.engine == "spark":
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession() or (
+            SparkSession.builder.master("local[*]").appName("ektelo-serve")
+            .config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        )
+        return SparkEngine(session=session)
+    return MemoryEngine()
 
 
 @dataclass
@@ -88,6 +123,8 @@ class Dataset:
         if self.store is not None:
             extra = {"ledger": self.store, "dataset": self.name, "analyst": analyst}
         c = self.cfg
+        if c.kind == "table":
+            extra["engine"] = engine_for(c)
         return protect(
             self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=c.seed,
             **extra,
@@ -107,6 +144,11 @@ class Dataset:
     @property
     def kind(self) -> str:
         return self.cfg.kind
+
+    @property
+    def engine(self) -> str:
+        """Where the rows live: "memory", "duckdb" or "spark" ("memory" for a vector)."""
+        return self.cfg.engine or "memory"
 
 
 @dataclass
