@@ -398,7 +398,11 @@ def hdmm_pgm(
     HDMM's OPT_M (PVLDB 2018 §5.3) restricted to the marginals inside the
     workload's cliques (those a model over them can hold), or "workload",
     the workload's own marginals with the error-minimising closed-form split.
-    Then the graphical model (Private-PGM) is fitted to the measurements.
+    (`operators.hdmm`'s OPT_M ranges over all 2^d marginals, up to the full
+    d-way one, which neither a projection nor a model over the workload's
+    cliques can hold; its error formula is evaluated here on the closure
+    only.) Then the graphical model (Private-PGM) is fitted to the
+    measurements: an estimate, not HDMM's least squares on the full vector.
 
     Before anything is spent the model's junction tree over the strategy's
     cliques is checked against `max_model_size` (cells): a dense workload
