@@ -114,6 +114,13 @@ def test_zcdp_spends_exactly_rho_without_features():
     assert "zCDP" in choice.why and choice.features is None
 
 
+def test_rho_on_pure_eps_data_is_refused_before_anything():
+    x = ektelo.protect(data(1000), epsilon=1.0, seed=2)
+    with pytest.raises(ValueError, match="pure ε-DP budget: give eps instead"):
+        plan_auto(x, Prefix(N), None, rho=0.1, kind="prefix")
+    assert x.history() == ()
+
+
 def test_the_registered_plan_spends_exactly_eps_and_infers_the_kind():
     x = ektelo.protect(data(10**5), epsilon=1.0, seed=4)
     est = plans.run("auto", x, Prefix(N), 0.6, table=hand_table(SIGNAL, share=0.05))

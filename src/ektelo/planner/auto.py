@@ -234,6 +234,9 @@ def _check_remaining(x: ProtectedVector, budget: float, gaussian: bool) -> None:
     from ..kernel import BudgetExceeded
 
     b = x.budget
+    if gaussian and b.unit == "epsilon":
+        raise ValueError("rho= spends ρ (zCDP, Gaussian noise), but this data was protected "
+                         "with a pure ε-DP budget: give eps instead (nothing was spent)")
     cost = budget if (gaussian or b.unit == "epsilon") else budget**2 / 2
     if cost > b.remaining * (1 + 1e-9):
         unit = "ρ" if b.unit == "rho" else "ε"
