@@ -15,8 +15,8 @@ from .rules import Candidate, Choice
 __all__ = ["PREVIEW_NOTE", "error_label", "format_choice", "ranking_rows"]
 
 PREVIEW_NOTE = ("Tier 0 ranking of the candidates (expected RMSE per query), free: nothing "
-                "spent, and a preview charges no Tier 1 features (the plan 'auto' would "
-                "spend a share of ε on them)")
+                "spent, and a preview charges no Tier 1 features (the plan 'auto' spends a "
+                "share of ε on them when its decision table has a tree for the workload)")
 
 
 def error_label(c: Candidate) -> str:
