@@ -11,7 +11,9 @@ choice follows Pythia, Kotsogiannis et al., SIGMOD 2017).
    lowest mean error over seeds at the full ε;
 3. training (`planner_train`): per share, features measured by the
    runtime's `measure_features` at share·ε, one tree per group;
-   leave-one-dataset-out regret simulated from the grid picks the share;
+   leave-one-dataset-out regret simulated from the grid (each held-out
+   case's choice priced by the grid's errors at (1 − share)·ε) picks the
+   share and, per group, the least leaf size (`MIN_LEAF_SHARES`);
 4. evaluation: leave-one-dataset-out with the chosen share — for each
    held-out dataset, `plans.run("auto", x, W, ε, kind=..., table=<the
    table trained without it>)` per (scale, ε, seed) (features at share·ε,
@@ -58,7 +60,9 @@ TARGET = 1.2
 # are resolved per group/ε (`_fixed_plan`).
 FIXED = (("hb", "HB"), ("adaptive_grid", "AG"), ("quadtree", "QuadTree"),
          ("rules", "rules"), ("tier0", "Tier0"))
-MIN_LEAF_SHARE = 0.03  # a leaf holds ≥ 3% of a group's training cases
+# A leaf holds at least this share of a group's training cases; chosen per
+# group by the simulated leave-one-dataset-out regret, like the share.
+MIN_LEAF_SHARES = (0.03, 0.06, 0.1)
 
 
 # -- regret arithmetic -----------------------------------------------------------------
@@ -153,15 +157,16 @@ def _names(grid: pg.Grid, group: str) -> tuple[str, ...]:
     return every if grid.datasets is None else tuple(d for d in every if d in grid.datasets)
 
 
-def _train(cases: pt.Cases) -> dict[str, Any]:
-    min_leaf = max(2, int(MIN_LEAF_SHARE * len(cases.cost)))
+def _train(cases: pt.Cases, min_leaf_share: float) -> dict[str, Any]:
+    min_leaf = max(2, int(min_leaf_share * len(cases.cost)))
     return pt.fit_tree(cases, min_leaf=min_leaf)
 
 
-def loo_trees(cases: pt.Cases) -> dict[str, dict[str, Any]]:
+def loo_trees(cases: pt.Cases, min_leaf_share: float) -> dict[str, dict[str, Any]]:
     """Per held-out dataset: the tree trained on the others."""
     names = sorted(set(cases.keys["dataset"]))
-    return {d: _train(cases.subset((cases.keys["dataset"] != d).to_numpy())) for d in names}
+    return {d: _train(cases.subset((cases.keys["dataset"] != d).to_numpy()), min_leaf_share)
+            for d in names}
 
 
 def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd.DataFrame,
@@ -189,13 +194,13 @@ def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd
 AUTO_COLUMNS = ("tree", "group", "dataset", "scale", "eps", "seed", "share", "error", "spent")
 
 
-def _tree_key(tree: dict[str, Any], share: float) -> str:
-    text = json.dumps({"tree": tree, "share": share}, sort_keys=True)
+def _tree_key(tree: dict[str, Any], share: float, tier0: str) -> str:
+    text = json.dumps({"tree": tree, "share": share, "tier0": tier0}, sort_keys=True)
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: float,
-             folder: Path) -> pd.DataFrame:
+             folder: Path, tier0: dict[tuple[str, float], str]) -> pd.DataFrame:
     """Auto's error per (group, held-out dataset, scale, ε, seed), running
     `plans.run("auto", ...)` with the table trained without that dataset;
     cached per group in `folder` (``planner_auto_<group>.csv.gz``)."""
@@ -211,7 +216,8 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
                 for r in done.itertuples(index=False)}
         jobs = []
         for dataset, tree in per.items():
-            key = _tree_key(tree, share)
+            t0 = ",".join(tier0[(group, e)] for e in grid.epsilons)
+            key = _tree_key(tree, share, t0)
             for scale in grid.scales:
                 for eps in grid.epsilons:
                     for seed in range(grid.seeds):
@@ -242,7 +248,8 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
                     rows = []
                     last = time.perf_counter()
         got = _load_auto(cache)
-        wanted = {_tree_key(t, share) for t in per.values()}
+        t0 = ",".join(tier0[(group, e)] for e in grid.epsilons)
+        wanted = {_tree_key(t, share, t0) for t in per.values()}
         got = got[got["tree"].isin(wanted) & got["scale"].isin(grid.scales)
                   & got["eps"].isin(grid.epsilons) & (got["seed"] < grid.seeds)]
         frames.append(got)
@@ -275,13 +282,20 @@ def _append_auto(path: Path, rows: list[dict[str, Any]]) -> None:
 
 # -- the experiment ----------------------------------------------------------------------------
 def _tier0_plans(grid: pg.Grid) -> dict[tuple[str, float], str]:
+    """Tier 0's plan per (group, ε), priced in this process. Its Monte-Carlo
+    prices stop after `MC_SECONDS` of wall time, so on a loaded machine they
+    use fewer seeds and may rank hb, greedy_h, h2 differently from run to
+    run; the experiment lets every price use all `MC_SEEDS` fixed seeds so
+    that Tier 0's choice — in training and in every `plans.run("auto")` of
+    this process, which reads the same price cache — is reproducible
+    (`run_experiment` sets and restores `MC_SECONDS`)."""
     return {(g, e): pt.tier0_plan(g, e) for g in grid.groups for e in grid.epsilons}
 
 
-def _check_coverage(errors: pd.DataFrame, grid: pg.Grid, what: str) -> None:
+def _check_coverage(errors: pd.DataFrame, grid: pg.Grid, what: str, seeds: int) -> None:
     """Every (case, seed, plan) of `grid` must be in `errors`: say what is missing."""
     expected = sum(len(_names(grid, g)) * len(grid.plans_for(g)) for g in grid.groups)
-    expected *= len(grid.scales) * len(grid.epsilons) * grid.seeds
+    expected *= len(grid.scales) * len(grid.epsilons) * seeds
     if len(errors) < expected:
         raise RuntimeError(f"the grid {what} has {len(errors)} of {expected} errors: run the "
                            "grid first (python -m experiments.planner_grid)")
@@ -292,6 +306,21 @@ def run_experiment(out: Path, quick: bool = False, dims: int | None = None,
                    table_path: Path = TABLE_PATH) -> pd.DataFrame:
     """The whole pipeline (module docstring); returns the per-case regret
     rows. `write_table`: train on every dataset and write `table_path`."""
+    from ektelo.planner import tier0
+
+    saved = tier0.MC_SECONDS
+    tier0.MC_SECONDS = math.inf  # every Monte-Carlo price on all its seeds (`_tier0_plans`)
+    tier0.clear_cache()  # no price from a shorter budget
+    try:
+        return _run_experiment(out, quick, dims, shares, write_table, table_path)
+    finally:
+        tier0.MC_SECONDS = saved
+        tier0.clear_cache()
+
+
+def _run_experiment(out: Path, quick: bool, dims: int | None,
+                    shares: tuple[float, ...] | None, write_table: bool,
+                    table_path: Path) -> pd.DataFrame:
     require_shared("dpbench")
     started = time.perf_counter()
     shares = shares or SHARES
@@ -308,35 +337,44 @@ def run_experiment(out: Path, quick: bool = False, dims: int | None = None,
     print(f"planner: {pg.describe(grid)}", flush=True)
     rows = pg.run_grid(grid, folder, log=sys.stderr)
     full = pg.scaled_errors(rows, grid, 1.0)
-    _check_coverage(full, grid, "at the full ε")
+    _check_coverage(full, grid, "at the full ε", grid.seeds)
     best = pt.best_in_hindsight(full)
 
-    # training: per share, simulated leave-one-dataset-out regret
-    trained: dict[float, tuple[dict[str, pt.Cases], dict[str, dict[str, dict[str, Any]]]]] = {}
+    # training: per share and leaf size, simulated leave-one-dataset-out regret
+    trained: dict[float, tuple[dict[str, pt.Cases], dict[str, dict[str, dict[str, Any]]],
+                               dict[str, float]]] = {}
     sim = []
     for share in shares:
-        part = pg.scaled_errors(rows, grid, round(1 - share, 6))
-        _check_coverage(part, grid, f"at (1 - {share:g})ε")
+        factor = round(1 - share, 6)
+        part = pg.scaled_errors(rows, grid, factor)
+        _check_coverage(part, grid, f"at (1 - {share:g})ε", grid.seeds_at(factor))
         feats = case_features(grid, share)
         t0 = {g: {e: p for (gg, e), p in tier0.items() if gg == g} for g in grid.groups}
         cases = {g: pt.build_cases(g, feats, part, full, t0[g]) for g in grid.groups}
-        trees = {g: loo_trees(cases[g]) for g in grid.groups}
-        trained[share] = (cases, trees)
+        trees, leaf = {}, {}
         for g in grid.groups:
-            r = simulated_regret(cases[g], trees[g], part, best, tier0)
-            sim.append({"share": share, "group": g, "sim_gmean": gmean(r),
-                        "sim_p90": float(np.percentile(r, 90))})
+            found = []
+            for ml in MIN_LEAF_SHARES:
+                loo = loo_trees(cases[g], ml)
+                r = simulated_regret(cases[g], loo, part, best, tier0)
+                sim.append({"share": share, "group": g, "min_leaf_share": ml,
+                            "sim_gmean": gmean(r), "sim_p90": float(np.percentile(r, 90))})
+                found.append((gmean(r), ml, loo))
+            _, leaf[g], trees[g] = min(found, key=lambda f: f[0])
+        trained[share] = (cases, trees, leaf)
     sim_table = pd.DataFrame(sim)
-    overall = sim_table.groupby("share")["sim_gmean"].apply(lambda v: gmean(v))
+    overall = sim_table.groupby(["share", "group"])["sim_gmean"].min().groupby("share").apply(
+        lambda v: gmean(v))
     share = float(overall.idxmin())
     print("\nleave-one-dataset-out regret simulated from the grid (features measured, plan "
           "errors at (1-share)ε from the grid):")
     print(sim_table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"chosen leaf sizes: {trained[share][2]}")
     print(f"chosen share: {share:g}\n", flush=True)
 
     # evaluation: plans.run("auto", ...) with the held-out table
-    cases, trees = trained[share]
-    auto = run_auto(grid, trees, share, folder)
+    cases, trees, leaf = trained[share]
+    auto = run_auto(grid, trees, share, folder, tier0)
     fixed = _fixed_plans(grid, tier0)
     table = regret_table(auto, full, fixed)
     labels = [label for label in fixed if table[f"{label}_regret"].notna().any()]
@@ -354,7 +392,7 @@ def run_experiment(out: Path, quick: bool = False, dims: int | None = None,
     _plot(out, table)
 
     if write_table:
-        full_trees = {g: _train(cases[g]) for g in grid.groups}
+        full_trees = {g: _train(cases[g], leaf[g]) for g in grid.groups}
         _write_table(full_trees, share, grid, table_path)
     print(f"total wall time {time.perf_counter() - started:.0f} s; wrote {out / (NAME + '.csv')}")
     return table
