@@ -180,3 +180,16 @@ def test_more_than_the_remaining_budget_is_refused_and_changes_nothing():
     with pytest.raises(ektelo.BudgetExceeded):
         plan_auto(x, Prefix(N), 0.8, kind="prefix", table=hand_table(SIGNAL))
     assert x.budget.spent == 0 and x.history() == ()
+
+
+def test_the_choice_explains_the_features_and_the_path():
+    from ektelo.planner import format_choice
+
+    x = ektelo.protect(data(10**5), epsilon=1.0, seed=2)
+    _, choice = plan_auto(x, Prefix(N), 1.0, kind="prefix", table=hand_table(SIGNAL))
+    text = format_choice(choice, preview=False)
+    assert text.startswith("ranking (Tier 0):") and "charges no Tier 1" not in text
+    features = next(line for line in text.splitlines() if line.startswith("features"))
+    assert "paid ε=0.1" in features and "log10_signal=4." in features
+    assert f"decision table: {choice.path[0]}" in text and "choice: dawa" in text
+    assert "data-dependent" in text  # DAWA listed after the priced candidates
