@@ -63,7 +63,7 @@ Sparse = tuple[np.ndarray, np.ndarray]
 # `each_marginal` asks an engine for this many marginals at most in one call,
 # and for fewer when their cells add up to more than _BATCH_CELLS (one engine
 # scan per batch; the results of one batch are held together).
-_BATCH_SETS = 32
+_BATCH_SETS = 128
 _BATCH_CELLS = 2**24
 
 # The policies for values outside the domain (and NULLs), as in Domain.clean:
