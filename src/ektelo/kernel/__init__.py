@@ -16,7 +16,15 @@ trail: `open_store(path_or_url)` (docs/ledger.md).
 """
 
 from . import port, store
-from .engines import DuckDBEngine, EngineError, MemoryEngine, SparkEngine
+from .engines import (
+    DuckDBEngine,
+    EngineError,
+    MemoryEngine,
+    SparkEngine,
+    default_engine,
+    duckdb_installed,
+    fallback_note,
+)
 from .handles import ProtectedTable, ProtectedVector
 from .kernel import Kernel
 from .ledger import Budget, BudgetExceeded, NodeState, RequestConflict
@@ -42,6 +50,9 @@ __all__ = [
     "RequestConflict",
     "SparkEngine",
     "col",
+    "default_engine",
+    "duckdb_installed",
+    "fallback_note",
     "open_store",
     "port",
     "protect",
