@@ -204,7 +204,7 @@ def _engine(args: argparse.Namespace) -> Any:
     """--engine (default: DuckDB for the file, memory without DuckDB, with a
     one-line note) and DuckDB's --memory-limit/--threads/--temp-directory, as
     protect's engine= (docs/engines.md)."""
-    from .kernel.engines import default_engine, duckdb_installed, fallback_note
+    from .kernel import default_engine, duckdb_installed, fallback_note
 
     name = args.engine
     limits = {"memory_limit": args.memory_limit, "threads": args.threads,

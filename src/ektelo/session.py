@@ -285,7 +285,7 @@ class Session:
         self.domain = load_domain(domain)
         data: Any
         if engine is None:  # DuckDB for a file, memory for a DataFrame (or without DuckDB)
-            from .kernel.engines import default_engine, duckdb_installed, fallback_note
+            from .kernel import default_engine, duckdb_installed, fallback_note
 
             engine = default_engine(table_or_path)
             if not isinstance(table_or_path, pd.DataFrame) and not duckdb_installed():
