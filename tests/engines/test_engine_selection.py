@@ -151,7 +151,7 @@ def test_duckdb_batches_many_sets_in_one_scan(
     """More sets than one batch, duplicate and reordered sets, the empty set."""
     from ektelo.kernel.engines import base
 
-    monkeypatch.setattr(base, "_BATCH_SETS", 8)
+    monkeypatch.setattr(base, "BATCH_SETS", 8)
     engine, root = _engines("duckdb", tmp_path, frame(400, 5, invalid=True))
     memory, mroot = _engines("memory", tmp_path, frame(400, 5, invalid=True))
     sets = [c for k in (1, 2, 3, 4) for c in itertools.combinations(range(5), k)]

@@ -47,6 +47,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 __all__ = [
+    "BATCH_CELLS",
+    "BATCH_SETS",
     "ON_INVALID",
     "EngineError",
     "Sparse",
@@ -61,10 +63,10 @@ __all__ = [
 Sparse = tuple[np.ndarray, np.ndarray]
 
 # `each_marginal` asks an engine for this many marginals at most in one call,
-# and for fewer when their cells add up to more than _BATCH_CELLS (one engine
+# and for fewer when their cells add up to more than BATCH_CELLS (one engine
 # scan per batch; the results of one batch are held together).
-_BATCH_SETS = 128
-_BATCH_CELLS = 2**24
+BATCH_SETS = 128
+BATCH_CELLS = 2**24
 
 # The policies for values outside the domain (and NULLs), as in Domain.clean:
 # "error" refuses them when the table is protected; "drop" removes the rows
@@ -170,9 +172,9 @@ def each_marginal(
     start = 0
     while start < len(column_sets):
         stop, cells = start, 0
-        while stop < len(column_sets) and stop - start < _BATCH_SETS:
+        while stop < len(column_sets) and stop - start < BATCH_SETS:
             size = math.prod(shapes[stop])
-            if stop > start and cells + size > _BATCH_CELLS:
+            if stop > start and cells + size > BATCH_CELLS:
                 break
             cells += size
             stop += 1
