@@ -86,6 +86,27 @@ def test_engine_backed_datasets_answer_as_the_memory_one(engines_server: dict[st
         assert _answers(url, token, name) == reference, name
 
 
+def test_with_a_durable_ledger_every_session_opens_its_own_engine(tmp_path: Path) -> None:
+    """With a ledger store each session is a kernel of its own (its own DuckDB
+    connection, the file not scanned again): the same seeded answers as memory,
+    session after session."""
+    (tmp_path / "tab.csv").write_text(table_rows(300, seed=4))
+    (tmp_path / "tab-domain.json").write_text(json.dumps(DOMAIN))
+    common = {"data": "tab.csv", "domain": "tab-domain.json", "epsilon": 1000.0, "seed": 9}
+    config = write_config(tmp_path, {"mem": {**common, "engine": "memory"}, "duck": common},
+                          ledger="ledger.sqlite")  # fmt: skip
+    run_admin(config, "init")
+    token = ""
+    for name in ("mem", "duck"):
+        token = run_admin(config, "add-analyst", "ann", "--dataset", name)
+    server = ServerProcess(config).start()
+    try:
+        for _ in range(2):  # a second session: a new kernel and engine on each side
+            assert _answers(server.url, token, "duck") == _answers(server.url, token, "mem")
+    finally:
+        server.stop()
+
+
 def test_the_status_page_names_each_engine(engines_server: dict[str, Any]) -> None:
     status, page = http(
         "GET", f"{engines_server['url']}/status", token=engines_server["admin"]

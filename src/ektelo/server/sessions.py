@@ -125,6 +125,11 @@ class Dataset:
         c = self.cfg
         if c.kind == "table":
             extra["engine"] = engine_for(c)
+            if c.engine in ("duckdb", "spark"):
+                # load_data refused any invalid value at start-up (one scan); "drop"
+                # then removes nothing and opens the file without scanning it again
+                # for every session (and keeps the codes valid should it change)
+                extra["on_invalid"] = "drop"
         return protect(
             self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=c.seed,
             **extra,
