@@ -4,7 +4,7 @@
   DataFrame);
 * `duckdb.DuckDBEngine` — DuckDB over a CSV/Parquet file or a DuckDB table,
   the work pushed down as SQL (the default for a path or ``duckdb://`` URL;
-  extra ``ektelo[duckdb]``);
+  a core dependency, imported on first use);
 * `spark.SparkEngine` — PySpark DataFrames (the default for a Spark
   DataFrame; extra ``ektelo[spark]``).
 

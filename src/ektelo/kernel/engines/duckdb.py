@@ -163,7 +163,7 @@ class DuckDBEngine:
     def connection(self) -> Any:
         with self._lock:
             if self._con is None:
-                import duckdb  # the optional extra: ektelo[duckdb]
+                import duckdb  # a core dependency, imported on first use
 
                 con = duckdb.connect(":memory:", config=dict(self.config))
                 # DuckDB ≥ 1.4 turns a TRY_CAST over a CSV column into the reader's own
