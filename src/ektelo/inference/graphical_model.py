@@ -32,6 +32,10 @@ Domain's values (`synthetic`). Nothing ever materialises the full domain: the
 junction tree's size is checked against a public limit before fitting
 (`max_model_size`, raising `ModelTooLarge`), and `model_size` gives that size
 for hypothetical cliques (AIM's guard, McKenna et al., PVLDB 2022).
+
+`CompressedGraphicalModel` wraps a model fitted on a compressed domain (MST's
+domain compression, `graphical.compression`) so that it answers and samples
+in the original domain.
 """
 
 from __future__ import annotations
