@@ -97,6 +97,7 @@ class Grid:
     seeds: int = 5
     factors: tuple[float, ...] = (1.0,)
     part_seeds: int = 5  # seeds at the factors below 1 (training only)
+    di_seeds: int | None = None  # data-independent plans' seeds at the full ε (default seeds)
     plans: dict[int, tuple[str, ...]] | None = None  # per dimensionality
 
     def plans_for(self, group: str) -> tuple[str, ...]:
@@ -110,6 +111,14 @@ class Grid:
 
     def seeds_at(self, factor: float) -> int:
         return self.seeds if math.isclose(factor, 1.0) else min(self.seeds, self.part_seeds)
+
+    def di_seeds_at(self, factor: float) -> int:
+        """Seeds of the data-independent plans: more at the full ε (cheap:
+        shared across datasets), so that their mean is close to its
+        expectation when they compete for the best in hindsight."""
+        if math.isclose(factor, 1.0) and self.di_seeds is not None:
+            return max(self.di_seeds, self.seeds)
+        return self.seeds_at(factor)
 
 
 # -- inputs -------------------------------------------------------------------
@@ -241,7 +250,7 @@ def _jobs(grid: Grid) -> list[tuple[Any, ...]]:
             names = grid.datasets or tuple(sorted(datasets(dims)))
             names = tuple(n for n in names if n in datasets(dims))
             for eps in grid.epsilons:
-                for seed in range(grid.seeds_at(factor)):
+                for seed in range(grid.di_seeds_at(factor)):
                     for plan in grid.plans_for(group):
                         if _data_independent(plan):
                             jobs.append((group, "*", "*", eps, factor, seed, plan))
@@ -309,23 +318,28 @@ def run_grid(grid: Grid, folder: Path | None = None, *, log: Any = None, tag: st
     return table[table["group"].isin(grid.groups)].reset_index(drop=True)
 
 
-def scaled_errors(cache_rows: pd.DataFrame, grid: Grid, factor: float) -> pd.DataFrame:
+def scaled_errors(cache_rows: pd.DataFrame, grid: Grid, factor: float, *,
+                  extra_di: bool = True) -> pd.DataFrame:
     """Scaled errors per (group, dataset, scale, eps, seed) × plan at `factor`,
     the shared data-independent runs spread over every dataset and scale
-    (their absolute error divided by that vector's total). Rows missing from
-    the cache are absent (callers check coverage)."""
+    (their absolute error divided by that vector's total); with `extra_di`
+    the data-independent plans' extra seeds (`Grid.di_seeds`) too. Rows
+    missing from the cache are absent (callers check coverage)."""
+    di_seeds = grid.di_seeds_at(factor) if extra_di else grid.seeds_at(factor)
     rows = cache_rows[np.isclose(cache_rows["factor"].astype(float), factor)]
     dep = rows[rows["dataset"] != "*"].copy()
     dep["error"] = dep["abs_error"] / dep["records"]
-    records = _all_records(grid, grid.seeds_at(factor))
-    ind = rows[rows["dataset"] == "*"].drop(columns=["dataset", "scale", "records"])
+    records = _all_records(grid, di_seeds)
+    ind = rows[(rows["dataset"] == "*") & (rows["seed"] < di_seeds)]
+    ind = ind.drop(columns=["dataset", "scale", "records"])
     ind = ind.merge(records, on=["group", "eps", "seed"])
     ind["error"] = ind["abs_error"] / ind["records"]
+    dep = dep[dep["seed"] < grid.seeds_at(factor)]
     both = pd.concat([dep, ind], ignore_index=True)
     keep = both["group"].isin(grid.groups) & both["scale"].isin(grid.scales)
     if grid.datasets is not None:
         keep &= both["dataset"].isin(grid.datasets)
-    both = both[keep & both["eps"].isin(grid.epsilons) & (both["seed"] < grid.seeds_at(factor))]
+    both = both[keep & both["eps"].isin(grid.epsilons)]
     both = both[[p in grid.plans_for(g) for g, p in zip(both["group"], both["plan"], strict=True)]]
     return both[["group", "dataset", "scale", "eps", "seed", "plan", "error"]].reset_index(
         drop=True
@@ -354,7 +368,8 @@ def describe(grid: Grid) -> str:
     return (f"groups {','.join(grid.groups)}; scales {','.join(grid.scales)}; "
             f"ε {','.join(f'{e:g}' for e in grid.epsilons)}; {grid.seeds} seeds; "
             f"ε factors {','.join(f'{f:g}' for f in grid.factors)} "
-            f"({grid.seeds_at(0.5)} seeds below 1)"
+            f"({grid.seeds_at(0.5)} seeds below 1; data-independent plans "
+            f"{grid.di_seeds_at(1.0)} at the full ε)"
             + ("" if grid.datasets is None else f"; datasets {','.join(grid.datasets)}"))
 
 
@@ -368,7 +383,11 @@ def grid_for_dims(dims: int | None, factors: Sequence[float], quick: bool = Fals
                     factors=tuple(factors), datasets=QUICK_DATASETS, plans=QUICK_PLANS)
     if part_seeds is None:
         part_seeds = min(PART_SEEDS[GROUP_DIMS[g]] for g in groups)
-    return Grid(groups=groups, factors=tuple(factors), part_seeds=part_seeds)
+    return Grid(groups=groups, factors=tuple(factors), part_seeds=part_seeds, di_seeds=DI_SEEDS)
+
+
+# Data-independent plans' seeds at the full ε (their runs are shared, so cheap).
+DI_SEEDS = 20
 
 
 # Seeds of the training grid below the full ε (cut from 5 to fit the compute:
