@@ -8,6 +8,7 @@ budget; and refusals read the same."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -134,7 +135,13 @@ def test_without_duckdb_a_file_is_read_into_memory_with_a_note(
     csv, domain, _ = census
     args = ["--workload", "histogram:race", "--plan", "identity"]
     with_duckdb = _run(capsys, csv, domain, tmp_path / "a.csv", args)
-    monkeypatch.setattr(engines, "duckdb_installed", lambda: False)
+    find_spec = importlib.util.find_spec  # DuckDB as if not installed
+
+    def without_duckdb(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "duckdb" else find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_duckdb)
+    assert not ektelo.kernel.duckdb_installed()
     code, _stdout, err = call(capsys, "run", "--no-ledger", "--data", str(csv), "--domain",
                              str(domain), "--epsilon", "1", "--seed", "7", "--out",
                              str(tmp_path / "b.csv"), *args)  # fmt: skip
