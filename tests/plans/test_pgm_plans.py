@@ -25,7 +25,7 @@ from ektelo.inference.graphical_model import ModelTooLarge
 from ektelo.kernel import ProtectedTable
 from ektelo.matrix import Identity
 from ektelo.operators import hdmm as hdmm_ops
-from ektelo.plans.pgm import _Closure, marginal_strategy
+from ektelo.plans.pgm import ClosureObjective, marginal_strategy
 from ektelo.session import Recorder
 
 DOMAIN = Domain.from_json({"a": 4, "b": 4, "c": 3, "d": 5, "e": 2})
@@ -150,7 +150,7 @@ def test_closure_error_is_hdmm_error_of_the_explicit_matrices() -> None:
     OPT_M objective over all 2^d sets (`operators.hdmm`)."""
     domain = Domain.from_json({"a": 3, "b": 4, "c": 2, "d": 5})
     workload = [("a", "b"), ("b", "c"), ("a", "b", "d")]
-    closure = _Closure(domain, workload)
+    closure = ClosureObjective(domain, workload)
     theta = np.random.default_rng(0).random(len(closure.support))
     A = np.vstack([t * _marginal_matrix(domain, c) for c, t in zip(closure.support, theta,
                                                                   strict=True)])

@@ -44,7 +44,14 @@ from .budget import check_budget, check_eps, split
 from .common import check_choice, check_share
 from .registry import register
 
-__all__ = ["MarginalStrategy", "hdmm_pgm", "marginal_strategy", "privbayes_pgm"]
+__all__ = [
+    "ClosureObjective",
+    "MarginalStrategy",
+    "hdmm_pgm",
+    "marginal_strategy",
+    "privbayes_pgm",
+    "workload_cliques",
+]
 
 Clique = tuple[str, ...]
 
@@ -223,7 +230,7 @@ class MarginalStrategy:
         return self.objective / (2.0 * budget)
 
 
-class _Closure:
+class ClosureObjective:
     """HDMM's OPT_M error on the marginals inside the workload's cliques.
 
     HDMM (§5.3) writes every Gram in play as Σ_a u_a Q_a over attribute sets a,
@@ -308,7 +315,7 @@ def marginal_strategy(
 
     ``method="opt_m"``: HDMM's OPT_M (McKenna, Miklau, Hay & Machanavajjhala,
     PVLDB 2018, §5.3) — the weights θ ≥ 0 of all marginals in the workload's
-    downward closure minimising the closed-form error of `_Closure`, by
+    downward closure minimising the closed-form error of `ClosureObjective`, by
     L-BFGS-B from the workload's own marginals. For Laplace noise that is
     HDMM's objective (Σθ)²·tr(...); for Gaussian noise the L1 norm becomes
     the L2 column norm √Σθ² (the Gaussian matrix mechanism: Li, Miklau, Hay,
@@ -332,7 +339,7 @@ def marginal_strategy(
     if not isinstance(domain, Domain):
         raise TypeError(f"domain must be an ektelo Domain, got {type(domain).__name__}")
     cliques = workload_cliques(domain, workload, "hdmm_pgm")
-    closure = _Closure(domain, cliques)
+    closure = ClosureObjective(domain, cliques)
     support = closure.support
     asked = closure.workload_weight
     cells = np.array([float(math.prod(domain[a].size for a in c)) for c in support])
