@@ -266,6 +266,7 @@ def test_hdmm_pgm_size_guard_refuses_before_spending() -> None:
     ([("a", "nope")], {}, ValueError, "unknown attribute 'nope'"),
     ([], {}, ValueError, "workload is empty"),
     ([("a", "a")], {}, ValueError, "duplicate attributes"),
+    (Identity(4), {}, TypeError, "not a query matrix"),
     ([("a",)], {"mechanism": "exponential"}, ValueError, "mechanism must be"),
     ([("a",)], {"strategy": "best"}, ValueError, "method must be one of"),
     ([("a",)], {"mechanism": "gaussian"}, ValueError, "pure ε-DP budget"),

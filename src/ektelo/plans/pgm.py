@@ -38,7 +38,7 @@ from ..domain import Domain, check_names
 from ..inference import GraphicalModel, fit_graphical_model
 from ..inference.graphical_model import MAX_MODEL_CELLS, ModelTooLarge, model_size
 from ..kernel import ProtectedTable
-from ..matrix import Identity
+from ..matrix import EMatrix, Identity
 from ..measurement import Measurement
 from .budget import check_budget, check_eps, split
 from .common import check_choice, check_share
@@ -83,6 +83,14 @@ def workload_cliques(domain: Domain, workload: Any, plan: str) -> list[Clique]:
     weighs twice, as a stacked workload does)."""
     if workload is None:
         return list(itertools.combinations(domain.names, 2))
+    if isinstance(workload, EMatrix):
+        # What the session hands a named table plan: a query matrix, which
+        # names no attributes (the front door routes only MST and AIM to models).
+        raise TypeError(
+            f"{plan}'s workload is a list of attribute tuples, e.g. [('a', 'b')], not a query "
+            f"matrix ({type(workload).__name__}); in ektelo run / Session ask for "
+            "marginals with --plan mst or aim, or call ektelo.plans." + plan + " in Python"
+        )
     if isinstance(workload, (str, bytes)) or not isinstance(workload, Sequence):
         raise TypeError(
             f"{plan}'s workload is a list of attribute tuples, e.g. [('a', 'b')], "
