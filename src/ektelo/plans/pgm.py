@@ -334,13 +334,17 @@ def marginal_strategy(
     ``method="workload"``: the workload's own marginals, each answered by
     its own noisy measurement, with the budget split that minimises the
     total expected squared error of those direct answers. A marginal of n_a
-    cells asked w_a times, Gaussian noise at ρ_a (σ_a² = 1/(2ρ_a), L2
-    sensitivity 1), errs Σ_a w_a·n_a/(2ρ_a); under Σρ_a = ρ the Lagrange
-    condition w_a·n_a/ρ_a² = const gives ρ_a ∝ √(w_a·n_a) (total
-    (Σ√(w_a n_a))²/(2ρ)). With Laplace noise at ε_a (variance 2/ε_a²) the
-    error Σ 2·w_a·n_a/ε_a² gives ε_a ∝ (w_a·n_a)^{1/3}. This is a feasible
-    point of OPT_M's problem (least squares can only do better), so
-    "opt_m" never errs more by its own measure.
+    cells asked w_a times, Gaussian noise at ρ_a (σ_a² = 1/(2ρ_a) for L2
+    sensitivity 1: Bun & Steinke, TCC 2016, Prop. 1.6), errs
+    Σ_a w_a·n_a/(2ρ_a); under Σρ_a = ρ the Lagrange condition
+    w_a·n_a/ρ_a² = const gives ρ_a ∝ √(w_a·n_a) (total (Σ√(w_a n_a))²/(2ρ);
+    Cauchy–Schwarz shows it is the minimum). With Laplace noise at ε_a
+    (variance 2/ε_a², L1 sensitivity 1: Dwork, McSherry, Nissim & Smith,
+    TCC 2006) the error Σ 2·w_a·n_a/ε_a² gives ε_a ∝ (w_a·n_a)^{1/3} (total
+    2(Σ(w_a n_a)^{1/3})³/ε², by Hölder). In θ (ε_a ∝ θ_a, ρ_a ∝ θ_a²) that
+    is θ_a ∝ (w_a n_a)^{1/3} or (w_a n_a)^{1/4}. This is a feasible point of
+    OPT_M's problem (least squares can only do better), so "opt_m" never
+    errs more by its own measure.
     """
     mechanism = check_choice(mechanism, "mechanism", ("laplace", "gaussian"))
     method = check_choice(method, "method", ("opt_m", "workload"))
