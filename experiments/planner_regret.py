@@ -102,7 +102,8 @@ def summarise(rows: pd.DataFrame, by: list[str], labels: list[str]) -> pd.DataFr
     out = []
     for key, g in rows.groupby(by, sort=True):
         rec = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
-        rec.update(cases=len(g), auto_gmean=gmean(g["regret"]),
+        rec.update(cases=len(g), auto_failed=int(np.sum(~np.isfinite(g["auto_error"]))),
+                   auto_gmean=gmean(g["regret"]),
                    auto_p90=float(np.percentile(g["regret"], 90)))
         for label in labels:
             fx = g[f"{label}_regret"].to_numpy(dtype=float)
@@ -187,7 +188,10 @@ def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd
             chosen.append((key.group, key.dataset, key.scale, key.eps, float(err)))
     frame = pd.DataFrame(chosen, columns=[*pt.CASE_KEYS, "error"])
     mean = frame.groupby(pt.CASE_KEYS)["error"].mean()
-    return (mean / best["best_error"].reindex(mean.index)).rename("regret")
+    regret = mean / best["best_error"].reindex(mean.index)
+    # a choice that gave no answer (inf) counts as the training's FAIL_COST,
+    # so that leaf sizes still compare by their other cases
+    return regret.clip(upper=math.exp(pt.FAIL_COST)).rename("regret")
 
 
 # -- auto's runs ------------------------------------------------------------------------------
@@ -206,6 +210,7 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
     cached per group in `folder` (``planner_auto_<group>.csv.gz``)."""
     import ektelo
     from ektelo import plans
+    from ektelo.inference import ConvergenceError
     from ektelo.planner import DecisionTable
 
     frames = []
@@ -235,11 +240,15 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
                 W = pg.workload_for(group)
                 noise = zlib.crc32(f"auto|{group}|{dataset}|{scale}|{eps}|{seed}|{share}".encode())
                 X = ektelo.protect(x, epsilon=eps, seed=noise)
-                x_hat = plans.run("auto", X, W, eps, kind=pg.GROUP_KIND[group], table=table)
                 flat = x.reshape(-1).astype(np.float64)
-                est = np.asarray(x_hat, dtype=np.float64).reshape(-1)
-                err = float(np.linalg.norm(W.matvec(flat) - W.matvec(est))
-                            / (W.shape[0] * flat.sum()))
+                try:
+                    x_hat = plans.run("auto", X, W, eps, kind=pg.GROUP_KIND[group], table=table)
+                except ConvergenceError:  # the chosen plan gave no answer (MWEM: see the grid)
+                    err = math.inf
+                else:
+                    est = np.asarray(x_hat, dtype=np.float64).reshape(-1)
+                    err = float(np.linalg.norm(W.matvec(flat) - W.matvec(est))
+                                / (W.shape[0] * flat.sum()))
                 rows.append(dict(zip(AUTO_COLUMNS, (key, group, dataset, scale, eps, seed,
                                                     share, err, float(X.budget.spent)),
                                      strict=True)))
