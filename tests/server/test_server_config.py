@@ -51,6 +51,24 @@ def test_add_dataset_appends_a_checked_section(tmp_path):
     assert config.read_text() == before  # a refused change leaves the file as it was
 
 
+def test_add_dataset_sets_the_engine_and_its_options(tmp_path):
+    (tmp_path / "t.csv").write_text("a\n0\n1\n")
+    (tmp_path / "t.json").write_text('{"a": 2}')
+    np.save(tmp_path / "x.npy", vector(8))
+    config = write_config(tmp_path, {"x": {"data": "x.npy", "epsilon": 1.0}})
+    run_admin(config, "add-dataset", "t", "--data", "t.csv", "--domain", "t.json",
+              "--epsilon", "1", "--engine", "duckdb", "--memory-limit", "256MB",
+              "--threads", "1", "--temp-directory", "spill")
+    ds = load_config(config).datasets["t"]
+    assert ds.engine == "duckdb"
+    assert 'memory_limit = "256MB"' in config.read_text()
+    before = config.read_text()
+    with pytest.raises(RuntimeError, match="memory_limit"):  # DuckDB's option on memory
+        run_admin(config, "add-dataset", "m", "--data", "t.csv", "--domain", "t.json",
+                  "--epsilon", "1", "--engine", "memory", "--memory-limit", "1GB")
+    assert config.read_text() == before
+
+
 def test_responses_are_padded_to_the_floor(tmp_path):
     np.save(tmp_path / "x.npy", vector(16))
     config = write_config(tmp_path, {"x": {"data": "x.npy", "epsilon": 10.0}},

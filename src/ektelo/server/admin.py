@@ -2,6 +2,7 @@
 
     ektelo-admin --config server.toml init                 # prints the admin token
     ektelo-admin --config server.toml add-dataset NAME --data FILE [--domain JSON]
+                 [--engine memory|duckdb|spark] [--table T] [--memory-limit M] …
                  (--epsilon E [--delta D] | --rho R) [--seed S]
     ektelo-admin --config server.toml add-analyst NAME --dataset D [--quota Q]
                  [--expires-days N]
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     ds.add_argument("--delta", type=float)
     ds.add_argument("--rho", type=float)
     ds.add_argument("--seed", type=int, help="research mode (reproducible, NOT secure)")
+    ds.add_argument("--engine", choices=("memory", "duckdb", "spark"),
+                    help="where the rows live (default: DuckDB for a file when installed)")
+    ds.add_argument("--table", help="a table in a DuckDB database file (--data)")
+    ds.add_argument("--memory-limit", help="DuckDB's memory limit, e.g. 1GB")
+    ds.add_argument("--threads", type=int, help="DuckDB's worker threads")
+    ds.add_argument("--temp-directory", help="DuckDB's spill directory")
     an = sub.add_parser("add-analyst", help="let an analyst open a dataset; prints a token")
     an.add_argument("name")
     an.add_argument("--dataset", required=True)
@@ -60,9 +67,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_dataset(path: Path, args: argparse.Namespace) -> None:
     original = path.read_text() if path.exists() else ""
-    budget: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "rho": args.rho,
-                              "seed": args.seed}
-    section = dataset_section(args.name, args.data, args.domain, budget)
+    options: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "rho": args.rho,
+                               "seed": args.seed, "engine": args.engine, "table": args.table,
+                               "memory_limit": args.memory_limit, "threads": args.threads,
+                               "temp_directory": args.temp_directory}
+    section = dataset_section(args.name, args.data, args.domain, options)
     if args.name in load_config(path).datasets:
         raise ValueError(f"dataset {args.name!r} is already configured")
     path.write_text(original + section)

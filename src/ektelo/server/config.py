@@ -311,14 +311,17 @@ def load_config(path: str | Path) -> ServerConfig:
     )
 
 
-def dataset_section(name: str, data: str, domain: str | None, budget: dict[str, Any]) -> str:
-    """The TOML text of a [datasets.NAME] section (for `ektelo-admin add-dataset`)."""
+def dataset_section(name: str, data: str, domain: str | None, options: dict[str, Any]) -> str:
+    """The TOML text of a [datasets.NAME] section (for `ektelo-admin add-dataset`):
+    the budget keys and the engine's, strings quoted; None values left out."""
     check_name(name)
     lines = [f"\n[datasets.{name}]", f"data = {_toml_str(data)}"]
     if domain is not None:
         lines.append(f"domain = {_toml_str(domain)}")
-    for key, value in budget.items():
-        if value is not None:
+    for key, value in options.items():
+        if isinstance(value, str):
+            lines.append(f"{key} = {_toml_str(value)}")
+        elif value is not None:
             lines.append(f"{key} = {value!r}")
     return "\n".join(lines) + "\n"
 
