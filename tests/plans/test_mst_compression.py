@@ -62,7 +62,8 @@ def test_compression_spends_exactly_what_the_plain_plan_spends() -> None:
     assert with_c == without  # the same operations charged the same amounts, in order
     assert left_c == left <= 1e-12 * RHO
     assert isinstance(model_c, CompressedGraphicalModel)
-    assert type(model) is GraphicalModel
+    assert type(model) is GraphicalModel and model.domain == DOMAIN
+    assert set(model.synthetic(50, seed=0)["r"]) <= set(LABELS)  # labels, not codes
 
 
 def test_compressed_model_marginals_are_on_the_original_domain() -> None:

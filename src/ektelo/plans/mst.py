@@ -134,7 +134,7 @@ def mst(
     # Public from here to the tree's measurements: the compression is read
     # off the noisy 1-way answers.
     comp = DomainCompression.from_supports(domain, supports_of(log1) if compress else {})
-    small = comp.compressed
+    small = domain if comp.trivial else comp.compressed  # the domain the model lives on
     fit_log1 = [compress_oneway(m, comp) for m in log1] if not comp.trivial else log1
     model = fit_graphical_model(fit_log1, small, maxiter=maxiter)  # Public
     parent = {a: a for a in attrs}
