@@ -62,7 +62,7 @@ FIXED = (("hb", "HB"), ("adaptive_grid", "AG"), ("quadtree", "QuadTree"),
          ("rules", "rules"), ("tier0", "Tier0"))
 # A leaf holds at least this share of a group's training cases; chosen per
 # group by the simulated leave-one-dataset-out regret, like the share.
-MIN_LEAF_SHARES = (0.03, 0.06, 0.1)
+MIN_LEAF_SHARES = (0.03, 0.06, 0.1, 0.2)
 
 
 # -- regret arithmetic -----------------------------------------------------------------

@@ -13,7 +13,9 @@ them), and its cost per choice is the log-regret
          / mean error of the best plan in hindsight at the full ε ),
 
 the choice "tier0" costing what Tier 0's best data-independent plan costs.
-A plan that gave no answer (inf) costs `FAIL_COST`. The tree
+A plan that gave no answer (inf) in any training case is not a choice (MWEM
+at the smallest signals: the held-out data may fail it elsewhere); `FAIL_COST`
+prices a failure of Tier 0's plan, should one occur. The tree
 (`fit_tree`) splits where the summed cost of the two leaves' best choices
 falls most, to depth `MAX_DEPTH`, each leaf holding ≥ `min_leaf` cases.
 """
@@ -133,6 +135,12 @@ def build_cases(group: str, features: pd.DataFrame, part: pd.DataFrame, full: pd
     cost = np.where(np.isfinite(cost), cost, FAIL_COST)
     t0 = np.array([plans.index(tier0[float(e)]) for e in feats["eps"]])
     cost = np.column_stack([cost[np.arange(len(feats)), t0], cost])
+    # a plan that gave no answer in some training case is no leaf choice: the
+    # held-out data may fail it where training did not (tier0 always answers)
+    failed = {p for j, p in enumerate(plans) if np.any(~np.isfinite(ratio[:, j]))}
+    keep = [0] + [1 + j for j, p in enumerate(plans) if p not in failed]
+    choices = tuple(choices[i] for i in keep)
+    cost = cost[:, keep]
     names = tuple(c for c in feats.columns if c not in (*CASE_KEYS, "seed", "share"))
     return Cases(feats[list(names)].to_numpy(dtype=float), names, cost, choices,
                  feats[[*CASE_KEYS, "seed"]])

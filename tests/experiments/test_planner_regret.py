@@ -92,7 +92,7 @@ def test_regret_arithmetic_on_a_hand_made_example():
     assert not summary["met"]  # √2 > 1.2
 
 
-def test_training_costs_price_tier0_and_failures():
+def test_training_costs_price_tier0_and_drop_failing_plans():
     keys = {"group": "2d-ranges", "dataset": "D", "scale": "own", "eps": 0.1}
     full = pd.DataFrame([{**keys, "seed": 0, "plan": p, "error": e}
                          for p, e in (("hb", 2.0), ("dawa", 1.0), ("mwem", 4.0))])
@@ -100,9 +100,12 @@ def test_training_costs_price_tier0_and_failures():
                          for p, e in (("hb", 4.0), ("dawa", 1.0), ("mwem", math.inf))])
     feats = pd.DataFrame([{**keys, "seed": s, "log10_total": 3.0 + s} for s in range(2)])
     cases = pt.build_cases("2d-ranges", feats, part, full, {0.1: "hb"})
-    assert cases.choices == ("tier0", "dawa", "hb", "mwem")
+    assert cases.choices == ("tier0", "dawa", "hb")  # mwem gave no answer: no choice
     assert cases.names == ("log10_total",)
-    np.testing.assert_allclose(cases.cost[0], [math.log(4), 0.0, math.log(4), pt.FAIL_COST])
+    np.testing.assert_allclose(cases.cost[0], [math.log(4), 0.0, math.log(4)])
+    # Tier 0's plan failing is priced at FAIL_COST (it stays a choice)
+    cases = pt.build_cases("2d-ranges", feats, part, full, {0.1: "mwem"})
+    np.testing.assert_allclose(cases.cost[0], [pt.FAIL_COST, 0.0, math.log(4)])
     np.testing.assert_allclose(cases.values[:, 0], [3.0, 4.0])
 
 
