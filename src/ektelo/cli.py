@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["default_ledger", "main", "parse_where"]
+__all__ = ["default_ledger", "main", "parse_where", "write_csv"]
 
 OUTPUT_SUFFIXES = (".csv", ".json", ".parquet")
 
@@ -315,8 +315,48 @@ def _write(out: Path | None, frame: Any, meta: dict[str, Any]) -> None:
             raise CLIError(f"writing Parquet needs pyarrow (pip install 'ektelo[parquet]'); "
                            f"the answers were saved to {fallback} instead") from None
     else:
-        frame.to_csv(out, index=False)
+        write_csv(frame, out)
     print(f"wrote {len(frame)} answers to {out}")
+
+
+def write_csv(frame: Any, out: Path) -> None:
+    """`frame` written to `out` as pandas' ``to_csv(index=False)`` writes it,
+    byte for byte (the answers' CSV; issue #25: 20.9 million rows of 3-way
+    marginals took 734 s in pandas' writer, its Python per-row formatting).
+
+    DuckDB (a core dependency) writes the frame in one vectorised COPY when
+    its text is pandas' exactly (tests/test_answers_csv.py): at least two
+    columns (pandas quotes a lone empty field), every column integers (NA
+    too), float64 or a categorical of non-empty strings (DuckDB quotes an
+    empty string and writes booleans lower-case; object columns of mixed
+    values are pandas' to format). Anything else, or DuckDB missing or
+    failing, goes to pandas' writer in chunks."""
+    import pandas as pd
+
+    def simple(column: Any) -> bool:
+        dtype = column.dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            cats = dtype.categories
+            return all(isinstance(c, str) and c != "" for c in cats)
+        return pd.api.types.is_integer_dtype(dtype) or str(dtype) == "float64"
+
+    if frame.shape[1] >= 2 and len(frame) and all(simple(frame[c]) for c in frame.columns):
+        try:
+            import duckdb
+        except ImportError:
+            duckdb = None  # type: ignore[assignment]
+        if duckdb is not None:
+            con = duckdb.connect()
+            try:
+                con.register("answers", frame)
+                target = str(out).replace("'", "''")
+                con.execute(f"COPY answers TO '{target}' (HEADER, DELIMITER ',')")
+                return
+            except duckdb.Error:
+                pass  # pandas' writer below
+            finally:
+                con.close()
+    frame.to_csv(out, index=False, chunksize=2**20)
 
 
 def _print_budget(session: Any, ledger: Any, dataset: str, note: str = "") -> None:

@@ -801,7 +801,11 @@ def _half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:
 def _tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | None,
           method: str, alpha: float, nonnegative: bool, rounded: bool,
           consistent: bool) -> pd.DataFrame:
-    frame = q.rows.copy()
+    """The question's tidy rows with the answer columns beside them. The rows
+    are shared, not copied (pandas' copy-on-write keeps `q.rows` as it was:
+    a 3-way question on a wide table has ~10⁷ of them), and `ci_method`,
+    one string for every row, is a categorical (a byte a row)."""
+    frame = q.rows.copy(deep=False)
     values = answers.copy()
     if consistent and nonnegative:
         values = _consistent_nonnegative(q, values)
@@ -821,7 +825,7 @@ def _tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | No
     frame["std_error"] = err
     frame["ci_low"] = low
     frame["ci_high"] = high
-    frame["ci_method"] = method
+    frame["ci_method"] = pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), [method])
     return frame
 
 

@@ -51,7 +51,7 @@ def test_tidy_columns_per_question():
     m = s.marginals(["sex", "rate"], k=1, epsilon=0.5)
     assert list(m["marginal"].unique()) == ["sex", "rate"]
     assert m.loc[m["marginal"] == "sex", "rate"].isna().all()
-    assert str(m["rate"].dtype) == "Int64"  # codes stay integers beside NA
+    assert str(m["rate"].dtype) == "Int8"  # codes stay integers beside NA (the narrowest)
     w = s.workload(Prefix(5), "rate", epsilon=0.5)
     assert list(w["query"]) == [0, 1, 2, 3, 4]
     for frame in (h, c, r, m, w):

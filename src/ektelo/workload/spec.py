@@ -102,25 +102,40 @@ def _value(attr: Attribute, code: int) -> Any:
     return int(code)
 
 
+def _integer_dtype(low: int, high: int) -> str:
+    """The narrowest pandas nullable integer dtype holding low..high: a
+    question's code columns repeat over millions of rows (Int8 is 2 bytes a
+    row, Int64 9)."""
+    for bits in (8, 16, 32):
+        if -(2 ** (bits - 1)) <= low and high < 2 ** (bits - 1):
+            return f"Int{bits}"
+    return "Int64"
+
+
 def _cell_columns(attr: Attribute, codes: Any) -> dict[str, Any]:
     """The tidy column(s) of `attr` for these codes (None or -1: all values),
-    as arrays (a question over 10⁶ cells builds them in NumPy)."""
-    c = (np.asarray(codes, dtype=np.int64) if isinstance(codes, np.ndarray)
+    built in NumPy (a 3-way marginals question over a wide table has ~10⁷
+    rows): integer codes or integer labels as the narrowest nullable integer
+    dtype (NA: all values), other labels as a categorical over the domain's
+    labels in code order, bins as float edges (NaN: all values)."""
+    c = (np.asarray(codes) if isinstance(codes, np.ndarray)
          else np.array([-1 if v is None else int(v) for v in codes], dtype=np.int64))
     every = c < 0
-    safe = np.where(every, 0, c)
     if attr.bins is not None:
         edges = np.asarray(attr.bins, dtype=np.float64)
+        safe = np.where(every, 0, c)
         return {f"{attr.name}_lo": np.where(every, np.nan, edges[safe]),
                 f"{attr.name}_hi": np.where(every, np.nan, edges[np.minimum(safe + 1,
                                                                          attr.size)])}
     labels = attr.values
     if labels is None or all(isinstance(v, int) and not isinstance(v, bool) for v in labels):
-        values = safe if labels is None else np.asarray(labels, dtype=np.int64)[safe]
+        table = (np.arange(attr.size, dtype=np.int64) if labels is None
+                 else np.asarray(labels, dtype=np.int64))
+        dtype = pd.api.types.pandas_dtype(_integer_dtype(int(table.min()), int(table.max())))
+        values = table.astype(dtype.numpy_dtype)[np.where(every, 0, c)]
         return {attr.name: pd.arrays.IntegerArray(values, every)}  # integers beside NA
-    out = np.asarray(labels, dtype=object)[safe]
-    out[every] = None
-    return {attr.name: out}
+    categories = pd.Index(list(labels))  # pandas' own string dtype for text labels
+    return {attr.name: pd.Categorical.from_codes(np.where(every, -1, c), categories)}
 
 
 def _grid(sizes: Sequence[int]) -> np.ndarray:
@@ -136,7 +151,7 @@ def _frame(columns: dict[str, Any], shape: tuple[int, ...]) -> pd.DataFrame:
             return pd.array(values, dtype="Int64")  # codes stay integers beside NA
         return values
 
-    frame = pd.DataFrame({k: column(v) for k, v in columns.items()})
+    frame = pd.DataFrame({k: column(v) for k, v in columns.items()}, copy=False)
     frame.attrs["shape"] = shape
     return frame
 
@@ -253,20 +268,27 @@ def marginals(domain: Domain, attrs: Any, k: int | None = None) -> ParsedWorkloa
         raise ValueError(f"marginals: k must be in 0..{len(names)}, got {k}")
     shape = tuple(domain[n].size for n in names)
     W = builders.marginals(shape, k)
-    which: list[str] = []
-    codes: dict[str, list[int | None]] = {n: [] for n in names}
-    for combo in itertools.combinations(range(len(names)), k):
-        sub = [names[i] for i in combo]
-        grid = _grid([domain[n].size for n in sub]) if sub else np.zeros((1, 0), dtype=int)
-        which += ["×".join(sub) if sub else "total"] * len(grid)
-        for n in names:
-            if n in sub:
-                codes[n] += [int(c) for c in grid[:, sub.index(n)]]
-            else:
-                codes[n] += [None] * len(grid)
+    combos = list(itertools.combinations(range(len(names)), k))
+    lengths = np.array([math.prod(shape[i] for i in c) for c in combos], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    # codes per attribute, -1 where a marginal sums over it; the narrowest
+    # integer type (one array of N rows per attribute, N ~ 10⁷ for 3-way on adult)
+    width = np.int16 if max(shape, default=0) < 2**15 else np.int64
+    codes = {n: np.full(int(starts[-1]), -1, dtype=width) for n in names}
+    for j, combo in enumerate(combos):
+        block = slice(int(starts[j]), int(starts[j + 1]))
+        stride = int(lengths[j])
+        for i in combo:  # C order over the marginal's attributes
+            stride //= shape[i]
+            cell = np.arange(lengths[j], dtype=np.int64) // stride % shape[i]
+            codes[names[i]][block] = cell.astype(width)
+    which = pd.Categorical.from_codes(
+        np.repeat(np.arange(len(combos)), lengths),
+        pd.Index(["×".join(names[i] for i in c) if c else "total" for c in combos]),
+    )
     columns: dict[str, Any] = {"marginal": which}
     for n in names:
-        columns.update(_cell_columns(domain[n], codes[n]))
+        columns.update(_cell_columns(domain[n], codes.pop(n)))
     return ParsedWorkload(names, W, _frame(columns, shape), "marginals")
 
 
