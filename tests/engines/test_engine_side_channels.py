@@ -107,6 +107,9 @@ STEPS = [
     ),
     lambda t: t.vectorize().laplace(Total(96), eps=50.0),  # refused: over the budget
     lambda t: t.select(["kids", "sex"]).vectorize().laplace(Identity(8), eps=0.2),
+    # select_marginal again and again on one node: the kernel's marginal cache (AIM's rounds)
+    lambda t: [s.select_marginal([("sex", "age"), ("kids",)], [np.full(8, v), np.zeros(4)],
+                                 eps=0.1) for s in [t.where(col("kids") > 0)] for v in (0, 3, 0)],
 ]
 
 

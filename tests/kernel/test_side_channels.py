@@ -912,6 +912,24 @@ def test_channel_noise_grid_of_float_vector():
     assert grids[0] == grids[1], f"noise grids differ: {grids}"
 
 
+def test_channel_repeated_selection_on_one_node():
+    """select_marginal asked again on the same table node (AIM's rounds) reads
+    the kernel's marginal cache (marginal_select.MarginalCache): neighbours
+    still look the same round after round — on the root, on a derived node,
+    with held and new candidates mixed."""
+    base = [(0, "F", 5.5), (1, "M", 15.0), (3, "M", 25.0), (1, "F", 5.5)]
+    x, ys = frame(base), (frame(base[1:]), frame([*base, (2, "F", 25.0)]))
+
+    def select(cands: Any, value: float) -> Step:
+        return Step("marginal", (cands, value, "eps", 0.5, None, None))
+
+    held = (("a",), ("s", "p"))
+    requests = [select(held, 0.0), select(held, 1.0), select((("a", "s"), ("a",)), 0.5),
+                select(held, 2.5), Step("where", (("a", ">=", 2),)), select(held, 0.0),
+                select(held, 1.0)]  # fmt: skip
+    assert_same_everywhere(x, ys, requests, domain=Domain.from_json(DOMAIN_JSON))
+
+
 def test_channel_private_values_in_messages():
     """Channel 4: the refusal of an out-of-domain table named the value, its
     row and the number of bad values (a neighbour adds another bad row first)."""

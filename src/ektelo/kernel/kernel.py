@@ -85,7 +85,7 @@ from ..matrix import (
 )
 from ..measurement import Gaussian, Laplace, Measurement
 from . import ahp, dawa, marginal_select, mwem, privbayes, tables
-from .engines import MemoryEngine, TableEngine, each_marginal
+from .engines import MemoryEngine, TableEngine
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
 from .noise import RandomSource, laplace_scale_for
@@ -240,6 +240,7 @@ class Kernel:
         self._sources: dict[int, _Table | _Vector] = {}
         self._history: list[QueryRecord] = []
         self._lock = threading.RLock()
+        self._marginals = marginal_select.MarginalCache()  # select_marginal's counts (#25)
         self.id = uuid.uuid4().hex
 
     # -- public state ------------------------------------------------------------
@@ -749,8 +750,8 @@ class Kernel:
         node, t = self._table(source)
         request = marginal_select.check_request(t.domain, candidates, estimates, weights, penalties)
         em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
-        # the engine's GROUP BYs and every score, before the charge (engines/base.py)
-        q = marginal_select.scores(each_marginal(t.engine, t.rows, *request.sets), request)
+        counts = self._marginals.each(node, t.engine, t.rows, *request.sets)  # held per node
+        q = marginal_select.scores(counts, request)  # GROUP BYs and scores before the charge
         content = {
             "candidates": repr(request.candidates),
             "estimates": [_array_digest(e) for e in request.estimates],
