@@ -6,10 +6,10 @@ Each setting runs in a fresh process state for the prices (the in-process
 cache cleared) with the workload built beforehand; the figures printed are
 wall seconds for `planner.rank` per setting and per candidate, and each
 candidate's RMSE at ε = 1 (ρ = 0.5) with its method. The Monte-Carlo
-candidates stop at `MC_SECONDS` each (at least `MC_MIN_SEEDS` seeds), so the
-total is bounded by the machine's speed rather than fixed; the seeds used are
-printed. `--threads N` limits BLAS threads (threadpoolctl) — on a shared,
-loaded machine one thread avoids oversubscription."""
+candidates run all `MC_SEEDS` fixed seeds each (a choice that does not
+depend on the machine's load); the seeds used are printed. `--threads N`
+limits BLAS threads (threadpoolctl) — on a shared, loaded machine one thread
+avoids oversubscription."""
 
 from __future__ import annotations
 

@@ -291,13 +291,10 @@ def _append_auto(path: Path, rows: list[dict[str, Any]]) -> None:
 
 # -- the experiment ----------------------------------------------------------------------------
 def _tier0_plans(grid: pg.Grid) -> dict[tuple[str, float], str]:
-    """Tier 0's plan per (group, ε), priced in this process. Its Monte-Carlo
-    prices stop after `MC_SECONDS` of wall time, so on a loaded machine they
-    use fewer seeds and may rank hb, greedy_h, h2 differently from run to
-    run; the experiment lets every price use all `MC_SEEDS` fixed seeds so
-    that Tier 0's choice — in training and in every `plans.run("auto")` of
-    this process, which reads the same price cache — is reproducible
-    (`run_experiment` sets and restores `MC_SECONDS`)."""
+    """Tier 0's plan per (group, ε), priced in this process: its Monte-Carlo
+    prices use the fixed `tier0.MC_SEEDS` seeds, as at run time, so Tier 0's
+    choice is the same in training, in every `plans.run("auto")` of this
+    process (which reads the same price cache) and for a user."""
     return {(g, e): pt.tier0_plan(g, e) for g in grid.groups for e in grid.epsilons}
 
 
@@ -315,16 +312,7 @@ def run_experiment(out: Path, quick: bool = False, dims: int | None = None,
                    table_path: Path = TABLE_PATH) -> pd.DataFrame:
     """The whole pipeline (module docstring); returns the per-case regret
     rows. `write_table`: train on every dataset and write `table_path`."""
-    from ektelo.planner import tier0
-
-    saved = tier0.MC_SECONDS
-    tier0.MC_SECONDS = math.inf  # every Monte-Carlo price on all its seeds (`_tier0_plans`)
-    tier0.clear_cache()  # no price from a shorter budget
-    try:
-        return _run_experiment(out, quick, dims, shares, write_table, table_path)
-    finally:
-        tier0.MC_SECONDS = saved
-        tier0.clear_cache()
+    return _run_experiment(out, quick, dims, shares, write_table, table_path)
 
 
 def _run_experiment(out: Path, quick: bool, dims: int | None,

@@ -106,3 +106,22 @@ def test_a_strategy_that_does_not_support_the_workload_is_left_out(monkeypatch):
     h2 = next(c for c in ranked if c.plan == "h2")
     assert h2.rmse is None and h2.method is None and "does not support" in h2.note
     assert ranked[-1].plan == "h2"  # unpriced last
+
+
+def test_monte_carlo_prices_do_not_depend_on_the_machines_speed(monkeypatch):
+    """By default every Monte-Carlo price runs all `MC_SEEDS` fixed seeds:
+    the same price (and so the same choice) on an idle or a busy machine —
+    simulated here by a clock that jumps a minute at every reading."""
+    import time
+
+    from ektelo.planner import tier0
+
+    W = Prefix(64)
+    monkeypatch.setattr(tier0, "MC_SEEDS", 5)
+    first = monte_carlo("hb", (64,), W)
+    ticks = iter(range(0, 10**6, 60))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(ticks)))
+    again = monte_carlo("hb", (64,), W)
+    assert first.seeds == again.seeds == 5
+    assert first.mse == again.mse

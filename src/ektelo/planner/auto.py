@@ -325,9 +325,10 @@ def auto(
     """The planner as a plan (`plan_auto`): spends exactly the budget in all —
     an ε (a number or PureDP: share·ε on features when the decision table
     has a tree for the workload, the rest on the chosen plan) or a ρ
-    (`ZCDP(ρ)`: Tier 0's best Gaussian plan, no features). `mc_seeds` fixes
-    the seeds of Tier 0's Monte-Carlo estimates (default: as many as fit in
-    `tier0.MC_SECONDS`). Returns x̂."""
+    (`ZCDP(ρ)`: Tier 0's best Gaussian plan, no features). `mc_seeds` sets
+    the seed count of Tier 0's Monte-Carlo estimates (default
+    `tier0.MC_SEEDS`, fixed: the choice does not depend on the machine's
+    load). Returns x̂."""
     if isinstance(budget, ZCDP):
         estimate, _ = plan_auto(x, workload, None, kind=kind, share=share, table=table,
                                 rho=budget.rho, mc_seeds=mc_seeds)
