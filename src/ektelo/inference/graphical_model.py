@@ -23,7 +23,9 @@ momentum, restarted whenever a step would raise the loss, so the loss never
 increases; a start read off the measured marginals (exact for 1-way ones).
 On identical measurements of adult (ε = 1) it reaches a lower loss than the
 `mbi` package's mirror descent after 10,000 iterations, with the same
-accuracy (benchmarks/bench_graphical_model.py).
+accuracy (benchmarks/bench_graphical_model.py); at 1,000 iterations mbi's
+less-converged fit is the more accurate (TV 0.056 against 0.060, docs/plans.md):
+the least-squares optimum is less accurate than points on the way to it.
 
 The fitted `GraphicalModel` answers any marginal (`marginal`, by variable
 elimination over the junction tree when no clique holds it), any linear query
