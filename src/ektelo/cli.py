@@ -347,7 +347,8 @@ def write_csv(frame: Any, out: Path) -> None:
             duckdb = None  # type: ignore[assignment]
         if duckdb is not None:
             con = duckdb.connect()
-            try:
+            try:  # one thread: no per-thread buffers (20.9M rows: +0 MB, not +530 MB)
+                con.execute("SET threads=1")
                 con.register("answers", frame)
                 target = str(out).replace("'", "''")
                 con.execute(f"COPY answers TO '{target}' (HEADER, DELIMITER ',')")
