@@ -147,8 +147,18 @@ def run_adult() -> None:
           f"wall {wall:.1f} s, CPU {cpu:.1f} s")
 
 
+def resident_mb() -> float:
+    """This process's resident memory now (Linux /proc; 0 elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * 4096 / 2**20
+
+
 class Phases:
-    """Wall and CPU seconds spent inside wrapped functions (calls counted)."""
+    """Wall and CPU seconds spent inside wrapped functions (calls counted),
+    and the resident memory when each returned (the largest)."""
 
     def __init__(self) -> None:
         self.spent: dict[str, list[float]] = {}
@@ -161,10 +171,11 @@ class Phases:
             try:
                 return inner(*args, **kwargs)
             finally:
-                row = self.spent.setdefault(label, [0.0, 0.0, 0])
+                row = self.spent.setdefault(label, [0.0, 0.0, 0, 0.0])
                 row[0] += time.perf_counter() - wall
                 row[1] += time.process_time() - cpu
                 row[2] += 1
+                row[3] = max(row[3], resident_mb())
 
         setattr(owner, name, timed)
 
@@ -211,9 +222,9 @@ def run_adult3() -> None:
     print(f"adult: ektelo run --workload marginals:3:all (ε=1, δ=1e-9, seed 0) exit {code}: "
           f"wall {wall:.1f} s, CPU {cpu:.1f} s (all threads), peak RSS {peak:,.0f} MB, "
           f"CSV {size / 2**30:.2f} GB")
-    print(f"{'phase':45s} {'wall s':>8s} {'CPU s':>8s} {'calls':>6s}")
-    for label, (w, c, n) in phases.spent.items():
-        print(f"{label:45s} {w:8.1f} {c:8.1f} {int(n):6d}")
+    print(f"{'phase':45s} {'wall s':>8s} {'CPU s':>8s} {'calls':>6s} {'RSS after MB':>12s}")
+    for label, (w, c, n, rss) in phases.spent.items():
+        print(f"{label:45s} {w:8.1f} {c:8.1f} {int(n):6d} {rss:12,.0f}")
     for cache in caches:
         if cache.hits or cache.misses:
             print(f"kernel marginal cache: {cache.misses} counted by the engine, {cache.hits} "
