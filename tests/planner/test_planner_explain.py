@@ -52,16 +52,16 @@ def test_explain_prints_the_ranking_and_the_choice(census, capsys):
 
 
 def test_explain_marks_monte_carlo_and_data_dependent(tmp_path, capsys):
-    """512 cells: the hierarchies' errors need a dense 512×512 inverse, so
+    """2048 cells: the hierarchies' errors need a dense 2048×2048 inverse, so
     they are priced by Monte-Carlo and marked so; DAWA is data-dependent."""
     import json
 
     import numpy as np
     import pandas as pd
 
-    (tmp_path / "d.json").write_text(json.dumps({"v": {"range": [0, 511]}}))
+    (tmp_path / "d.json").write_text(json.dumps({"v": {"range": [0, 2047]}}))
     rng = np.random.default_rng(0)
-    pd.DataFrame({"v": rng.integers(0, 512, 3000)}).to_csv(tmp_path / "t.csv", index=False)
+    pd.DataFrame({"v": rng.integers(0, 2048, 3000)}).to_csv(tmp_path / "t.csv", index=False)
     code = main(["run", "--no-ledger", "--data", str(tmp_path / "t.csv"), "--domain",
                  str(tmp_path / "d.json"), "--epsilon", "1", "--explain", "--workload", "cdf:v"])
     out = capsys.readouterr().out

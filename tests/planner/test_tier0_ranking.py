@@ -85,13 +85,13 @@ def test_ranges_against_a_kronecker_strategy_in_closed_form():
 
 
 def test_prices_are_cached_per_workload():
-    W = wl.random_range((1024,), 50, 2)
-    first = price("hb", (1024,), W)
+    W = wl.random_range((2048,), 50, 2)
+    first = price("hb", (2048,), W)
     assert first.method == "monte-carlo"
-    assert price("hb", (1024,), W) is first
-    assert price("hb", (1024,), wl.random_range((1024,), 50, 2)) is first  # equal by value
-    other = wl.random_range((1024,), 50, 3)
-    assert price("hb", (1024,), other) is not first
+    assert price("hb", (2048,), W) is first
+    assert price("hb", (2048,), wl.random_range((2048,), 50, 2)) is first  # equal by value
+    other = wl.random_range((2048,), 50, 3)
+    assert price("hb", (2048,), other) is not first
 
 
 def test_a_strategy_that_does_not_support_the_workload_is_left_out(monkeypatch):
