@@ -125,3 +125,21 @@ def test_monte_carlo_prices_do_not_depend_on_the_machines_speed(monkeypatch):
     again = monte_carlo("hb", (64,), W)
     assert first.seeds == again.seeds == 5
     assert first.mse == again.mse
+
+
+@pytest.mark.parametrize("gaussian", [False, True])
+def test_greedy_h_is_priced_exactly_by_its_recursion_above_the_dense_limit(monkeypatch, gaussian):
+    """Above `MAX_DENSE` GreedyH is priced by `greedy_h_error` (exact, no n×n
+    matrix), not by Monte-Carlo: equal to the dense closed form."""
+    from ektelo.planner import tier0
+
+    W = wl.random_range((256,), 100, 1)
+    A = plans.strategy_for("greedy_h", (256,), W)
+    budget = {"rho": 1.0} if gaussian else {"eps": 1.0}
+    exact = error.expected_error(W, A, **budget) / W.shape[0]
+    monkeypatch.setattr(tier0, "MAX_DENSE", 16)
+    clear_cache()
+    p = price("greedy_h", (256,), W, gaussian=gaussian)
+    clear_cache()
+    assert p.method == "exact" and "GreedyH" in p.note
+    assert p.mse == pytest.approx(exact, rel=1e-9)
