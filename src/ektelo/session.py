@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import statistics
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,7 +63,12 @@ import pandas as pd
 
 from . import _validate as check
 from . import wide
+from .answers import half_width as _half_width
+from .answers import noise_only_std
+from .answers import tidy as _tidy
 from .domain import Domain, DomainValueError
+from .loading import diagnosable as _diagnosable
+from .loading import load_domain, load_table
 from .workload import spec as questions
 
 __all__ = [
@@ -94,68 +98,6 @@ DIRECT_MARGINALS = "marginals_direct"
 
 class LargeVectorWarning(UserWarning):
     """A question would build a data vector above `LARGE_VECTOR` cells."""
-
-
-# -- loading (the data holder's side: it reads the private data) ------------------------
-def load_domain(domain: Domain | str | Path | dict[str, Any]) -> Domain:
-    """A Domain from a Domain, a JSON file path, a JSON string or a dict."""
-    if isinstance(domain, Domain):
-        return domain
-    if isinstance(domain, dict):
-        return Domain.from_dict(domain)
-    if isinstance(domain, str | Path):
-        text = str(domain)
-        if not text.lstrip().startswith("{") and not Path(text).is_file():
-            raise FileNotFoundError(f"domain file not found: {text}")
-        return Domain.from_json(Path(text) if not text.lstrip().startswith("{") else text)
-    raise TypeError(f"domain must be a Domain, a JSON path or a dict, got {type(domain).__name__}")
-
-
-def load_table(
-    source: pd.DataFrame | str | Path,
-    domain: Domain,
-    *,
-    on_invalid: str = "error",
-    show_bad_values: bool = False,
-) -> pd.DataFrame:
-    """The domain's columns of a DataFrame, a CSV or a Parquet file, with
-    invalid values handled by `on_invalid` (see `Domain.clean`)."""
-    if isinstance(source, pd.DataFrame):
-        frame = source
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"data file not found: {source}")
-        if path.suffix.lower() in (".parquet", ".pq"):
-            try:
-                frame = pd.read_parquet(path)
-            except ImportError:
-                raise ImportError(
-                    "reading Parquet needs pyarrow: pip install 'ektelo[parquet]'"
-                ) from None
-            except Exception as exc:
-                raise ValueError(f"{source}: not a readable Parquet file ({exc})") from None
-            repeated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
-            if repeated:
-                raise ValueError(f"{source}: the file repeats column name(s) {repeated}")
-        else:
-            try:
-                return domain.read_csv(path, ignore_extra=True, show_bad_values=show_bad_values,
-                                       on_invalid=on_invalid)
-            except pd.errors.ParserError as exc:
-                raise ValueError(f"{source}: malformed CSV ({str(exc).splitlines()[0]})") from None
-            except pd.errors.EmptyDataError:
-                raise ValueError(f"{source}: the file is empty") from None
-            except UnicodeDecodeError:
-                raise ValueError(f"{source}: not a text CSV file") from None
-    missing = [n for n in domain.names if n not in frame.columns]
-    if missing:
-        raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
-    frame = frame[list(domain.names)]
-    if on_invalid == "error":
-        domain.encode(frame, show_bad_values=show_bad_values)
-        return frame
-    return domain.clean(frame, on_invalid)
 
 
 # -- the recording port ----------------------------------------------------------------
@@ -225,17 +167,6 @@ class Preview:
 
 # A file DuckDB refused is read again by pandas, to name the problem as the
 # in-memory reader does, when it is no larger than this (bytes).
-DIAGNOSE_BYTES = 256 << 20
-
-
-def _diagnosable(source: Any) -> bool:
-    """Whether a refused file is small enough to be read into memory to explain it."""
-    if not isinstance(source, str | Path) or str(source).startswith("duckdb://"):
-        return False
-    path = Path(source)
-    return path.is_file() and path.stat().st_size <= DIAGNOSE_BYTES
-
-
 # -- the session ---------------------------------------------------------------------
 class Session:
     """One protected table and its budget, with named questions.
@@ -769,75 +700,6 @@ def _marginal_groups(q: questions.ParsedWorkload) -> list[tuple[tuple[str, ...],
     for name, rows in q.rows.groupby("marginal", sort=False).size().items():
         out.append((() if name == "total" else tuple(str(name).split("×")), int(rows)))
     return out
-
-
-def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
-    """√diag(W G⁺ Wᵀ), G = Σⱼ QⱼᵀQⱼ / vⱼ over the measurements on the root:
-    the noise's standard error of W x̂ for the minimum-norm least-squares x̂
-    (what the plans' LS returns, spreading each group evenly), conditional on
-    the public partition/selection the measurements were taken on."""
-    n = W.shape[1]
-    G = np.zeros((n, n))
-    for m in measurements:
-        Q = m.query_on_root
-        if Q.shape[1] != n:
-            continue
-        G += np.asarray(Q.gram().dense(), dtype=np.float64) / m.variance
-    lam, V = np.linalg.eigh(0.5 * (G + G.T))
-    keep = lam > lam.max(initial=0.0) * n * np.finfo(np.float64).eps * 10
-    Z = V[:, keep] / np.sqrt(lam[keep])  # G⁺ = Z Zᵀ
-    WZ = np.asarray(W.matmat(Z))
-    return np.sqrt(np.sum(WZ**2, axis=1))
-
-
-def _half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:
-    """Half-width of the two-sided 1 − α interval for the given method."""
-    if "Laplace" in method:  # one Laplace(b) term, b = sd/√2, or a sum bounded by it
-        return std / math.sqrt(2) * math.log(1 / alpha)
-    z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
-    return z * std
-
-
-def _tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | None,
-          method: str, alpha: float, nonnegative: bool, rounded: bool,
-          consistent: bool) -> pd.DataFrame:
-    """The question's tidy rows with the answer columns beside them. The rows
-    are shared, not copied (pandas' copy-on-write keeps `q.rows` as it was:
-    a 3-way question on a wide table has ~10⁷ of them), and `ci_method`,
-    one string for every row, is a categorical (a byte a row)."""
-    frame = q.rows.copy(deep=False)
-    values = answers.copy()
-    if consistent and nonnegative:
-        values = _consistent_nonnegative(q, values)
-    elif nonnegative:
-        values = np.maximum(values, 0.0)
-    if std is None:
-        low = high = np.full(values.shape, np.nan)
-        err = np.full(values.shape, np.nan)
-    else:
-        half = _half_width(std, method, alpha)
-        low, high, err = answers - half, answers + half, std
-        if nonnegative:
-            low, high = np.maximum(low, 0.0), np.maximum(high, 0.0)
-    if rounded:
-        values = np.round(values)
-    frame["answer"] = values
-    frame["std_error"] = err
-    frame["ci_low"] = low
-    frame["ci_high"] = high
-    frame["ci_method"] = pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), [method])
-    return frame
-
-
-def _consistent_nonnegative(q: questions.ParsedWorkload, answers: np.ndarray) -> np.ndarray:
-    """Non-negative answers that stay consistent: a CDF non-decreasing from
-    0 (isotonic by running maximum of the clipped values), other questions
-    clipped at 0 (histogram cells are independent answers)."""
-    if q.kind == "prefix":
-        steps = q.shape[0]
-        shaped = np.maximum(answers, 0.0).reshape(steps, -1)
-        return np.maximum.accumulate(shaped, axis=0).reshape(-1)
-    return np.maximum(answers, 0.0)
 
 
 def _check_vector_size(q: questions.ParsedWorkload, name: str) -> None:

@@ -1,0 +1,87 @@
+"""The analyst's answer table (`Session.ask`): the tidy rows of a question
+with the answer, its standard error and a 1 − α interval beside each row,
+and the noise-only standard errors of least squares on recorded
+measurements. Post-processing of released values only: nothing here sees
+private data."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .workload import spec as questions
+
+__all__ = ["consistent_nonnegative", "half_width", "noise_only_std", "tidy"]
+
+
+def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
+    """√diag(W G⁺ Wᵀ), G = Σⱼ QⱼᵀQⱼ / vⱼ over the measurements on the root:
+    the noise's standard error of W x̂ for the minimum-norm least-squares x̂
+    (what the plans' LS returns, spreading each group evenly), conditional on
+    the public partition/selection the measurements were taken on."""
+    n = W.shape[1]
+    G = np.zeros((n, n))
+    for m in measurements:
+        Q = m.query_on_root
+        if Q.shape[1] != n:
+            continue
+        G += np.asarray(Q.gram().dense(), dtype=np.float64) / m.variance
+    lam, V = np.linalg.eigh(0.5 * (G + G.T))
+    keep = lam > lam.max(initial=0.0) * n * np.finfo(np.float64).eps * 10
+    Z = V[:, keep] / np.sqrt(lam[keep])  # G⁺ = Z Zᵀ
+    WZ = np.asarray(W.matmat(Z))
+    return np.asarray(np.sqrt(np.sum(WZ**2, axis=1)), dtype=np.float64)
+
+
+def half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:
+    """Half-width of the two-sided 1 − α interval for the given method."""
+    if "Laplace" in method:  # one Laplace(b) term, b = sd/√2, or a sum bounded by it
+        return std / math.sqrt(2) * math.log(1 / alpha)
+    z = statistics.NormalDist().inv_cdf(1 - alpha / 2)
+    return z * std
+
+
+def tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | None,
+          method: str, alpha: float, nonnegative: bool, rounded: bool,
+          consistent: bool) -> pd.DataFrame:
+    """The question's tidy rows with the answer columns beside them. The rows
+    are shared, not copied (pandas' copy-on-write keeps `q.rows` as it was:
+    a 3-way question on a wide table has ~10⁷ of them), and `ci_method`,
+    one string for every row, is a categorical (a byte a row)."""
+    frame = q.rows.copy(deep=False)
+    values = answers.copy()
+    if consistent and nonnegative:
+        values = consistent_nonnegative(q, values)
+    elif nonnegative:
+        values = np.maximum(values, 0.0)
+    if std is None:
+        low = high = np.full(values.shape, np.nan)
+        err = np.full(values.shape, np.nan)
+    else:
+        half = half_width(std, method, alpha)
+        low, high, err = answers - half, answers + half, std
+        if nonnegative:
+            low, high = np.maximum(low, 0.0), np.maximum(high, 0.0)
+    if rounded:
+        values = np.round(values)
+    frame["answer"] = values
+    frame["std_error"] = err
+    frame["ci_low"] = low
+    frame["ci_high"] = high
+    frame["ci_method"] = pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), [method])
+    return frame
+
+
+def consistent_nonnegative(q: questions.ParsedWorkload, answers: np.ndarray) -> np.ndarray:
+    """Non-negative answers that stay consistent: a CDF non-decreasing from
+    0 (isotonic by running maximum of the clipped values), other questions
+    clipped at 0 (histogram cells are independent answers)."""
+    if q.kind == "prefix":
+        steps = q.shape[0]
+        shaped = np.maximum(answers, 0.0).reshape(steps, -1)
+        return np.maximum.accumulate(shaped, axis=0).reshape(-1)
+    return np.asarray(np.maximum(answers, 0.0), dtype=np.float64)
