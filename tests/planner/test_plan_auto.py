@@ -137,7 +137,7 @@ def test_the_registered_plan_spends_exactly_eps_and_infers_the_kind():
     ({"share": "0.1"}, TypeError, "share must be a number"),
     ({"kind": "nonsense"}, ValueError, "unknown workload kind 'nonsense'"),
     ({"table": {"version": 1}}, TypeError, "table must be a DecisionTable"),
-    ({"eps": 0.0}, ValueError, "eps must be a positive"),
+    ({"eps": 0.0}, ValueError, "eps must be a finite positive number"),
     ({"W": Prefix(N + 1)}, ValueError, "257 columns but the data vector has 256 cells"),
     ({"W": wl.prefix_marginal((16, 16), 1), "kind": None}, ValueError, "pass kind="),
 ])

@@ -71,10 +71,10 @@ def test_named_features():
 
 
 @pytest.mark.parametrize(("eps", "kind", "plan_eps", "match"), [
-    (0.0, "prefix", 0.9, "eps must be a positive"),
-    (-0.1, "prefix", 0.9, "eps must be a positive"),
-    (float("nan"), "prefix", 0.9, "eps must be a positive"),
-    (0.1, "prefix", 0.0, "plan_eps must be a positive"),
+    (0.0, "prefix", 0.9, "eps must be a finite positive number"),
+    (-0.1, "prefix", 0.9, "eps must be a finite positive number"),
+    (float("nan"), "prefix", 0.9, "eps must be a finite positive number"),
+    (0.1, "prefix", 0.0, "plan_eps must be a finite positive number"),
     (0.1, "nonsense", 0.9, "unknown workload kind 'nonsense'"),
 ])
 def test_bad_arguments_are_refused_before_spending(eps, kind, plan_eps, match):

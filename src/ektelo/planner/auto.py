@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate as check
 from ..budget import ZCDP, PureDP
 from ..kernel import ProtectedVector
 from ..plans.budget import split
@@ -143,15 +144,6 @@ def _check_share(share: Any) -> float:
     return float(share)
 
 
-def _check_positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise TypeError(f"{name} must be a positive number, got {value!r}")
-    out = float(value)
-    if not (math.isfinite(out) and out > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return out
-
-
 def plan_auto(
     x: ProtectedVector,
     W: Any,
@@ -178,7 +170,7 @@ def plan_auto(
     kind = infer_kind(W, shape) if kind is None else check_kind(kind)
     if (eps is None) == (rho is None):
         raise TypeError("give exactly one of eps (Laplace) and rho= (Gaussian, zCDP)")
-    budget = _check_positive(rho if rho is not None else eps, "rho" if rho is not None else "eps")
+    budget = check.positive(rho if rho is not None else eps, "rho" if rho is not None else "eps")
     if share is not None:
         share = _check_share(share)
     if mc_seeds is not None and (isinstance(mc_seeds, bool) or not isinstance(mc_seeds, int)

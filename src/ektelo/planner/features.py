@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _validate as check
 from ..kernel import ProtectedVector
 from ..matrix import Identity, Partition
 
@@ -97,15 +98,6 @@ def coarse_partition(shape: tuple[int, ...]) -> Partition:
     return Partition(labels.reshape(-1), shape)
 
 
-def _positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise TypeError(f"{name} must be a positive number, got {value!r}")
-    out = float(value)
-    if not (math.isfinite(out) and out > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return out
-
-
 def check_kind(kind: object) -> str:
     """A workload kind the planner knows (`KINDS`), else a clear error."""
     if not isinstance(kind, str) or kind not in KINDS:
@@ -122,8 +114,8 @@ def measure_features(x: ProtectedVector, eps: float, *, kind: str, plan_eps: flo
     `plan_eps` (public) is the ε the chosen plan will run with; it is
     recorded in the features (log10_eps, log10_signal). Every argument is
     checked before the charge."""
-    eps = _positive(eps, "eps")
-    plan_eps = _positive(plan_eps, "plan_eps")
+    eps = check.positive(eps, "eps")
+    plan_eps = check.positive(plan_eps, "plan_eps")
     kind = check_kind(kind)
     if not isinstance(x, ProtectedVector):
         raise TypeError(f"measure_features needs a ProtectedVector, got {type(x).__name__}")
