@@ -27,21 +27,11 @@ from ektelo.matrix import Identity
 from ektelo.operators import hdmm as hdmm_ops
 from ektelo.plans.pgm import ClosureObjective, marginal_strategy
 from ektelo.session import Recorder
+from tests.plans.test_mst import chain_table  # the same tree-structured table
 
 DOMAIN = Domain.from_json({"a": 4, "b": 4, "c": 3, "d": 5, "e": 2})
 ADULT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "adult"
 FIVE = ["workclass", "marital-status", "relationship", "race", "sex"]
-
-
-def chain_table(rows: int = 4000, seed: int = 0) -> pd.DataFrame:
-    """b copies a (90%), d copies c (90%), e depends on b."""
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 4, rows)
-    b = np.where(rng.random(rows) < 0.9, a, rng.integers(0, 4, rows))
-    c = rng.integers(0, 3, rows)
-    d = np.where(rng.random(rows) < 0.9, c, rng.integers(0, 5, rows))
-    e = np.where(rng.random(rows) < 0.8, b % 2, rng.integers(0, 2, rows))
-    return pd.DataFrame({"a": a, "b": b, "c": c, "d": d, "e": e})
 
 
 def recorded(frame: pd.DataFrame, **budget: float) -> tuple[ProtectedTable, Recorder]:
