@@ -181,6 +181,7 @@ def test_same_seed_selects_the_same_cliques(engine: str, tmp_path: Path, request
     for source, chosen in ((data, "memory"), (str(path), engine)):
         t = ektelo.protect(source, DOMAIN, epsilon=10.0, seed=5, engine=chosen)
         picks: list[Any] = [t.privbayes_select(eps=1.0, degree=2)]
+        picks.append(t.privbayes_select(eps=1.0, degree=2, max_cells=12))  # θ-usefulness cap
         for _ in range(3):
             ests = [np.zeros(int(np.prod(DOMAIN.project(list(p)).shape))) for p in pairs]
             picks.append(t.where(col("e") != 2).select_marginal(pairs, ests, eps=0.5))

@@ -113,6 +113,10 @@ class Step:
 VECTOR_OPS = (
     "transform", "reduce", "split", "laplace", "gaussian", "ahp", "dawa", "worst", "aug",
 )  # fmt: skip
+PRIVBAYES_OPTIONS = (
+    (), (("degree", 1),), (("degree", 0),),
+    (("max_cells", 6),), (("degree", 2), ("max_cells", 1)), (("max_cells", 0),),
+)  # fmt: skip
 TABLE_OPS = (
     "where", "select", "group_by", "tsplit", "vectorize", "noisy_count", "privbayes", "marginal",
 )  # fmt: skip
@@ -653,7 +657,7 @@ table_steps = st.one_of(
     st.builds(
         Step,
         st.just("privbayes"),
-        st.tuples(epsilons, st.sampled_from(((), (("degree", 1),), (("degree", 0),)))),
+        st.tuples(epsilons, st.sampled_from(PRIVBAYES_OPTIONS)),
         which,
     ),
 )

@@ -135,7 +135,9 @@ class ProtectedTable(_Handle):
         return measurement
 
     def privbayes_select(self, *, eps: float, **options: Any) -> list[tuple[int, ...]]:
-        """Private→Public: PrivBayes's private choice of attribute cliques."""
+        """Private→Public: PrivBayes's private choice of attribute cliques.
+        Options (public): `degree` (k, default 2) and `max_cells` (PrivBayes's
+        θ-usefulness cap on a clique's cells, TODS §4.4; default None: no cap)."""
         cliques: list[tuple[int, ...]] = self._port.submit(
             msg.PrivBayesSelect(self._node, eps, dict(options))
         )

@@ -16,6 +16,20 @@ the score
 the paper's general-domain score R (TODS §4.3: ½‖Pr[X,Π] − Pr[X]Pr[Π]‖₁)
 written on counts (N rows): large when X depends on Π.
 
+θ-usefulness (TODS §4.3–4.4; the public cap `max_cells`).  A conditional's
+noisy marginal is θ-useful when n·ε₂ / (m·|dom(X, Π)|) ≥ θ: its average count
+per cell is θ times the Laplace noise scale.  PrivBayes therefore fixes a cap
+on |dom(X)|·|dom(Π)| and, per child X, considers only the *maximal* parent
+sets Π (of any size ≤ k) whose clique fits the cap — a fitting Π contained in
+no other fitting Π of the same X — or Π = ∅ when no nonempty set fits
+(R(X, ∅) = 0 identically).  Here the cap is the caller's PUBLIC `max_cells`
+(the plan derives it from a declared or noisy row count, plans/pgm.py), so
+the candidate list (`candidates`) is a function of the domain sizes, the
+degree, the cap and the public picks so far only.  `max_cells=None` is the
+fixed-k rule above, candidate for candidate.  Every candidate's score is
+already among those computed before the charge (`all_scores` covers every
+1 ≤ |Π| ≤ k), and the sensitivity of R does not change.
+
 Where the counts come from (issue #28).  Which candidates GreedyBayes meets
 depends on its noisy choices, so the kernel computes, *before* its charge,
 the score of every candidate it may meet: every (X, Π) with 1 ≤ |Π| ≤ k
@@ -57,6 +71,7 @@ from .engines.base import Sparse, each_marginal, sparse_cells
 __all__ = [
     "Scores",
     "all_scores",
+    "candidates",
     "check_options",
     "engine_scores",
     "greedy",
@@ -68,9 +83,57 @@ __all__ = [
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
 
 
-def check_options(*, degree: int = 2) -> dict[str, int]:
-    """The options, validated from public values only (before the charge)."""
-    return {"degree": _degree(degree)}
+def check_options(*, degree: int = 2, max_cells: int | None = None) -> dict[str, int]:
+    """The options, validated from public values only (before the charge).
+    `max_cells` appears only when given (so a request without it reads as
+    before the cap existed: same content, same replays)."""
+    out = {"degree": _degree(degree)}
+    if max_cells is not None:
+        out["max_cells"] = _max_cells(max_cells)
+    return out
+
+
+def candidates(
+    sizes: tuple[int, ...],
+    chosen: list[int],
+    *,
+    degree: int = 2,
+    max_cells: int | None = None,
+) -> list[tuple[int, tuple[int, ...]]]:
+    """GreedyBayes's (X, Π) pairs at one step, from public facts only: X not
+    yet chosen (ascending), Π ⊂ chosen in ascending order.
+
+    max_cells None: every Π of exactly min(degree, |chosen|) attributes (the
+    fixed-k rule).  Otherwise (PrivBayes's θ-usefulness, TODS §4.4): per X
+    the maximal Π with |Π| ≤ degree and |dom(X)|·Π|dom(p)| ≤ max_cells —
+    largest sets first, each in combinations order — or Π = () when no
+    nonempty Π fits."""
+    d = len(sizes)
+    picked = sorted(chosen)
+    top = min(degree, len(picked))
+    out: list[tuple[int, tuple[int, ...]]] = []
+    for child in range(d):
+        if child in chosen:
+            continue
+        if max_cells is None:
+            out.extend((child, p) for p in itertools.combinations(picked, top))
+            continue
+        room = max_cells // sizes[child]  # |dom(Π)| ≤ room ⟺ the clique fits
+
+        def fits(parents: tuple[int, ...], room: int = room) -> bool:
+            return math.prod(sizes[p] for p in parents) <= room
+
+        found = [
+            p
+            for k in range(top, 0, -1)
+            for p in itertools.combinations(picked, k)
+            if fits(p)
+            # fitting is closed under subsets: p is maximal iff no one-attribute
+            # extension of it fits (or it already has `degree` attributes)
+            and (k == degree or not any(fits((*p, q)) for q in picked if q not in p))
+        ]
+        out.extend((child, p) for p in (found or [()]))
+    return out
 
 
 def marginal_sets(d: int, degree: int) -> list[tuple[int, ...]]:
@@ -85,10 +148,12 @@ def marginal_sets(d: int, degree: int) -> list[tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class Scores:
-    """R(X, Π) for every candidate GreedyBayes may meet, and N (the rows)."""
+    """R(X, Π) for every candidate GreedyBayes may meet, N (the rows) and
+    the attributes' domain sizes (public: the capped candidates need them)."""
 
     values: dict[tuple[int, tuple[int, ...]], float]
     rows: int
+    sizes: tuple[int, ...] = ()
 
 
 def all_scores(
@@ -112,7 +177,7 @@ def all_scores(
                         values[(child, parents)] = _joint_score(
                             codes, counts, position, sizes, child, parents, rows
                         )
-    return Scores(values, rows)
+    return Scores(values, rows, tuple(int(n) for n in sizes))
 
 
 def engine_scores(engine: Any, table: Any, sizes: tuple[int, ...], degree: int) -> Scores:
@@ -156,6 +221,7 @@ def privbayes_select(
     source: Any,
     *,
     degree: int = 2,
+    max_cells: int | None = None,
 ) -> list[tuple[int, ...]]:
     """PrivBayes's greedy degree-k network, chosen with eps (even split over d−1 choices).
 
@@ -164,27 +230,36 @@ def privbayes_select(
     the parents in ascending index order; the first is (X₁,), and for the first
     k+1 attributes each clique is contained in the next (a plan may measure
     only the cliques not contained in another).  Every clique has ≤ degree+1
-    attributes.  (The kernel runs the same two steps on a table engine:
-    `engine_scores` before its charge, `greedy` after.)
+    attributes.  With `max_cells` (a public cap, θ-usefulness: see the module
+    docstring) every clique has ≤ max_cells cells or is a lone child, and
+    parent sets may be smaller than the degree.  (The kernel runs the same
+    two steps on a table engine: `engine_scores` before its charge, `greedy`
+    after.)
     """
     table, dims = _check(codes, sizes)
     eps = _positive(eps, "eps")
-    degree = _degree(degree)
-    sets = marginal_sets(len(dims), degree)
+    opts = check_options(degree=degree, max_cells=max_cells)
+    sets = marginal_sets(len(dims), opts["degree"])
     found = (_row_marginal(table, dims, c) for c in sets)
-    return greedy(all_scores(found, sets, dims, degree), len(dims), eps, source, degree=degree)
+    scored = all_scores(found, sets, dims, opts["degree"])
+    return greedy(scored, len(dims), eps, source, **opts)
 
 
 def greedy(
-    scored: Scores, d: int, eps: float, source: Any, *, degree: int = 2
-) -> list[tuple[int, ...]]:
+    scored: Scores, d: int, eps: float, source: Any, *, degree: int = 2,
+    max_cells: int | None = None,
+) -> list[tuple[int, ...]]:  # fmt: skip
     """GreedyBayes's choices from precomputed scores (`all_scores`): the
     first attribute uniformly, then d − 1 exponential mechanisms with eps/(d−1)
-    each.  Reads only `scored` (every key it looks up is there by
-    construction, a public fact of d and the degree): nothing here raises or
-    branches on the data."""
+    each, over `candidates` (a public function of the sizes, the degree,
+    `max_cells` and the picks).  Reads only `scored` (every key it looks up
+    is there by construction, a public fact of d and the degree; R(X, ∅) = 0
+    needs none): nothing here raises or branches on the data."""
     eps = _positive(eps, "eps")
     degree = _degree(degree)
+    cap = None if max_cells is None else _max_cells(max_cells)
+    if cap is not None and len(scored.sizes) != d:
+        raise ValueError(f"the scores carry {len(scored.sizes)} domain sizes; d is {d}")
     first = _uniform_index(source, d)
     network: list[tuple[int, ...]] = [(first,)]
     if d == 1:
@@ -192,17 +267,12 @@ def greedy(
     chosen = [first]
     eps_step = eps / (d - 1)
     sensitivity = _SENSITIVITY + 4.0 * (scored.rows + 2) ** 2 * 2.0**-53
+    sizes = scored.sizes if cap is not None else (1,) * d  # sizes matter under a cap only
     while len(chosen) < d:
-        k = min(degree, len(chosen))
-        candidates = [
-            (child, parents)
-            for child in range(d)
-            if child not in chosen
-            for parents in itertools.combinations(sorted(chosen), k)
-        ]
-        scores = np.array([scored.values[c] for c in candidates])
+        pairs = candidates(sizes, chosen, degree=degree, max_cells=cap)
+        scores = np.array([scored.values[c] if c[1] else 0.0 for c in pairs])
         pick = source.exponential_mechanism(scores, sensitivity=sensitivity, epsilon=eps_step)
-        child, parents = candidates[int(pick)]
+        child, parents = pairs[int(pick)]
         network.append((child, *parents))
         chosen.append(child)
     return network
@@ -257,6 +327,13 @@ def _degree(degree: Any) -> int:
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
         raise ValueError(f"degree must be a positive integer, got {degree!r}")
     return int(degree)
+
+
+def _max_cells(value: Any) -> int:
+    """The public clique cap: a positive int (None is handled by the callers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"max_cells must be a positive integer or None, got {value!r}")
+    return int(value)
 
 
 def _uniform_index(source: Any, d: int) -> int:
