@@ -7,7 +7,8 @@ estimator with Private-PGM (`inference.fit_graphical_model`).
   `privbayes_select`; Zhang, Cormode, Procopiuc, Srivastava & Xiao, TODS
   2017) and its noisy maximal-clique marginals, each measured on its own
   projection, then the graphical model instead of PrivBayes's conditional
-  tables. Pure ε-DP with PrivBayes's split.
+  tables. Pure ε-DP with PrivBayes's split and its θ-usefulness cap on the
+  cliques (TODS §4.3–4.4).
 * `hdmm_pgm` — the marginals of a marginal workload's HDMM strategy
   (McKenna, Miklau, Hay & Machanavajjhala, PVLDB 2018, §5.3 OPT_M), each
   measured on its projection with Laplace (ε) or Gaussian (ρ) noise at the
@@ -33,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, minimize
 
+from .._validate import positive, positive_int
 from ..budget import ZCDP, PureDP
 from ..domain import Domain, check_names
 from ..inference import GraphicalModel, fit_graphical_model
@@ -45,6 +47,7 @@ from .common import check_choice, check_share
 from .registry import register
 
 __all__ = [
+    "COUNT_SHARE",
     "ClosureObjective",
     "MarginalStrategy",
     "hdmm_pgm",
@@ -54,6 +57,13 @@ __all__ = [
 ]
 
 Clique = tuple[str, ...]
+
+# privbayes_pgm without a declared row count: the share of ε spent on a noisy
+# total (a Laplace count) and the noise scales taken off it, so that the
+# θ-usefulness cap rests on an N that is below the true one with probability
+# 1 − ½e⁻³ ≈ 0.975 (Laplace tail); a larger N only loosens the cap.
+COUNT_SHARE = 0.01
+_COUNT_SCALES = 3.0
 
 # Strategy marginals whose weight is below this fraction of the largest are
 # dropped (their noise would be 10⁴× the largest's: they add nothing to the
@@ -155,6 +165,8 @@ def privbayes_pgm(
     *,
     degree: int = 2,
     beta: float = 0.3,
+    theta: float | None = 4.0,
+    rows: int | None = None,
     maxiter: int = 1000,
     max_model_size: int | None = None,
 ) -> GraphicalModel:
@@ -162,23 +174,41 @@ def privbayes_pgm(
     with PrivBayes's published split (Zhang et al., TODS 2017 §4–5): β·ε to
     learn the degree-k network (GreedyBayes, the kernel's exponential
     mechanism), (1 − β)·ε in equal shares to the marginals of its maximal
-    cliques (the d − k whose conditionals PrivBayes releases), each the
-    Identity on its own projection with Laplace noise. The fitted graphical
-    model replaces PrivBayes's conditional tables.
+    cliques, each the Identity on its own projection with Laplace noise.
+    The fitted graphical model replaces PrivBayes's conditional tables.
+
+    θ-usefulness (TODS §4.3–4.4): a clique's noisy marginal is θ-useful when
+    N·ε_meas / (m·cells) ≥ θ (its average count per cell is θ noise scales),
+    so the network's cliques are capped at ``max_cells = ⌊N·ε_meas/(m·θ)⌋``
+    cells, m = d (each attribute is a child once, so at most d marginals are
+    measured: each gets at least ε_meas/d), and GreedyBayes considers per
+    child its maximal parent sets of ≤ k attributes that fit the cap (the
+    kernel's `privbayes_select(max_cells=...)`). N is the declared public
+    `rows` when given; otherwise ``COUNT_SHARE`` (1%) of ε buys a noisy
+    total through the kernel (a Laplace count) and N is that total less 3
+    noise scales, floored at 1 — then ε splits as 1% to the count and β, 1 − β
+    of the rest. ``theta=None`` turns the cap off (PrivBayes with a fixed k:
+    every parent set has min(k, |chosen|) attributes, and `rows` is unused).
 
     `workload`: None (model every attribute) or attribute tuples, whose
     attributes are the ones modelled (a public projection of the table);
-    PrivBayes itself is not workload-aware. Before anything is spent, the
-    largest clique a degree-k network could have must fit `max_model_size`
-    (cells, default `MAX_MODEL_CELLS`); once the network is chosen its
-    junction tree is checked before any marginal is measured (a refusal
-    then has spent the selection's β·ε only). Returns the GraphicalModel."""
+    PrivBayes itself is not workload-aware. Before the network is chosen,
+    the largest clique it could have (capped) must fit `max_model_size`
+    (cells, default `MAX_MODEL_CELLS`) — checked before anything is spent
+    when the cap is off or `rows` is declared, after the noisy count
+    otherwise; once the network is chosen its junction tree is checked
+    before any marginal is measured (a refusal then has spent the count and
+    the selection's β·ε only). Returns the GraphicalModel."""
     table = _check_table(table, "privbayes_pgm")
     eps_ = check_eps(eps)
     beta = check_share(beta, "beta")
     limit = _check_limit(max_model_size)
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
         raise ValueError(f"degree must be a positive integer, got {degree!r}")
+    if theta is not None:
+        theta = positive(theta, "theta")
+    if rows is not None:
+        rows = positive_int(rows, "rows")
     domain = table.domain
     if workload is not None:
         wanted = workload_cliques(domain, workload, "privbayes_pgm")
@@ -188,15 +218,26 @@ def privbayes_pgm(
             domain = table.domain
     if len(domain.names) < 2:
         raise ValueError(f"privbayes_pgm needs at least 2 attributes, got {list(domain.names)}")
-    widest = math.prod(sorted(domain.shape, reverse=True)[: int(degree) + 1])
-    if widest > limit:
-        raise ModelTooLarge(
-            f"privbayes_pgm: a degree-{degree} network may join the {int(degree) + 1} largest "
-            f"attributes in a clique of {widest:,} cells, above max_model_size={limit:,}; "
-            "lower degree= or raise max_model_size (nothing was spent)"
+    d = len(domain.names)
+    cap: int | None = None
+    if theta is None or rows is not None:
+        eps_net, eps_meas = split(eps_, beta, 1 - beta)
+        if theta is not None and rows is not None:
+            cap = _theta_cap(rows, eps_meas, d, theta)  # Public: declared N
+        _widest_guard(domain, int(degree), cap, limit, "nothing was spent")
+    else:
+        _widest_guard(domain, int(degree), 1, limit, "nothing was spent")  # the least it can be
+        eps_count, eps_net, eps_meas = split(
+            eps_, COUNT_SHARE, (1 - COUNT_SHARE) * beta, (1 - COUNT_SHARE) * (1 - beta)
         )
-    eps_net, eps_meas = split(eps_, beta, 1 - beta)
-    network = table.privbayes_select(eps=eps_net, degree=int(degree))  # Private→Public
+        total = table.noisy_count(eps=eps_count)  # Private→Public: N + Laplace(1/eps_count)
+        n_low = math.floor(float(total.answers[0]) - _COUNT_SCALES * total.noise.scale)
+        cap = _theta_cap(max(1, n_low), eps_meas, d, theta)  # Public
+        spent = f"the noisy count's ε={eps_count:g} was spent"
+        _widest_guard(domain, int(degree), cap, limit, spent)
+    network = table.privbayes_select(
+        eps=eps_net, degree=int(degree), **({} if cap is None else {"max_cells": cap})
+    )  # Private→Public
     names = list(domain.names)
     cliques = [tuple(names[i] for i in sorted(c)) for c in network]  # Public
     measured = [c for c in cliques if not any(set(c) < set(o) for o in cliques)]
@@ -206,6 +247,29 @@ def privbayes_pgm(
         for c, e in zip(measured, _exact_shares(eps_meas, [1.0] * len(measured)), strict=True)
     ]  # Private→Public: the network's marginals
     return fit_graphical_model(log, domain, maxiter=maxiter, max_model_size=limit)  # Public
+
+
+def _theta_cap(rows: int, eps_meas: float, d: int, theta: float) -> int:
+    """PrivBayes's θ-usefulness cap on a clique's cells (TODS §4.4): the
+    largest |dom| with rows·eps_meas/(d·|dom|) ≥ θ, at least 1."""
+    return max(1, math.floor(rows * eps_meas / (d * theta)))
+
+
+def _widest_guard(domain: Domain, degree: int, cap: int | None, limit: int, spent: str) -> None:
+    """Refuse when the largest clique the network may have exceeds `limit`:
+    the degree + 1 largest attributes, or under a cap the larger of the cap
+    and the largest attribute (a child alone when no parent fits)."""
+    shape = sorted(domain.shape, reverse=True)
+    widest = math.prod(shape[: degree + 1])
+    if cap is not None:
+        widest = max(min(widest, cap), shape[0])
+    if widest > limit:
+        raise ModelTooLarge(
+            f"privbayes_pgm: a degree-{degree} network "
+            + ("" if cap is None else f"with cliques capped at {cap:,} cells ")
+            + f"may have a clique of {widest:,} cells, above max_model_size={limit:,}; "
+            f"lower degree= or raise max_model_size ({spent})"
+        )
 
 
 # -- HDMM's marginal strategy, restricted to the workload's closure ---------------------
