@@ -61,6 +61,7 @@ __all__ = [
     "PLANS",
     "SCALES",
     "Grid",
+    "all_records",
     "dataset_vector",
     "datasets",
     "load_cache",
@@ -329,7 +330,7 @@ def scaled_errors(cache_rows: pd.DataFrame, grid: Grid, factor: float, *,
     rows = cache_rows[np.isclose(cache_rows["factor"].astype(float), factor)]
     dep = rows[rows["dataset"] != "*"].copy()
     dep["error"] = dep["abs_error"] / dep["records"]
-    records = _all_records(grid, di_seeds)
+    records = all_records(grid, di_seeds)
     ind = rows[(rows["dataset"] == "*") & (rows["seed"] < di_seeds)]
     ind = ind.drop(columns=["dataset", "scale", "records"])
     ind = ind.merge(records, on=["group", "eps", "seed"])
@@ -346,7 +347,7 @@ def scaled_errors(cache_rows: pd.DataFrame, grid: Grid, factor: float, *,
     )
 
 
-def _all_records(grid: Grid, seeds: int) -> pd.DataFrame:
+def all_records(grid: Grid, seeds: int) -> pd.DataFrame:
     """The total of every (group, dataset, scale, eps, seed) vector of `grid`."""
     out = []
     for group in grid.groups:

@@ -19,6 +19,11 @@ choice follows Pythia, Kotsogiannis et al., SIGMOD 2017).
    table trained without it>)` per (scale, ε, seed) (features at share·ε,
    the plan at the rest, exactly ε in all); regret = mean error of auto /
    mean error of the best plan in hindsight at the full ε;
+   and, as a second track, the *declared rows* planner: the custodian
+   declares the row count public, trees split on public facts only
+   (`declared_features`), nothing is spent on features and the plan runs
+   with the whole ε — trained and evaluated the same way (`plans.run("auto",
+   ..., rows=<the vector's total>)`);
 5. the tables: per group × ε and per group × scale, the geometric mean and
    90th percentile of auto's regret, the fixed choices' geometric-mean
    regrets (always-HB, -AG, -QuadTree, today's rules `choose_plan`, Tier 0
@@ -141,6 +146,24 @@ def _fixed_plans(grid: pg.Grid, tier0: dict[tuple[str, float], str]) -> dict[
 
 
 # -- features and training ------------------------------------------------------------------
+def declared_features(grid: pg.Grid) -> pd.DataFrame:
+    """Every case's public features when its row count is declared
+    (`Features.from_declared_rows`: nothing measured, the same for every
+    seed), in the columns `case_features` gives."""
+    from ektelo.planner import PUBLIC_FEATURES, Features
+
+    records = pg.all_records(grid, grid.seeds)
+    rows = []
+    for r in records.itertuples(index=False):
+        shape = (4096,) if pg.GROUP_DIMS[r.group] == 1 else (256, 256)
+        f = Features.from_declared_rows(dims=len(shape), cells=math.prod(shape),
+                                        kind=pg.GROUP_KIND[r.group], eps=float(r.eps),
+                                        rows=float(r.records))
+        rows.append({"group": r.group, "dataset": r.dataset, "scale": r.scale, "eps": r.eps,
+                     "seed": r.seed, **{k: f.named()[k] for k in PUBLIC_FEATURES}})
+    return pd.DataFrame(rows)
+
+
 def case_features(grid: pg.Grid, share: float) -> pd.DataFrame:
     """Every case's named features at `share` (cheap: one measurement each)."""
     rows = []
@@ -198,16 +221,21 @@ def simulated_regret(cases: pt.Cases, trees: dict[str, dict[str, Any]], part: pd
 AUTO_COLUMNS = ("tree", "group", "dataset", "scale", "eps", "seed", "share", "error", "spent")
 
 
-def _tree_key(tree: dict[str, Any], share: float, tier0: str) -> str:
+def _tree_key(tree: dict[str, Any], share: float, tier0: str, declared: bool = False) -> str:
     text = json.dumps({"tree": tree, "share": share, "tier0": tier0}, sort_keys=True)
+    if declared:  # a declared-rows tree is a different run even where the tree is equal
+        text += "|declared"
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: float,
-             folder: Path, tier0: dict[tuple[str, float], str]) -> pd.DataFrame:
+             folder: Path, tier0: dict[tuple[str, float], str],
+             declared: bool = False) -> pd.DataFrame:
     """Auto's error per (group, held-out dataset, scale, ε, seed), running
     `plans.run("auto", ...)` with the table trained without that dataset;
-    cached per group in `folder` (``planner_auto_<group>.csv.gz``)."""
+    cached per group in `folder` (``planner_auto_<group>.csv.gz``). With
+    `declared` the trees are declared-rows trees and each run declares the
+    vector's total (`rows=`), spending nothing on features (share column 0)."""
     import ektelo
     from ektelo import plans
     from ektelo.inference import ConvergenceError
@@ -222,7 +250,7 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
         jobs = []
         for dataset, tree in per.items():
             t0 = ",".join(tier0[(group, e)] for e in grid.epsilons)
-            key = _tree_key(tree, share, t0)
+            key = _tree_key(tree, share, t0, declared)
             for scale in grid.scales:
                 for eps in grid.epsilons:
                     for seed in range(grid.seeds):
@@ -233,16 +261,18 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
         with one_blas_thread():
             for i, (key, dataset, tree, scale, eps, seed) in enumerate(
                     progress(jobs, f"auto {group} share={share:g}"), 1):
-                table = DecisionTable.from_dict({"version": 1, "share": share,
-                                                 "trees": {group: tree},
-                                                 "trained_on": f"DPBench without {dataset}"})
+                table = DecisionTable.from_dict({
+                    "version": 1, "share": share, "trained_on": f"DPBench without {dataset}",
+                    "trees": {} if declared else {group: tree},
+                    "declared": {group: tree} if declared else {}})
                 x = pg.dataset_vector(pg.GROUP_DIMS[group], dataset, scale, seed)
                 W = pg.workload_for(group)
                 noise = zlib.crc32(f"auto|{group}|{dataset}|{scale}|{eps}|{seed}|{share}".encode())
                 X = ektelo.protect(x, epsilon=eps, seed=noise)
                 flat = x.reshape(-1).astype(np.float64)
                 try:
-                    x_hat = plans.run("auto", X, W, eps, kind=pg.GROUP_KIND[group], table=table)
+                    x_hat = plans.run("auto", X, W, eps, kind=pg.GROUP_KIND[group], table=table,
+                                      rows=float(flat.sum()) if declared else None)
                 except ConvergenceError:  # the chosen plan gave no answer (MWEM: see the grid)
                     err = math.inf
                 else:
@@ -250,7 +280,8 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
                     err = float(np.linalg.norm(W.matvec(flat) - W.matvec(est))
                                 / (W.shape[0] * flat.sum()))
                 rows.append(dict(zip(AUTO_COLUMNS, (key, group, dataset, scale, eps, seed,
-                                                    share, err, float(X.budget.spent)),
+                                                    0.0 if declared else share, err,
+                                                    float(X.budget.spent)),
                                      strict=True)))
                 if time.perf_counter() - last > 20 or i == len(jobs):
                     _append_auto(cache, rows)
@@ -258,7 +289,7 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
                     last = time.perf_counter()
         got = _load_auto(cache)
         t0 = ",".join(tier0[(group, e)] for e in grid.epsilons)
-        wanted = {_tree_key(t, share, t0) for t in per.values()}
+        wanted = {_tree_key(t, share, t0, declared) for t in per.values()}
         got = got[got["tree"].isin(wanted) & got["scale"].isin(grid.scales)
                   & got["eps"].isin(grid.epsilons) & (got["seed"] < grid.seeds)]
         frames.append(got)
@@ -341,72 +372,104 @@ def _run_experiment(out: Path, quick: bool, dims: int | None,
     full_report = pg.scaled_errors(rows, grid, 1.0)
 
     # training: per share and leaf size, simulated leave-one-dataset-out regret
+    t0 = {g: {e: p for (gg, e), p in tier0.items() if gg == g} for g in grid.groups}
     trained: dict[float, tuple[dict[str, pt.Cases], dict[str, dict[str, dict[str, Any]]],
                                dict[str, float]]] = {}
-    sim = []
+    sim: list[dict[str, Any]] = []
     for share in shares:
         factor = round(1 - share, 6)
         part = pg.scaled_errors(rows, grid, factor)
         _check_coverage(part, grid, f"at (1 - {share:g})ε", grid.seeds_at(factor))
         feats = case_features(grid, share)
-        t0 = {g: {e: p for (gg, e), p in tier0.items() if gg == g} for g in grid.groups}
         cases = {g: pt.build_cases(g, feats, part, full, t0[g]) for g in grid.groups}
-        trees, leaf = {}, {}
-        for g in grid.groups:
-            found = []
-            for ml in MIN_LEAF_SHARES:
-                loo = loo_trees(cases[g], ml)
-                r = simulated_regret(cases[g], loo, part, best, tier0)
-                sim.append({"share": share, "group": g, "min_leaf_share": ml,
-                            "sim_gmean": gmean(r), "sim_p90": float(np.percentile(r, 90))})
-                found.append((gmean(r), ml, loo))
-            _, leaf[g], trees[g] = min(found, key=lambda f: f[0])
-        trained[share] = (cases, trees, leaf)
+        trained[share] = _train_groups(cases, part, best, tier0, share, sim)
+    # the declared-rows track: public facts only, the plan at the full ε
+    public = declared_features(grid)
+    declared_cases = {g: pt.build_cases(g, public, full, full, t0[g]) for g in grid.groups}
+    _, declared_trees, declared_leaf = _train_groups(declared_cases, full, best, tier0, 0.0, sim)
     sim_table = pd.DataFrame(sim)
-    overall = sim_table.groupby(["share", "group"])["sim_gmean"].min().groupby("share").apply(
+    bought = sim_table[sim_table["track"] == "features"]
+    overall = bought.groupby(["share", "group"])["sim_gmean"].min().groupby("share").apply(
         lambda v: gmean(v))
     share = float(overall.idxmin())
     print("\nleave-one-dataset-out regret simulated from the grid (features measured, plan "
-          "errors at (1-share)ε from the grid):")
+          "errors at (1-share)ε from the grid; declared: public facts, plan at ε):")
     print(sim_table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"chosen leaf sizes: {trained[share][2]}")
+    print(f"chosen leaf sizes: {trained[share][2]}; declared: {declared_leaf}")
     print(f"chosen share: {share:g}\n", flush=True)
 
-    # evaluation: plans.run("auto", ...) with the held-out table
+    # evaluation: plans.run("auto", ...) with the held-out table, both tracks
     cases, trees, leaf = trained[share]
-    auto = run_auto(grid, trees, share, folder, tier0)
     fixed = _fixed_plans(grid, tier0)
+    table = _evaluate(run_auto(grid, trees, share, folder, tier0), full_report, fixed, trees,
+                      tier0, out, NAME, "auto (features bought at share·ε)")
+    _evaluate(run_auto(grid, declared_trees, share, folder, tier0, declared=True),
+              full_report, fixed, declared_trees, tier0, out, f"{NAME}_declared",
+              "auto with the row count declared public (nothing spent on features)")
+    sim_table.to_csv(out / f"{NAME}_shares.csv", index=False)
+    _plot(out, table)
+
+    if write_table:
+        full_trees = {g: _train(cases[g], leaf[g]) for g in grid.groups}
+        full_declared = {g: _train(declared_cases[g], declared_leaf[g]) for g in grid.groups}
+        _write_table(full_trees, full_declared, share, grid, table_path)
+    print(f"total wall time {time.perf_counter() - started:.0f} s; wrote {out / (NAME + '.csv')}")
+    return table
+
+
+def _train_groups(cases: dict[str, pt.Cases], part: pd.DataFrame, best: pd.DataFrame,
+                  tier0: dict[tuple[str, float], str], share: float,
+                  sim: list[dict[str, Any]]) -> tuple[dict[str, pt.Cases], dict[
+                      str, dict[str, dict[str, Any]]], dict[str, float]]:
+    """Per group: the leaf size with the least simulated leave-one-dataset-out
+    regret and its held-out trees; appends each leaf size's figures to `sim`
+    (track "declared" when share is 0: public features, plan at the full ε)."""
+    trees, leaf = {}, {}
+    for g, c in cases.items():
+        found = []
+        for ml in MIN_LEAF_SHARES:
+            loo = loo_trees(c, ml)
+            r = simulated_regret(c, loo, part, best, tier0)
+            sim.append({"track": "declared" if share == 0 else "features", "share": share,
+                        "group": g, "min_leaf_share": ml, "sim_gmean": gmean(r),
+                        "sim_p90": float(np.percentile(r, 90))})
+            found.append((gmean(r), ml, loo))
+        _, leaf[g], trees[g] = min(found, key=lambda f: f[0])
+    return cases, trees, leaf
+
+
+def _evaluate(auto: pd.DataFrame, full_report: pd.DataFrame,
+              fixed: dict[str, dict[tuple[str, float], str]],
+              trees: dict[str, dict[str, dict[str, Any]]], tier0: dict[tuple[str, float], str],
+              out: Path, name: str, title: str) -> pd.DataFrame:
+    """Regret tables of one track's runs: printed, and written to `out` as
+    `<name>.csv`, `<name>_by_eps.csv`, `<name>_by_scale.csv`, `<name>.md`."""
     table = regret_table(auto, full_report, fixed)
     labels = [label for label in fixed if table[f"{label}_regret"].notna().any()]
     by_eps = summarise(table, ["group", "eps"], labels)
     by_scale = summarise(table, ["group", "scale"], labels)
     by_group = summarise(table, ["group"], labels)
+    print(f"\n== {title} ==")
     _print_tables(by_eps, by_scale, by_group, trees, tier0, fixed)
-    table.to_csv(out / f"{NAME}.csv", index=False)
-    by_eps.to_csv(out / f"{NAME}_by_eps.csv", index=False)
-    by_scale.to_csv(out / f"{NAME}_by_scale.csv", index=False)
-    sim_table.to_csv(out / f"{NAME}_shares.csv", index=False)
-    (out / f"{NAME}.md").write_text("\n\n".join(
-        f"### by {name}\n\n{_markdown(frame)}" for name, frame in
+    table.to_csv(out / f"{name}.csv", index=False)
+    by_eps.to_csv(out / f"{name}_by_eps.csv", index=False)
+    by_scale.to_csv(out / f"{name}_by_scale.csv", index=False)
+    (out / f"{name}.md").write_text(f"## {title}\n\n" + "\n\n".join(
+        f"### by {label}\n\n{_markdown(frame)}" for label, frame in
         (("group × ε", by_eps), ("group × scale", by_scale), ("group", by_group))) + "\n")
-    _plot(out, table)
-
-    if write_table:
-        full_trees = {g: _train(cases[g], leaf[g]) for g in grid.groups}
-        _write_table(full_trees, share, grid, table_path)
-    print(f"total wall time {time.perf_counter() - started:.0f} s; wrote {out / (NAME + '.csv')}")
     return table
 
 
-def _write_table(trees: dict[str, dict[str, Any]], share: float, grid: pg.Grid,
-                 path: Path) -> None:
+def _write_table(trees: dict[str, dict[str, Any]], declared: dict[str, dict[str, Any]],
+                 share: float, grid: pg.Grid, path: Path) -> None:
     from ektelo.planner import DecisionTable
 
     trained_on = (f"DPBench (Hay et al. 2016): {pg.describe(grid)}; "
-                  f"cost = log regret at (1-share)ε vs the best plan in hindsight at ε; "
+                  f"cost = log regret at (1-share)ε (declared trees: at ε) vs the best plan "
+                  f"in hindsight at ε; "
                   f"python -m experiments planner --write-table")
     table = DecisionTable.from_dict({"version": 1, "share": share, "trees": trees,
-                                     "trained_on": trained_on})
+                                     "declared": declared, "trained_on": trained_on})
     table.save(path)
     DecisionTable.load(path)  # what the package will read
     print(f"wrote {path}")

@@ -3,7 +3,8 @@ session → planner → plan → kernel), so the command line and Python answer
 alike.
 
     ektelo run --data FILE --domain FILE.json --workload SPEC --epsilon E
-               [--total T] [--delta D] [--plan NAME|auto] [--where EXPR] [--out FILE]
+               [--total T] [--delta D] [--plan NAME|auto] [--public-rows N]
+               [--where EXPR] [--out FILE]
                [--plot FILE.png] [--dry-run | --explain] [--alpha A]
                [--on-invalid error|drop|clamp] [--ledger PATH | --no-ledger]
                [--dataset NAME] [--nonnegative] [--round] [--seed N] [--param K=V]
@@ -243,7 +244,7 @@ def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger:
         return Session(args.data, domain, **budget, seed=seed, on_invalid=args.on_invalid,
                        show_bad_values=args.show_bad_values, ledger=ledger,
                        dataset=dataset if ledger is not None else None,
-                       engine=_engine(args))
+                       engine=_engine(args), public_rows=getattr(args, "public_rows", None))
     except Exception as exc:
         from .domain import DomainValueError
 
@@ -515,6 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c|all | "
                           "random-ranges:a,b:N | file:ranges.csv")
     run.add_argument("--plan", default="auto", help="plan name or 'auto' (default)")
+    run.add_argument("--public-rows", type=_positive("public-rows"), metavar="N",
+                     help="the table's row count, if the custodian declares it public "
+                     "(approximate is fine): --plan auto then chooses from the planner's "
+                     "declared-rows table, for free (not used with --where)")
     run.add_argument("--epsilon", required=True, type=_positive("epsilon"),
                      help="privacy budget ε > 0 for this run")
     run.add_argument("--total", type=_positive("total"),

@@ -190,6 +190,11 @@ class Session:
             "memory" reads the file here into pandas; "duckdb" or "spark"
             (or an engine object) leave a path where it lies and push the
             work down, with `on_invalid` applied by the engine.
+        public_rows: the table's row count, if the custodian declares it
+            public (approximate is fine). `plan="auto"` then chooses from
+            the planner's declared-rows decision table, for free and before
+            anything is spent (docs/planner.md); questions with `where=`
+            do not use it (the filtered count is not declared).
     """
 
     def __init__(
@@ -208,8 +213,12 @@ class Session:
         show_bad_values: bool = False,
         progress: bool = True,
         engine: Any = None,
+        public_rows: float | None = None,
     ):
         from .kernel import ProtectedTable, protect
+
+        self.public_rows = None if public_rows is None else check.positive(public_rows,
+                                                                           "public_rows")
 
         if on_invalid not in ("error", "drop", "clamp"):
             raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
@@ -439,7 +448,7 @@ class Session:
         alpha = _alpha(alpha)
         budget = self._request(epsilon, rho)
         params = dict(params or {})
-        name, why, _ = self._plan(q, plan, budget)
+        name, why, _ = self._plan(q, plan, budget, filtered=where is not None)
         table = self._filtered(where)  # checks the filter before anything is spent
         self._check_remaining(budget)
         if name != DIRECT_MARGINALS:
@@ -506,8 +515,8 @@ class Session:
             return {"rho": rho_of_epsilon_delta(eps, b.delta), "epsilon": eps}
         return {"epsilon": eps}
 
-    def _plan(self, q: questions.ParsedWorkload, plan: str,
-              budget: dict[str, float]) -> tuple[str, str, pd.DataFrame]:
+    def _plan(self, q: questions.ParsedWorkload, plan: str, budget: dict[str, float],
+              filtered: bool = False) -> tuple[str, str, pd.DataFrame]:
         from . import planner, plans
 
         large = math.prod(q.shape) > LARGE_VECTOR
@@ -537,7 +546,8 @@ class Session:
             return name, why + " (domain too large for closed-form comparison)", pd.DataFrame()
         choice = planner.auto_plan(q.matrix, q.kind, q.shape,
                                    eps=None if "rho" in budget else budget["epsilon"],
-                                   rho=budget.get("rho"))
+                                   rho=budget.get("rho"),
+                                   rows=None if filtered else self.public_rows)
         table = pd.DataFrame(planner.ranking_rows(choice))  # Tier 0: free, no features
         table.attrs["choice"] = choice
         return choice.plan, choice.why, table

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from .auto import auto_plan, infer_kind, plan_auto, tier0_best
 from .explain import PREVIEW_NOTE, error_label, format_choice, ranking_rows
-from .features import FEATURE_NAMES, KINDS, Features, coarse_partition, measure_features
+from .features import (
+    FEATURE_NAMES,
+    KINDS,
+    PUBLIC_FEATURES,
+    Features,
+    coarse_partition,
+    measure_features,
+)
 from .rules import (
     DATA_DEPENDENT_MIN_CELLS,
     RANGE_KINDS,
@@ -36,6 +43,7 @@ __all__ = [
     "GROUPS",
     "KINDS",
     "PREVIEW_NOTE",
+    "PUBLIC_FEATURES",
     "RANGE_KINDS",
     "TIER0",
     "Candidate",

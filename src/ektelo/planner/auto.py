@@ -14,6 +14,12 @@ also the registered plan "auto".
   "tier0" runs Tier 0's best, a named leaf runs that plan, with (1 − share)·ε.
   No tree (marginals, 3-D, zCDP, no table): no features, all of ε (or ρ)
   to Tier 0's best.
+* Declared rows: when the custodian declares the row count public
+  (`rows=`) and the table has a `declared` tree for the group, that tree is
+  walked on public facts alone (`Features.from_declared_rows`): nothing is
+  spent on features and the plan runs with the whole ε. `auto_plan` does the
+  same for free, so `--plan auto --public-rows N` and the session's
+  `preview` know the plan before anything is spent.
 
 Either way exactly ε (or ρ) is spent in all, every argument is checked
 before the first charge, and the `Choice` records the ranking, the
@@ -33,9 +39,9 @@ from ..kernel import ProtectedVector
 from ..plans.budget import split
 from ..plans.registry import get, register
 from ..plans.registry import run as run_plan
-from .features import KINDS, check_kind, measure_features
+from .features import KINDS, Features, check_kind, measure_features
 from .rules import DATA_DEPENDENT_MIN_CELLS, SIMPLEST_FIRST, Candidate, Choice, choose_plan
-from .table import TIER0, DecisionTable, default_table, group_of
+from .table import TIER0, DecisionTable, default_table, group_of, walk_node
 from .tier0 import rank
 
 __all__ = ["auto", "auto_plan", "infer_kind", "plan_auto", "tier0_best"]
@@ -96,11 +102,17 @@ def auto_plan(
     eps: float | None = None,
     rho: float | None = None,
     mc_seeds: int | None = None,
+    rows: float | None = None,
+    table: DecisionTable | None = None,
 ) -> Choice:
     """The plan for workload `W` (an EMatrix over a domain of `shape`, a
     workload spec's `kind`) at `eps` (Laplace) or `rho` (Gaussian, zCDP):
     public facts only, so it costs no budget (`--plan auto` and
     `Session(..., plan="auto")`).
+
+    With `rows` (a row count the custodian declared public) under ε, and a
+    `declared` tree for the workload's group in `table` (default the
+    shipped one), that tree chooses (module docstring); otherwise:
 
     Every data-independent candidate is ranked by Tier 0 (exact or
     Monte-Carlo expected error) and the best taken; a data-dependent plan is
@@ -111,6 +123,16 @@ def auto_plan(
     to compare. Under zCDP only the Gaussian-capable plans compete."""
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
+    if rows is not None:
+        rows = check.positive(rows, "rows")
+    table = _check_table(table)
+    if rows is not None and eps is not None:
+        declared = _declared_tree(table, kind, shape)
+        if declared is not None:
+            ranked = rank(W, kind, shape, eps=eps, mc_seeds=mc_seeds)
+            name, why, listed, public, path = _declared_choice(declared, kind, shape, eps,
+                                                               rows, ranked)
+            return Choice(name, why, listed, features=public, path=path, plan_budget=eps)
     rule, rule_why = choose_plan(kind, shape)
     dependent = get(rule).data_dependent
     ranked = rank(W, kind, shape, eps=eps, rho=rho, mc_seeds=mc_seeds)
@@ -154,13 +176,16 @@ def plan_auto(
     table: DecisionTable | None = None,
     rho: float | None = None,
     mc_seeds: int | None = None,
+    rows: float | None = None,
 ) -> tuple[Any, Choice]:
     """Choose a plan for workload W on x and run it: (x̂, Choice). Spends
     exactly `eps` (Laplace; features included) or `rho` (zCDP: Gaussian
     Tier 0 only, no features). `kind` is the workload's kind (inferred from
     W's structure when None, where possible); `share` the features' share of
     ε (default the table's); `table` a `DecisionTable` (default the shipped
-    one, None if untrained). Everything is checked before the first charge."""
+    one, None if untrained); `rows` a row count the custodian declared public
+    (the table's `declared` tree then chooses, nothing is spent on features).
+    Everything is checked before the first charge."""
     from ..plans.common import check_workload
 
     if not isinstance(x, ProtectedVector):
@@ -176,14 +201,23 @@ def plan_auto(
     if mc_seeds is not None and (isinstance(mc_seeds, bool) or not isinstance(mc_seeds, int)
                                  or not 2 <= mc_seeds <= 1000):
         raise ValueError(f"mc_seeds must be an integer in 2..1000, got {mc_seeds!r}")
-    if table is not None and not isinstance(table, DecisionTable):
-        raise TypeError(f"table must be a DecisionTable (DecisionTable.load(path)), "
-                        f"got {type(table).__name__}")
-    _check_remaining(x, budget, rho is not None)
+    if rows is not None:
+        rows = check.positive(rows, "rows")
     shipped = table is None
-    if shipped:
-        table = default_table()
+    table = _check_table(table)
+    _check_remaining(x, budget, rho is not None)
     group = group_of(len(shape), kind)
+    declared = None if (rows is None or rho is not None) else \
+        _declared_tree(table, kind, shape)
+    if declared is not None:
+        assert rows is not None
+        _check_leaves(declared, x, W, shape)
+        ranked = rank(W, kind, shape, eps=budget, mc_seeds=mc_seeds)
+        name, why, listed, public, path = _declared_choice(declared, kind, shape, budget,
+                                                           rows, ranked)
+        estimate = run_plan(name, x, W, budget)  # the only charge: the whole ε
+        return estimate, Choice(name, why, listed, features=public, path=path,
+                                plan_budget=budget)
     tree = None if (table is None or group is None or rho is not None) else \
         table.trees.get(group)
     if tree is None:
@@ -216,6 +250,50 @@ def plan_auto(
     choice = Choice(name, why, tuple(found), features=features, path=path,
                     feature_budget=eps_features, plan_budget=eps_plan)
     return estimate, choice
+
+
+def _check_table(table: Any) -> DecisionTable | None:
+    """`table` checked, or the shipped table when None (None if untrained)."""
+    if table is None:
+        return default_table()
+    if not isinstance(table, DecisionTable):
+        raise TypeError(f"table must be a DecisionTable (DecisionTable.load(path)), "
+                        f"got {type(table).__name__}")
+    return table
+
+
+def _declared_tree(table: DecisionTable | None, kind: str,
+                   shape: tuple[int, ...]) -> dict[str, Any] | None:
+    group = group_of(len(shape), kind)
+    if table is None or group is None:
+        return None
+    return table.declared.get(group)
+
+
+def _declared_choice(tree: dict[str, Any], kind: str, shape: tuple[int, ...], eps: float,
+                     rows: float, ranked: tuple[Candidate, ...]) -> tuple[
+                         str, str, tuple[Candidate, ...], Features, tuple[str, ...]]:
+    """Walk a declared-rows tree on public facts: (plan, why, candidates,
+    the public features, the path)."""
+    group = group_of(len(shape), kind)
+    features = Features.from_declared_rows(dims=len(shape), cells=math.prod(shape), kind=kind,
+                                           eps=eps, rows=rows)
+    leaf, path = walk_node(tree, features)
+    steps = " → ".join(path) if path else "a single leaf"
+    head = (f"decision table ({group}; {rows:,.0f} rows declared public, nothing spent on "
+            f"features): {steps} → {leaf}")
+    found = list(ranked)
+    best = tier0_best(ranked)
+    if leaf == TIER0:
+        name = best.plan if best is not None else "identity"
+        why = head + (f": Tier 0's {_tier0_why(ranked, best, 'ε')}" if best is not None
+                      else ": nothing priced, the identity strategy")
+    else:
+        name, why = leaf, head
+        if get(leaf).data_dependent:
+            found.append(Candidate(leaf, True, None, "data-dependent: chosen by the decision "
+                                   "table (no closed-form error)"))
+    return name, why, tuple(found), features, path
 
 
 def _check_remaining(x: ProtectedVector, budget: float, gaussian: bool) -> None:
@@ -313,6 +391,7 @@ def auto(
     share: float | None = None,
     table: DecisionTable | None = None,
     mc_seeds: int | None = None,
+    rows: float | None = None,
 ) -> np.ndarray:
     """The planner as a plan (`plan_auto`): spends exactly the budget in all —
     an ε (a number or PureDP: share·ε on features when the decision table
@@ -320,12 +399,13 @@ def auto(
     (`ZCDP(ρ)`: Tier 0's best Gaussian plan, no features). `mc_seeds` sets
     the seed count of Tier 0's Monte-Carlo estimates (default
     `tier0.MC_SEEDS`, fixed: the choice does not depend on the machine's
-    load). Returns x̂."""
+    load). `rows`: a row count the custodian declared public (the decision
+    table's declared tree then chooses, all of ε goes to the plan). Returns x̂."""
     if isinstance(budget, ZCDP):
         estimate, _ = plan_auto(x, workload, None, kind=kind, share=share, table=table,
-                                rho=budget.rho, mc_seeds=mc_seeds)
+                                rho=budget.rho, mc_seeds=mc_seeds, rows=rows)
     else:
         eps = budget.epsilon if isinstance(budget, PureDP) else budget
         estimate, _ = plan_auto(x, workload, eps, kind=kind, share=share, table=table,
-                                mc_seeds=mc_seeds)
+                                mc_seeds=mc_seeds, rows=rows)
     return np.asarray(estimate, dtype=np.float64).reshape(-1)

@@ -10,6 +10,11 @@ most 16 contiguous blocks (16 in 1-D, 4×4 in 2-D), then the identity on the
 blocks. The total is the sum of the noisy blocks (no second charge), and
 the shape features (`top_share`, `empty_share`) are post-processing of the
 same noisy counts. Nothing else touches x.
+
+A custodian may instead *declare* the table's row count public (a census
+total, a published headcount; approximate is fine: the trees split on
+log10 of it). Then `Features.declared` holds only public facts, no budget
+is spent on features, and only `PUBLIC_FEATURES` may be split on.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from .. import _validate as check
 from ..kernel import ProtectedVector
 from ..matrix import Identity, Partition
 
-__all__ = ["FEATURE_NAMES", "KINDS", "MAX_BLOCKS", "Features", "coarse_partition",
-           "measure_features"]
+__all__ = ["FEATURE_NAMES", "KINDS", "MAX_BLOCKS", "PUBLIC_FEATURES", "Features",
+           "coarse_partition", "measure_features"]
 
 # The workload kinds of `ektelo.workload.spec` (with its friendly aliases):
 # the planner refuses anything else before spending.
@@ -36,6 +41,10 @@ MAX_BLOCKS = 16
 # The names `Features.named()` returns: what a decision table may split on.
 FEATURE_NAMES = ("dims", "log10_cells", "is_prefix", "log10_eps", "log10_total",
                  "log10_signal", "top_share", "empty_share")
+# The features a declared row count makes public: the shape features need
+# the noisy coarse histogram, so a declared-rows tree may not split on them.
+PUBLIC_FEATURES = ("dims", "log10_cells", "is_prefix", "log10_eps", "log10_total",
+                   "log10_signal")
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,17 @@ class Features:
     total: float
     coarse: tuple[float, ...]
     coarse_scale: float
+    declared: bool = False
+
+    @classmethod
+    def from_declared_rows(cls, *, dims: int, cells: int, kind: str, eps: float,
+                           rows: float) -> Features:
+        """Public facts only: `rows` is the row count the custodian declared
+        public (nothing measured, nothing spent); `eps` the ε the plan runs
+        with. No coarse histogram: only `PUBLIC_FEATURES` mean anything."""
+        return cls(dims=dims, cells=cells, kind=check_kind(kind), eps=check.positive(eps, "eps"),
+                   total=check.positive(rows, "rows"), coarse=(), coarse_scale=0.0,
+                   declared=True)
 
     def named(self) -> dict[str, float]:
         """Every numeric feature a decision table may split on, by name

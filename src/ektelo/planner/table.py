@@ -8,20 +8,24 @@ the best data-independent plan by Tier 0's exact expected error — or a split
 ``{"feature": name, "threshold": t, "below": node, "above": node}`` on one of
 `Features.named()` ("below" when the value < t), in the spirit of Pythia's
 decision trees (Kotsogiannis et al., SIGMOD 2017). The file:
-``{"version": 1, "share": 0.05, "trained_on": "...", "trees": {group: node}}``.
+``{"version": 1, "share": 0.05, "trained_on": "...", "trees": {group: node},
+"declared": {group: node}}``. The optional ``declared`` trees are for a table
+whose row count the custodian declared public: they split only on public
+facts (`PUBLIC_FEATURES`: the row count, ε, the domain), so choosing costs no
+budget at all and the plan runs with the whole ε.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .features import FEATURE_NAMES, Features
+from .features import FEATURE_NAMES, PUBLIC_FEATURES, Features
 
-__all__ = ["GROUPS", "TIER0", "DecisionTable", "default_table", "group_of"]
+__all__ = ["GROUPS", "TIER0", "DecisionTable", "default_table", "group_of", "walk_node"]
 
 GROUPS = ("1d-prefix", "1d-ranges", "2d-ranges")
 TIER0 = "tier0"
@@ -54,9 +58,11 @@ def _known_plans() -> set[str]:
     return {n for n in names() if n != "auto" and get(n).input_kind == "vector"}
 
 
-def _check_node(node: Any, where: str, plans: set[str], depth: int = 0) -> dict[str, Any]:
+def _check_node(node: Any, where: str, plans: set[str], depth: int = 0,
+                features: tuple[str, ...] = FEATURE_NAMES) -> dict[str, Any]:
     """A validated copy of `node` (see the module docstring); errors name
-    the place in the table (`where`) and the bad feature, plan or threshold."""
+    the place in the table (`where`) and the bad feature, plan or threshold.
+    Splits may use only `features`."""
     if depth > _MAX_DEPTH:
         raise ValueError(f"{where}: the tree is deeper than {_MAX_DEPTH} levels")
     if not isinstance(node, dict):
@@ -74,28 +80,31 @@ def _check_node(node: Any, where: str, plans: set[str], depth: int = 0) -> dict[
         raise ValueError(f"{where}: a split has exactly the keys {sorted(keys)}, got "
                          f"{sorted(node)}")
     feature = node["feature"]
-    if feature not in FEATURE_NAMES:
-        raise ValueError(f"{where}: unknown feature {feature!r}; the features are "
-                         f"{', '.join(FEATURE_NAMES)}")
+    if feature not in features:
+        raise ValueError(f"{where}: unknown feature {feature!r}; the features here are "
+                         f"{', '.join(features)}")
     t = node["threshold"]
     if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
         raise ValueError(f"{where}: the threshold on {feature} must be a finite number, "
                          f"got {t!r}")
     return {"feature": feature, "threshold": float(t),
-            "below": _check_node(node["below"], f"{where}.below", plans, depth + 1),
-            "above": _check_node(node["above"], f"{where}.above", plans, depth + 1)}
+            "below": _check_node(node["below"], f"{where}.below", plans, depth + 1, features),
+            "above": _check_node(node["above"], f"{where}.above", plans, depth + 1, features)}
 
 
 @dataclass(frozen=True)
 class DecisionTable:
-    """One tree per group (`GROUPS`), the budget share its features cost, and
-    free text on what it was trained on. Build with `from_dict`/`load`
-    (validated); `choose` walks a tree."""
+    """One tree per group (`GROUPS`), the budget share its features cost,
+    free text on what it was trained on, and optionally one tree per group
+    for a declared public row count (`declared`: public features only, no
+    share). Build with `from_dict`/`load` (validated); `choose` walks a tree
+    (the declared one when the features are `Features.from_declared_rows`)."""
 
     share: float
     trees: dict[str, dict[str, Any]]
     trained_on: str = ""
     version: int = 1
+    declared: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: Any) -> DecisionTable:
@@ -103,7 +112,7 @@ class DecisionTable:
         and in every node a known feature, a finite threshold, a known plan."""
         if not isinstance(d, dict):
             raise TypeError(f"a decision table is a JSON object, got {type(d).__name__}")
-        unknown = set(d) - {"version", "share", "trained_on", "trees"}
+        unknown = set(d) - {"version", "share", "trained_on", "trees", "declared"}
         if unknown:
             raise ValueError(f"decision table: unknown key(s) {sorted(unknown)}")
         if d.get("version") != 1:
@@ -118,19 +127,21 @@ class DecisionTable:
         trees = d.get("trees")
         if not isinstance(trees, dict):
             raise TypeError("decision table: trees must be an object {group: node}")
+        declared = d.get("declared", {})
+        if not isinstance(declared, dict):
+            raise TypeError("decision table: declared must be an object {group: node}")
         plans = _known_plans()
-        checked = {}
-        for group, node in trees.items():
-            if group not in GROUPS:
-                raise ValueError(f"decision table: unknown group {group!r}; the groups are "
-                                 f"{', '.join(GROUPS)}")
-            checked[group] = _check_node(node, f"trees[{group!r}]", plans)
-        return cls(share=float(share), trees=checked, trained_on=trained_on)
+        return cls(share=float(share), trees=_check_trees(trees, "trees", plans, FEATURE_NAMES),
+                   trained_on=trained_on,
+                   declared=_check_trees(declared, "declared", plans, PUBLIC_FEATURES))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`from_dict(t.to_dict()) == t`)."""
-        return {"version": self.version, "share": self.share, "trained_on": self.trained_on,
-                "trees": json.loads(json.dumps(self.trees))}
+        out = {"version": self.version, "share": self.share, "trained_on": self.trained_on,
+               "trees": json.loads(json.dumps(self.trees))}
+        if self.declared:
+            out["declared"] = json.loads(json.dumps(self.declared))
+        return out
 
     @classmethod
     def load(cls, path: str | Path) -> DecisionTable:
@@ -151,25 +162,41 @@ class DecisionTable:
 
     def walk(self, group: str, features: Features) -> tuple[str, tuple[str, ...]] | None:
         """The leaf of `group`'s tree for `features` and the path to it (one
-        "feature=value < threshold" step per split), or None: no tree."""
-        node = self.trees.get(group)
-        if node is None:
-            return None
-        values = features.named()
-        path = []
-        while "plan" not in node:
-            name, t = node["feature"], node["threshold"]
-            v = values[name]
-            below = v < t
-            path.append(f"{name}={v:.3g} {'<' if below else '≥'} {t:.3g}")
-            node = node["below"] if below else node["above"]
-        return node["plan"], tuple(path)
+        "feature=value < threshold" step per split), or None: no tree. For
+        declared-rows features the `declared` tree is walked."""
+        node = (self.declared if features.declared else self.trees).get(group)
+        return None if node is None else walk_node(node, features)
 
     def choose(self, group: str, features: Features) -> str | None:
         """The leaf's plan ("tier0" or a plan name) for `features`; None: no
         tree for that group."""
         found = self.walk(group, features)
         return None if found is None else found[0]
+
+
+def walk_node(node: dict[str, Any], features: Features) -> tuple[str, tuple[str, ...]]:
+    """The leaf of a (validated) tree `node` for `features`, and the path to
+    it: one "feature=value < threshold" step per split."""
+    values = features.named()
+    path = []
+    while "plan" not in node:
+        name, t = node["feature"], node["threshold"]
+        v = values[name]
+        below = v < t
+        path.append(f"{name}={v:.3g} {'<' if below else '≥'} {t:.3g}")
+        node = node["below"] if below else node["above"]
+    return node["plan"], tuple(path)
+
+
+def _check_trees(trees: dict[str, Any], key: str, plans: set[str],
+                 features: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    checked = {}
+    for group, node in trees.items():
+        if group not in GROUPS:
+            raise ValueError(f"decision table: unknown group {group!r} in {key}; the groups "
+                             f"are {', '.join(GROUPS)}")
+        checked[group] = _check_node(node, f"{key}[{group!r}]", plans, features=features)
+    return checked
 
 
 def default_table() -> DecisionTable | None:
