@@ -1,7 +1,9 @@
 """`ektelo synth` and `ektelo run --workload marginals:K:all` on a wide table
 (issue #25's front door): the synthetic file's columns and rows, the ledger
 charged exactly once and refusing before spending, and one clear line for
-bad input."""
+bad input; every model plan — `--plan privbayes_pgm` (pure ε) and
+`--plan hdmm_pgm` (ε, or ρ with --delta) as well as mst/aim — on a table of
+`ektelo generate`."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ektelo import cli
+from ektelo import wide as model_plans
 from ektelo.budget import rho_of_epsilon_delta
 from ektelo.cli import main
 from ektelo.kernel import store
@@ -104,6 +108,12 @@ def test_run_marginals_all_on_a_wide_table(wide, tmp_path, capsys):
      "unknown attribute 'nope'"),
     (["run", "--epsilon", "1", "--delta", "1e-9", "--workload", "marginals:two:all"],
      "K an integer"),
+    (["synth", "--plan", "privbayes_pgm", "--epsilon", "1", "--delta", "1e-9", "--out",
+      "x.csv"], "leave out --delta"),
+    (["run", "--plan", "privbayes_pgm", "--epsilon", "1", "--delta", "1e-9", "--workload",
+      "marginals:2:all"], "spends a pure ε"),
+    (["run", "--plan", "aim", "--epsilon", "1", "--workload", "marginals:2:all"],
+     "give --delta"),
 ])
 def test_bad_input_is_one_clear_line_and_spends_nothing(wide, tmp_path, capsys, args, message):
     data, domain = wide
@@ -112,3 +122,103 @@ def test_bad_input_is_one_clear_line_and_spends_nothing(wide, tmp_path, capsys, 
                         "--ledger", str(ledger), "--total", "1")
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not ledger.exists() or float(store.open_store(str(ledger)).datasets()[0].spent) == 0
+
+
+# -- privbayes_pgm and hdmm_pgm (and the plan list) -------------------------------------
+COARSE = {  # `ektelo generate`'s census-like table on 1,680 cells
+    "age": {"bins": [18, 30, 40, 50, 60, 70, 90]},
+    "sex": {"values": ["F", "M"]},
+    "race": {"values": ["white", "black", "hispanic", "asian-other"]},
+    "marital": {"values": ["never-married", "married", "married-spouse-absent", "separated",
+                           "divorced", "widowed", "civil-partnership"]},
+    "salary": {"bins": [0, 20000, 40000, 60000, 100000, 500000]},
+}
+# (plan, extra arguments, what the ledger is charged for --epsilon 0.6)
+MODEL_CASES = [
+    ("privbayes_pgm", [], 0.6),
+    ("hdmm_pgm", [], 0.6),
+    ("hdmm_pgm", ["--delta", "1e-9"], rho_of_epsilon_delta(0.6, 1e-9)),
+]
+MODEL_IDS = ["privbayes_pgm-eps", "hdmm_pgm-eps", "hdmm_pgm-zcdp"]
+
+
+@pytest.fixture(scope="module")
+def census(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """`ektelo generate --rows 2000` with a coarse domain beside it."""
+    folder = tmp_path_factory.mktemp("census")
+    csv = folder / "census.csv"
+    assert main(["generate", "--out", str(csv), "--rows", "2000", "--seed", "1"]) == 0
+    domain = folder / "coarse.json"
+    domain.write_text(json.dumps(COARSE))
+    return csv, domain
+
+
+def spent(ledger: Path) -> float:
+    (record,) = store.open_store(str(ledger)).datasets()
+    return float(record.spent)
+
+
+@pytest.mark.parametrize("plan, extra, charge", MODEL_CASES, ids=MODEL_IDS)
+def test_run_marginals_with_the_pgm_plans(census, tmp_path, capsys, plan, extra, charge):
+    data, domain = census
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "pairs.csv"
+    code, stdout, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
+                             "--workload", "marginals:2:all", "--epsilon", "0.6", "--total",
+                             "1", *extra, "--plan", plan, "--ledger", str(ledger),
+                             "--out", str(out))
+    assert code == 0, err
+    assert f"plan: {plan} (named:" in stdout
+    frame = pd.read_csv(out)
+    pairs = ["×".join(p) for p in itertools.combinations(COARSE, 2)]
+    assert list(frame["marginal"].unique()) == pairs and len(frame) == 223
+    assert frame["ci_method"].str.startswith(f"none: graphical-model estimate ({plan}").all()
+    assert set(frame["race"].dropna()) == set(COARSE["race"]["values"])  # labels, not codes
+    sums = frame.groupby("marginal")["answer"].sum()
+    assert np.allclose(sums, sums.iloc[0]) and abs(sums.iloc[0] - 2000) < 100
+    assert spent(ledger) == pytest.approx(charge, rel=1e-12)
+
+
+@pytest.mark.parametrize("plan, extra, charge", MODEL_CASES, ids=MODEL_IDS)
+def test_synth_with_the_pgm_plans(census, tmp_path, capsys, plan, extra, charge):
+    data, domain = census
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "syn.csv"
+    code, stdout, err = call(capsys, "synth", "--data", str(data), "--domain", str(domain),
+                             "--epsilon", "0.6", "--total", "1", *extra, "--plan", plan,
+                             "--param", "maxiter=300", "--ledger", str(ledger),
+                             "--out", str(out), "--rows", "250", "--seed", "0")
+    assert code == 0, err
+    assert f"plan: {plan} (graphical model" in stdout
+    syn = pd.read_csv(out)
+    assert list(syn.columns) == list(COARSE) and len(syn) == 250
+    assert set(syn["sex"]) <= {"F", "M"} and set(syn["race"]) <= set(COARSE["race"]["values"])
+    assert set(syn["marital"]) <= set(COARSE["marital"]["values"])
+    assert spent(ledger) == pytest.approx(charge, rel=1e-12)
+
+
+@pytest.mark.parametrize("command, param, message", [
+    ("run", "degree=0", "degree must be a positive integer"),
+    ("run", "depth=2", "has no parameter(s) ['depth']"),
+    ("synth", "beta=2", "beta"),
+    ("synth", "theta=-1", "theta"),
+])
+def test_bad_param_is_refused_with_nothing_spent(census, tmp_path, capsys, command, param,
+                                                 message):
+    data, domain = census
+    ledger = tmp_path / "ledger.sqlite"
+    args = ["--workload", "marginals:2:all"] if command == "run" else [
+        "--out", str(tmp_path / "x.csv")]
+    code, _, err = call(capsys, command, "--data", str(data), "--domain", str(domain),
+                        "--epsilon", "0.5", "--total", "1", "--plan", "privbayes_pgm",
+                        "--param", param, "--ledger", str(ledger), *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not ledger.exists() or spent(ledger) == 0
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_the_command_lists_every_model_plan(capsys):
+    assert cli.MODEL_PLANS == model_plans.MODEL_PLANS
+    code, stdout, _ = call(capsys, "synth", "--help")
+    assert code == 0
+    assert all(p in stdout for p in model_plans.MODEL_PLANS)
+    code, stdout, _ = call(capsys, "run", "--help")
+    assert code == 0 and "privbayes_pgm" in stdout and "hdmm_pgm" in stdout

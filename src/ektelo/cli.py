@@ -8,8 +8,9 @@ alike.
                [--plot FILE.png] [--dry-run | --explain] [--alpha A]
                [--on-invalid error|drop|clamp] [--ledger PATH | --no-ledger]
                [--dataset NAME] [--nonnegative] [--round] [--seed N] [--param K=V]
-    ektelo synth --data FILE --domain FILE.json --epsilon E --delta D --out FILE.csv
-               [--plan mst|aim] [--rows N] [--seed N] [--total T] [--ledger PATH | --no-ledger]
+    ektelo synth --data FILE --domain FILE.json --epsilon E [--delta D] --out FILE.csv
+               [--plan mst|aim|privbayes_pgm|hdmm_pgm] [--rows N] [--seed N] [--total T]
+               [--ledger PATH | --no-ledger] [--param K=V]
     ektelo budget [--ledger PATH] [--dataset NAME]   spent/remaining per dataset
     ektelo audit verify [--ledger PATH]              check the ledger's hash chain
     ektelo domain init DATA.csv [--out FILE.json]    a domain template to edit
@@ -22,6 +23,9 @@ home), one budget per dataset (named by `--dataset`, default the data file's
 stem) whose total the first run sets with `--total`; each run spends its
 `--epsilon`, and a run that would overspend what earlier runs left is
 refused before anything is measured. `--no-ledger` gives a throwaway in-memory budget.
+The graphical-model plans (`--plan` of `run` for marginals, and of `synth`)
+spend ρ under `--delta` (mst, aim, hdmm_pgm) or a pure ε without it
+(privbayes_pgm, hdmm_pgm); a plan given the other kind is refused first.
 Errors are one line on stderr with exit code 2; `--debug` (anywhere on the
 line) shows the traceback. Imports are lazy so that `--help` is fast.
 """
@@ -38,6 +42,9 @@ from typing import Any
 __all__ = ["default_ledger", "main", "parse_where", "write_csv"]
 
 OUTPUT_SUFFIXES = (".csv", ".json", ".parquet")
+# ektelo.wide.MODEL_PLANS, written out so that `--help` imports nothing heavy
+# (tests/test_cli_synth.py checks that the two agree).
+MODEL_PLANS = ("mst", "aim", "privbayes_pgm", "hdmm_pgm")
 
 
 class CLIError(Exception):
@@ -121,6 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     used = list(question.attributes)
     used += [a for a in (attributes_of(args.where) if args.where else []) if a not in used]
     domain = domain.project([n for n in domain.names if n in used])
+    _check_model_unit(args.plan, args.delta)
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
     budget = _dataset_budget(args, ledger, dataset)
@@ -161,8 +169,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 SYNTH_SUFFIXES = (".csv", ".parquet")
 
 
+def _check_model_unit(plan: str, delta: float | None) -> None:
+    """A graphical-model plan given the other kind of budget (`--delta`: ρ;
+    none: pure ε) refused before the ledger or the data is touched."""
+    from .wide import MODELS
+
+    model = MODELS.get(plan)
+    if model is None:
+        return
+    if delta is None and "epsilon" not in model.units:
+        raise CLIError(f"--plan {plan} spends ρ (zCDP, Gaussian noise): give --delta (e.g. "
+                       "1e-9) with --epsilon (nothing was spent)")
+    if delta is not None and "rho" not in model.units:
+        zcdp = [n for n, m in MODELS.items() if "rho" in m.units]
+        raise CLIError(f"--plan {plan} spends a pure ε (Laplace noise): leave out --delta; "
+                       f"under --delta use {', '.join(zcdp)} (nothing was spent)")
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
-    """A synthetic table from MST's (default) or AIM's graphical model."""
+    """A synthetic table from a graphical model: MST's (default), AIM's,
+    PrivBayes+PGM's or HDMM+PGM's."""
     import json
 
     from .session import load_domain
@@ -171,9 +197,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in SYNTH_SUFFIXES:
         raise CLIError(f"--out {args.out}: unknown output type {out.suffix or '(none)'!r}; "
                        f"use {' or '.join(SYNTH_SUFFIXES)} (nothing was spent)")
-    if args.delta is None:
-        raise CLIError(f"synth --plan {args.plan} is a zCDP mechanism (Gaussian noise): give "
-                       "--delta (e.g. 1e-9) with --epsilon (nothing was spent)")
+    _check_model_unit(args.plan, args.delta)
     if args.rows is not None and args.rows < 1:
         raise CLIError(f"--rows must be a positive integer, got {args.rows}")
     try:
@@ -195,7 +219,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
                            "use --out FILE.csv") from None
     else:
         frame.to_csv(out, index=False)
-    print(f"plan: {args.plan} (graphical model; synthetic rows are post-processing)")
+    print(f"plan: {args.plan} (graphical model, spent {'ρ' if args.delta else 'pure ε'}; "
+          "synthetic rows are post-processing)")
     print(f"wrote {len(frame):,} synthetic rows × {frame.shape[1]} columns to {out}")
     _print_budget(session, ledger, dataset)
     return 0
@@ -515,7 +540,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workload", required=True,
                      help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c|all | "
                           "random-ranges:a,b:N | file:ranges.csv")
-    run.add_argument("--plan", default="auto", help="plan name or 'auto' (default)")
+    run.add_argument("--plan", default="auto",
+                     help="plan name or 'auto' (default); graphical models for marginals: "
+                          "mst, aim (with --delta), privbayes_pgm (pure ε: no --delta), "
+                          "hdmm_pgm (either)")
     run.add_argument("--public-rows", type=_positive("public-rows"), metavar="N",
                      help="the table's row count, if the custodian declares it public "
                      "(approximate is fine): --plan auto then chooses from the planner's "
@@ -553,18 +581,22 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_options(run)
     run.set_defaults(func=cmd_run)
 
-    synth = sub.add_parser("synth", help="write a synthetic table (MST or AIM, zCDP)")
+    synth = sub.add_parser("synth", help="write a synthetic table from a graphical model "
+                                         "(MST, AIM, PrivBayes+PGM or HDMM+PGM)")
     synth.add_argument("--data", required=True, help="CSV or Parquet file")
     synth.add_argument("--domain", required=True, help="domain description (JSON)")
     synth.add_argument("--epsilon", required=True, type=_positive("epsilon"),
-                       help="privacy budget ε > 0 for this run (with --delta)")
+                       help="privacy budget ε > 0 for this run")
     synth.add_argument("--delta", type=_positive("delta"),
-                       help="δ of the (ε, δ) guarantee, kept as zCDP (required; e.g. 1e-9)")
+                       help="δ of the (ε, δ) guarantee, kept as zCDP (e.g. 1e-9): needed by "
+                            "mst and aim, refused by privbayes_pgm (pure ε)")
     synth.add_argument("--total", type=_positive("total"),
                        help="the dataset's total ε, recorded in the ledger by its first run")
     synth.add_argument("--out", required=True, help="synthetic table: .csv or .parquet")
-    synth.add_argument("--plan", choices=("mst", "aim"), default="mst",
-                       help="mst (default; fast) or aim (workload-aware, slower)")
+    synth.add_argument("--plan", choices=MODEL_PLANS, default="mst",
+                       help="mst (default; fast, zCDP), aim (workload-aware, slower, zCDP), "
+                            "privbayes_pgm (pure ε) or hdmm_pgm (zCDP with --delta, else "
+                            "pure ε)")
     synth.add_argument("--rows", type=int,
                        help="rows to write (default: the model's noisy total)")
     synth.add_argument("--seed", type=int,

@@ -341,12 +341,19 @@ class Session:
               rho: float | None = None, attrs: Sequence[str] | None = None,
               workload: Sequence[Sequence[str]] | None = None, where: Any = None,
               params: dict[str, Any] | None = None) -> Any:
-        """A graphical model of the table fitted by MST (default) or AIM with
-        this budget (zCDP: the session needs delta= or rho=): a
-        `GraphicalModel` with `.marginal(attrs)`, `.answer(W, attrs)`,
+        """A graphical model of the table fitted by a model plan with this
+        budget (`ektelo.wide.MODELS`): MST (default) or AIM under zCDP (the
+        session needs delta= or rho=), PrivBayes+PGM under pure ε (epsilon=
+        alone), HDMM+PGM under either (Gaussian noise at ρ, Laplace at ε).
+        A `GraphicalModel` with `.marginal(attrs)`, `.answer(W, attrs)`,
         `.synthetic(rows)` and `.total` — all post-processing, free. `attrs`
-        restricts it to some attributes; `workload` is AIM's list of
-        attribute tuples (default every pair). Spends exactly the budget."""
+        restricts it to some attributes; `workload` is a list of attribute
+        tuples for AIM and HDMM+PGM (what they measure for; default every
+        pair) or PrivBayes+PGM (the attributes it models). A plan needing
+        the other kind of budget is refused with what to do, before
+        anything is spent; otherwise it spends exactly the budget.
+        privbayes_pgm uses the session's `public_rows` (without `where=`)
+        as its declared row count unless `params` gives `rows`."""
         return self._fit_model("model", plan, epsilon, rho, attrs, workload, where, params)
 
     def synthetic(self, rows: int | None = None, *, plan: str = "mst",
@@ -356,9 +363,10 @@ class Session:
                   seed: int | None = None, params: dict[str, Any] | None = None
                   ) -> pd.DataFrame:
         """A synthetic table (decoded labels/bins, the domain's columns) drawn
-        from `model(plan, ...)`: `rows` records (default: the model's noisy
-        total, rounded). `seed` seeds the drawing of rows only (a
-        post-processing step; the measurements' noise stays secure)."""
+        from `model(plan, ...)` (any of `ektelo.wide.MODEL_PLANS`): `rows`
+        records (default: the model's noisy total, rounded). `seed` seeds the
+        drawing of rows only (a post-processing step; the measurements' noise
+        stays secure)."""
         model = self._fit_model("synthetic", plan, epsilon, rho, attrs, workload, where, params)
         n = round(float(model.total)) if rows is None else check.positive_int(rows, "rows")
         frame = model.synthetic(max(n, 1), seed=seed)
@@ -373,12 +381,13 @@ class Session:
                    where: Any, params: dict[str, Any] | None) -> Any:
         names, cliques = wide.check_request(self.domain, plan, attrs, workload, params)
         budget = self._request(epsilon, rho)
-        rho_ = _model_rho(budget, plan)
+        wide.spend(plan, budget)  # the plan's unit: refused before anything is spent
         table = self._filtered(where)
         self._check_remaining(budget)
         with _Progress(f"{plan} model over {len(names)} attributes", self.progress):
-            model = wide.fit(table, names, plan, rho_, cliques=cliques, params=params,
-                             say=wide.stderr_lines if self.progress else None)
+            model = wide.fit(table, names, plan, budget, cliques=cliques, params=params,
+                             say=wide.stderr_lines if self.progress else None,
+                             rows=self.public_rows if where is None else None)
         after = self.budget
         self._history.append({
             "question": label, "attributes": ",".join(names),
@@ -461,7 +470,8 @@ class Session:
                                 f"parameters are {sorted(info.parameters)}")
         before = len(self._recorder.measurements)
         with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
-            estimate = self._run(q, name, table, budget, params)
+            estimate = self._run(q, name, table, budget, params,
+                                 rows=None if where is not None else self.public_rows)
         taken = self._recorder.measurements[before:]
         std, method = self._observed_std(q, name, budget, taken, params)
         answers = np.asarray(estimate, dtype=np.float64)
@@ -529,10 +539,11 @@ class Session:
                    f"{math.prod(q.shape):,} cells); exact error")
             if "rho" not in budget:
                 why += ("; pure ε: Laplace noise (the graphical-model path, MST/AIM, needs a "
-                        "zCDP budget: delta=)")
+                        "zCDP budget: delta=; plan='privbayes_pgm' or 'hdmm_pgm' fits a model "
+                        "under pure ε)")
             return DIRECT_MARGINALS, why, pd.DataFrame()
-        if plan in wide.MODEL_PLANS:
-            return plan, "named; answers read off its fitted graphical model", pd.DataFrame()
+        if plan in wide.MODEL_PLANS:  # refused here, before spending, on the wrong budget
+            return plan, wide.why(plan, budget), pd.DataFrame()
         if plan != "auto":
             info = plans.get(plan)  # a clear error naming the plans
             if "rho" in budget and (info.data_dependent or
@@ -568,16 +579,19 @@ class Session:
                 and plans.strategy_for(name, q.shape, q.matrix) is not None)
 
     def _run(self, q: questions.ParsedWorkload, name: str, table: Any,
-             budget: dict[str, float], params: dict[str, Any]) -> np.ndarray:
+             budget: dict[str, float], params: dict[str, Any],
+             rows: float | None = None) -> np.ndarray:
+        """The question's answers by plan `name` (`rows`: a row count declared
+        public, for the model plans that use one)."""
         from . import plans
 
         attrs = list(q.attributes)
         if name == DIRECT_MARGINALS:
             return self._direct_marginals(q, table, budget)
         if name in wide.MODEL_PLANS:
-            model = wide.fit(table, attrs, name, _model_rho(budget, name),
-                             cliques=wide.aim_cliques(q) if q.kind == "marginals" else None,
-                             params=params, say=wide.stderr_lines if self.progress else None)
+            model = wide.fit(table, attrs, name, budget, cliques=wide.question_cliques(q, name),
+                             params=params, say=wide.stderr_lines if self.progress else None,
+                             rows=rows)
             if q.kind == "marginals":
                 return wide.marginal_answers(q, model)
             return model.answer(q.matrix, attrs)
@@ -688,13 +702,6 @@ class Session:
             return None, (f"none: noise-only interval computed up to {_DENSE_CELLS} cells "
                           f"(this vector has {n:,})")
         return noise_only_std(q.matrix, taken), f"noise-only | partition; {LAPLACE_SUM}"
-
-
-def _model_rho(budget: dict[str, float], plan: str) -> float:
-    if "rho" not in budget:
-        raise ValueError(f"{plan} is a zCDP plan (Gaussian noise): open the session with "
-                         "epsilon= and delta= (or rho=); on the command line, --delta")
-    return budget["rho"]
 
 
 def _alpha(alpha: float) -> float:
