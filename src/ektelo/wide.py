@@ -195,6 +195,7 @@ def fit(table: Any, attrs: list[str] | None, plan: str, budget: Mapping[str, flo
     checked before the plan spends anything."""
     from . import plans
     from .budget import ZCDP, PureDP
+    from .inference.graphical_model import ModelTooLarge
 
     unit, amount = spend(plan, budget)
     params = dict(params or {})
@@ -208,7 +209,15 @@ def fit(table: Any, attrs: list[str] | None, plan: str, budget: Mapping[str, flo
     if plan == "hdmm_pgm":
         params["mechanism"] = "gaussian" if unit == "rho" else "laplace"
         typed: ZCDP | PureDP = ZCDP(amount) if unit == "rho" else PureDP(amount)
-        return plans.run("hdmm_pgm", sub, cliques, typed, **params)
+        try:
+            return plans.run("hdmm_pgm", sub, cliques, typed, **params)
+        except ModelTooLarge as exc:  # raised before it measures anything: say what to do
+            others = " or ".join(n for n, m in MODELS.items()
+                                 if unit in m.units and n != "hdmm_pgm")
+            raise ModelTooLarge(
+                f"{exc}. HDMM+PGM's model holds every marginal of the workload together (all "
+                f"pairs of many attributes make one clique of the whole table): ask for the "
+                f"marginals of fewer attributes, or use {others}") from None
     if plan == "privbayes_pgm":
         if rows is not None and "rows" not in params:
             params["rows"] = max(1, round(float(rows)))

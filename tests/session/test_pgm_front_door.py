@@ -127,6 +127,21 @@ def test_privbayes_pgm_runs_on_a_wide_table_without_its_vector(monkeypatch):
     assert s.spent == pytest.approx(2.0, rel=1e-9)
 
 
+@pytest.mark.parametrize("options, instead", [({}, "privbayes_pgm"),
+                                              ({"delta": DELTA}, "mst or aim")])
+def test_hdmm_pgm_on_every_pair_of_a_wide_table_says_what_to_do(options, instead):
+    """Every pair of 8 attributes triangulates into one 10⁸-cell clique:
+    refused before anything is measured, naming the ways out."""
+    from ektelo.inference.graphical_model import ModelTooLarge
+
+    names = [f"a{i}" for i in range(8)]
+    frame = pd.DataFrame({n: np.arange(300) % 10 for n in names})
+    s = Session(frame, dict.fromkeys(names, 10), epsilon=1.0, seed=1, progress=False, **options)
+    with pytest.raises(ModelTooLarge, match=f"fewer attributes, or use {instead}$"):
+        s.marginals(2, epsilon=0.5, plan="hdmm_pgm")
+    assert s.spent == 0 and s.history.empty
+
+
 def test_a_zcdp_session_asking_privbayes_pgm_is_refused_with_nothing_spent(census):
     s = Session(census, DOMAIN, epsilon=1.0, delta=DELTA, seed=1, progress=False)
     message = "privbayes_pgm spends pure ε .*epsilon= and no delta"
