@@ -58,7 +58,7 @@ import numbers
 import threading
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, TypeVar, cast
@@ -512,31 +512,7 @@ class Kernel:
         """Vector Laplace (§5.2): Q·x + Laplace(sens(Q)/ε), sens computed here."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
-        Q = _checked_matrix(M, v)
-        f = query_facts(Q)
-        if f.l1 == 0:
-            raise ValueError("M is all zero: nothing to measure")
-        integral, nnz = v.integral and f.integral, f.max_column_nnz
-        laplace_scale_for(f.l1, eps, integral=integral, max_column_nnz=nnz)  # validates
-        record, res = self._spend(
-            node, "laplace", eps=eps, request_id=request_id,
-            content={"query": _matrix_digest(Q)}, query=repr(Q), sensitivity=f.l1,
-        )  # fmt: skip
-        # charged: from here on nothing raises on the data (noise.py clamps, L6)
-        if res.replay is None:
-            draw = self._random.laplace(
-                Q.matvec(v.values), sensitivity=f.l1, epsilon=eps, integral=integral,
-                max_column_nnz=nnz,
-            )  # fmt: skip
-            self._release(res, answers=draw.values, scale=draw.scale, grid=draw.grid)
-        out = res.replay or {"answers": draw.values, "scale": draw.scale, "grid": draw.grid}
-        self._noted(record, noise_scale=out["scale"])
-        on_root = Q if v.to_root is None else Product(Q, v.to_root)
-        return Measurement(
-            answers=out["answers"], query=Q, query_on_root=on_root,
-            noise=Laplace(out["scale"], out["grid"]), epsilon=eps, root_id=v.root_id,
-            root_shape=v.root_shape, seed=self.seed, attributes=v.attributes,
-        )  # fmt: skip
+        return self._measure(node, v, M, "laplace", eps, request_id)
 
     @_private
     def gaussian(self, source: int, M: Any, *, rho: Any, request_id: Any = None) -> Measurement:
@@ -544,31 +520,47 @@ class Kernel:
         the exact discrete Gaussian (gaussian.py); Δ₂ computed here."""
         node, v = self._vector(source)
         self._ledger.amount(rho=rho)  # validates ρ; refuses on a pure-ε kernel
-        rho = float(rho)
+        return self._measure(node, v, M, "gaussian", float(rho), request_id)
+
+    def _measure(
+        self, node: int, v: _Vector, M: Any, mechanism: str, amount: float, request_id: Any
+    ) -> Measurement:
+        """The vector mechanisms' shared steps, after their budget check: the
+        query and its sensitivity (L1 for "laplace" at ε = amount, L2 for
+        "gaussian" at ρ = amount), the noise scale validated, the charge, the
+        draw (or the stored replay) and the public Measurement."""
+        laplace = mechanism == "laplace"
         Q = _checked_matrix(M, v)
         f = query_facts(Q)
-        if f.l2 == 0:
+        sens = f.l1 if laplace else f.l2
+        if sens == 0:
             raise ValueError("M is all zero: nothing to measure")
         integral, nnz = v.integral and f.integral, f.max_column_nnz
-        gaussian_sigma_for(f.l2, rho, integral=integral, max_column_nnz=nnz)  # validates
+        scale_for = laplace_scale_for if laplace else gaussian_sigma_for
+        scale_for(sens, amount, integral=integral, max_column_nnz=nnz)  # validates
         record, res = self._spend(
-            node, "gaussian", rho=rho, request_id=request_id,
-            content={"query": _matrix_digest(Q)}, query=repr(Q), sensitivity=f.l2,
+            node, mechanism, **{"eps" if laplace else "rho": amount}, request_id=request_id,
+            content={"query": _matrix_digest(Q)}, query=repr(Q), sensitivity=sens,
         )  # fmt: skip
-        # charged: from here on nothing raises on the data (answers clamped, G-notes)
+        # charged: from here on nothing raises on the data (noise.py L6, gaussian.py G-notes)
+        drawn: dict[str, Any] = {}
         if res.replay is None:
-            draw = gaussian_draw(
-                self._random, Q.matvec(v.values), sensitivity=f.l2, rho=rho,
-                integral=integral, max_column_nnz=nnz,
-            )  # fmt: skip
-            self._release(res, answers=draw.values, scale=draw.sigma, grid=draw.grid)
-        out = res.replay or {"answers": draw.values, "scale": draw.sigma, "grid": draw.grid}
+            exact, kw = Q.matvec(v.values), dict[str, Any](integral=integral, max_column_nnz=nnz)
+            if laplace:
+                d = self._random.laplace(exact, sensitivity=sens, epsilon=amount, **kw)
+                drawn = {"answers": d.values, "scale": d.scale, "grid": d.grid}
+            else:
+                g = gaussian_draw(self._random, exact, sensitivity=sens, rho=amount, **kw)
+                drawn = {"answers": g.values, "scale": g.sigma, "grid": g.grid}
+            self._release(res, **drawn)
+        out: Mapping[str, Any] = res.replay or drawn
         self._noted(record, noise_scale=out["scale"])
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
+        noise = (Laplace if laplace else Gaussian)(out["scale"], out["grid"])
         return Measurement(
-            answers=out["answers"], query=Q, query_on_root=on_root,
-            noise=Gaussian(out["scale"], out["grid"]), epsilon=0.0, root_id=v.root_id,
-            root_shape=v.root_shape, seed=self.seed, attributes=v.attributes, rho=rho,
+            answers=out["answers"], query=Q, query_on_root=on_root, noise=noise,
+            epsilon=amount if laplace else 0.0, root_id=v.root_id, root_shape=v.root_shape,
+            seed=self.seed, attributes=v.attributes, rho=None if laplace else amount,
         )  # fmt: skip
 
     @_private
