@@ -222,3 +222,22 @@ def test_the_command_lists_every_model_plan(capsys):
     assert all(p in stdout for p in model_plans.MODEL_PLANS)
     code, stdout, _ = call(capsys, "run", "--help")
     assert code == 0 and "privbayes_pgm" in stdout and "hdmm_pgm" in stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["synth", "--plan", "privbayes_pgm", "--delta", "1e-9", "--out", "x.csv"],
+     "--plan privbayes_pgm spends a pure ε (Laplace noise): leave out --delta"),
+    (["run", "--plan", "mst", "--workload", "marginals:2:all"],
+     "--plan mst spends ρ (zCDP, Gaussian noise): give --delta"),
+])
+def test_the_wrong_kind_of_budget_is_refused_before_the_ledger_is_touched(
+        census, tmp_path, capsys, args, message):
+    """A first run would record the dataset's total in the ledger, in the
+    unit of --delta; a model plan that cannot spend that unit is refused
+    before, so no budget of the wrong kind is left behind."""
+    data, domain = census
+    ledger = tmp_path / "ledger.sqlite"
+    code, _, err = call(capsys, *args, "--data", str(data), "--domain", str(domain),
+                        "--epsilon", "0.5", "--total", "1", "--ledger", str(ledger))
+    assert code == 2 and message in err and "nothing was spent" in err
+    assert not ledger.exists()
