@@ -137,7 +137,7 @@ def main() -> None:
                     tvs.append(average_tv(pd.read_csv(out), truth))
                 if refusal:
                     print(f"{key:15} {'refused':>16} {np.mean(walls):8.1f} {np.mean(cpus):7.1f} "
-                          f"{np.max(rss):8.0f}  {refusal[:150]}…")
+                          f"{np.max(rss):8.0f}  {refusal[:60]} … {refusal[-120:]}")
                     continue
                 se = np.std(tvs, ddof=1) / np.sqrt(len(tvs)) if len(tvs) > 1 else float("nan")
                 print(f"{key:15} {np.mean(tvs):9.4f} ± {se:.4f} {np.mean(walls):8.1f} "
