@@ -62,7 +62,7 @@ SHARES = (0.05,)  # others (--shares 0.05,0.1) run their own training grid first
 TABLE_PATH = Path(__file__).resolve().parents[1] / "src" / "ektelo" / "planner" / "table.json"
 TARGET = 1.2
 # The fixed choices compared with auto (plan, label); "rules" and "tier0"
-# are resolved per group/ε (`_fixed_plan`).
+# are resolved per group (`fixed_leaves`) and run afresh (`run_fixed`).
 FIXED = (("hb", "HB"), ("adaptive_grid", "AG"), ("quadtree", "QuadTree"),
          ("rules", "rules"), ("tier0", "Tier0"))
 # A leaf holds at least this share of a group's training cases; chosen per
@@ -76,26 +76,21 @@ def gmean(values: Any) -> float:
     return float(np.exp(np.mean(np.log(v)))) if v.size else math.nan
 
 
-def regret_table(auto: pd.DataFrame, full: pd.DataFrame, fixed: dict[str, dict[tuple[str, float],
-                 str]]) -> pd.DataFrame:
+def regret_table(auto: pd.DataFrame, full: pd.DataFrame,
+                 fixed: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per (group, dataset, scale, ε): auto's mean error over seeds
     (`auto` has per-seed rows with column "error"), the best plan in
     hindsight at the full ε (`full`: per-seed grid errors), auto's regret =
-    the ratio of the two, and per fixed choice (label → {(group, ε): plan})
-    its mean error and regret."""
+    the ratio of the two, and per fixed choice (label → its own per-seed
+    runs, like `auto`'s) its mean error and regret (NaN where it has none)."""
     best = pt.best_in_hindsight(full)
-    means = pt.mean_errors(full)
     auto_mean = auto.groupby(pt.CASE_KEYS)["error"].mean()
     rows = best.join(auto_mean.rename("auto_error"), how="inner").reset_index()
     rows["regret"] = rows["auto_error"] / rows["best_error"]
-    for label, plan_of in fixed.items():
-        err = []
-        for r in rows.itertuples(index=False):
-            plan = plan_of.get((r.group, float(r.eps)))
-            key = (r.group, r.dataset, r.scale, r.eps)
-            err.append(math.nan if plan is None or plan not in means.columns
-                       else float(means.loc[key, plan]))
-        rows[f"{label}_error"] = err
+    index = pd.MultiIndex.from_frame(rows[pt.CASE_KEYS])
+    for label, runs in fixed.items():
+        mean = runs.groupby(pt.CASE_KEYS)["error"].mean()
+        rows[f"{label}_error"] = mean.reindex(index).to_numpy(dtype=float)
         rows[f"{label}_regret"] = rows[f"{label}_error"] / rows["best_error"]
     return rows
 
@@ -126,22 +121,44 @@ def summarise(rows: pd.DataFrame, by: list[str], labels: list[str]) -> pd.DataFr
 
 
 # -- fixed choices ----------------------------------------------------------------------
-def _fixed_plans(grid: pg.Grid, tier0: dict[tuple[str, float], str]) -> dict[
-        str, dict[tuple[str, float], str]]:
+def fixed_leaves(grid: pg.Grid) -> dict[str, dict[str, str]]:
+    """The fixed choices as one constant leaf per group (label → {group:
+    leaf}): a plan name, or "tier0" (Tier 0's best at each ε); today's rules
+    (`choose_plan`) name one plan per group whatever ε."""
     from ektelo.planner import choose_plan
 
-    out: dict[str, dict[tuple[str, float], str]] = {}
+    out: dict[str, dict[str, str]] = {}
     for plan, label in FIXED:
         out[label] = {}
         for group in grid.groups:
             shape = (4096,) if pg.GROUP_DIMS[group] == 1 else (256, 256)
-            for eps in grid.epsilons:
-                if plan == "rules":
-                    out[label][(group, eps)] = choose_plan(pg.GROUP_KIND[group], shape)[0]
-                elif plan == "tier0":
-                    out[label][(group, eps)] = tier0[(group, eps)]
-                elif plan in grid.plans_for(group):
-                    out[label][(group, eps)] = plan
+            if plan == "rules":
+                out[label][group] = choose_plan(pg.GROUP_KIND[group], shape)[0]
+            elif plan == "tier0":
+                out[label][group] = pt.TIER0
+            elif plan in grid.plans_for(group):
+                out[label][group] = plan
+    return out
+
+
+def run_fixed(grid: pg.Grid, leaves: dict[str, dict[str, str]], share: float, folder: Path,
+              tier0: dict[tuple[str, float], str]) -> dict[str, pd.DataFrame]:
+    """Each fixed choice run afresh with auto's own noise draws: a constant
+    declared-rows tree through `run_auto`, so the same protected copy (the
+    same kernel seed per group, dataset, scale, ε and seed) as auto's runs.
+    Common random numbers: where auto and a fixed choice pick the same plan
+    they give the same answer, and neither shares noise with the grid's runs
+    that define the best in hindsight (which would favour the fixed choice:
+    a plan that is best in hindsight on a case has regret exactly 1 there by
+    construction, on its own runs)."""
+    out = {}
+    for label, per_group in leaves.items():
+        if not per_group:  # no group of this grid has the plan (AG, QuadTree in 1-D)
+            continue
+        trees = {g: {d: {"plan": leaf} for d in _names(grid, g)}
+                 for g, leaf in per_group.items()}
+        out[label] = run_auto(grid, trees, share, folder, tier0, declared=True,
+                              label=f"fixed {label}")
     return out
 
 
@@ -230,7 +247,7 @@ def _tree_key(tree: dict[str, Any], share: float, tier0: str, declared: bool = F
 
 def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: float,
              folder: Path, tier0: dict[tuple[str, float], str],
-             declared: bool = False) -> pd.DataFrame:
+             declared: bool = False, label: str = "auto") -> pd.DataFrame:
     """Auto's error per (group, held-out dataset, scale, ε, seed), running
     `plans.run("auto", ...)` with the table trained without that dataset;
     cached per group in `folder` (``planner_auto_<group>.csv.gz``). With
@@ -260,7 +277,7 @@ def run_auto(grid: pg.Grid, trees: dict[str, dict[str, dict[str, Any]]], share: 
         last = time.perf_counter()
         with one_blas_thread():
             for i, (key, dataset, tree, scale, eps, seed) in enumerate(
-                    progress(jobs, f"auto {group} share={share:g}"), 1):
+                    progress(jobs, f"{label} {group} share={share:g}"), 1):
                 table = DecisionTable.from_dict({
                     "version": 1, "share": share, "trained_on": f"DPBench without {dataset}",
                     "trees": {} if declared else {group: tree},
@@ -400,7 +417,8 @@ def _run_experiment(out: Path, quick: bool, dims: int | None,
 
     # evaluation: plans.run("auto", ...) with the held-out table, both tracks
     cases, trees, leaf = trained[share]
-    fixed = _fixed_plans(grid, tier0)
+    leaves = fixed_leaves(grid)
+    fixed = run_fixed(grid, leaves, share, folder, tier0)
     table = _evaluate(run_auto(grid, trees, share, folder, tier0), full_report, fixed, trees,
                       tier0, out, NAME, "auto (features bought at share·ε)")
     _evaluate(run_auto(grid, declared_trees, share, folder, tier0, declared=True),
@@ -438,8 +456,7 @@ def _train_groups(cases: dict[str, pt.Cases], part: pd.DataFrame, best: pd.DataF
     return cases, trees, leaf
 
 
-def _evaluate(auto: pd.DataFrame, full_report: pd.DataFrame,
-              fixed: dict[str, dict[tuple[str, float], str]],
+def _evaluate(auto: pd.DataFrame, full_report: pd.DataFrame, fixed: dict[str, pd.DataFrame],
               trees: dict[str, dict[str, dict[str, Any]]], tier0: dict[tuple[str, float], str],
               out: Path, name: str, title: str) -> pd.DataFrame:
     """Regret tables of one track's runs: printed, and written to `out` as
@@ -450,7 +467,7 @@ def _evaluate(auto: pd.DataFrame, full_report: pd.DataFrame,
     by_scale = summarise(table, ["group", "scale"], labels)
     by_group = summarise(table, ["group"], labels)
     print(f"\n== {title} ==")
-    _print_tables(by_eps, by_scale, by_group, trees, tier0, fixed)
+    _print_tables(by_eps, by_scale, by_group, trees, tier0)
     table.to_csv(out / f"{name}.csv", index=False)
     by_eps.to_csv(out / f"{name}_by_eps.csv", index=False)
     by_scale.to_csv(out / f"{name}_by_scale.csv", index=False)
@@ -500,8 +517,7 @@ def _shown(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _print_tables(by_eps: pd.DataFrame, by_scale: pd.DataFrame, by_group: pd.DataFrame,
                   trees: dict[str, dict[str, dict[str, Any]]],
-                  tier0: dict[tuple[str, float], str],
-                  fixed: dict[str, dict[tuple[str, float], str]]) -> None:
+                  tier0: dict[tuple[str, float], str]) -> None:
     with pd.option_context("display.width", 220, "display.max_columns", 40):
         print("regret of auto (leave-one-dataset-out, plans.run('auto')) by group × ε:")
         print(_fmt(by_eps))
@@ -509,9 +525,6 @@ def _print_tables(by_eps: pd.DataFrame, by_scale: pd.DataFrame, by_group: pd.Dat
         print(_fmt(by_scale))
         print("\nby group:")
         print(_fmt(by_group))
-    print("\nfixed choices:", "; ".join(
-        f"{label}: " + ",".join(sorted({f"{g}={p}" for (g, _), p in m.items()}))
-        for label, m in fixed.items()))
     print("Tier 0:", ", ".join(f"{g} ε={e:g}: {p}" for (g, e), p in sorted(tier0.items())))
     for g, per in trees.items():
         for d, tree in per.items():
