@@ -547,7 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--public-rows", type=_positive("public-rows"), metavar="N",
                      help="the table's row count, if the custodian declares it public "
                      "(approximate is fine): --plan auto then chooses from the planner's "
-                     "declared-rows table, for free (not used with --where)")
+                     "declared-rows table, for free, and --plan privbayes_pgm takes it as "
+                     "its N (not used with --where)")
     run.add_argument("--epsilon", required=True, type=_positive("epsilon"),
                      help="privacy budget ε > 0 for this run")
     run.add_argument("--total", type=_positive("total"),

@@ -193,8 +193,9 @@ class Session:
         public_rows: the table's row count, if the custodian declares it
             public (approximate is fine). `plan="auto"` then chooses from
             the planner's declared-rows decision table, for free and before
-            anything is spent (docs/planner.md); questions with `where=`
-            do not use it (the filtered count is not declared).
+            anything is spent (docs/planner.md), and `privbayes_pgm` takes it
+            as its N (no noisy count spent); questions with `where=` do not
+            use it (the filtered count is not declared).
     """
 
     def __init__(
