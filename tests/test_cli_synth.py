@@ -20,6 +20,7 @@ from ektelo import wide as model_plans
 from ektelo.budget import rho_of_epsilon_delta
 from ektelo.cli import main
 from ektelo.kernel import store
+from tests.session.test_pgm_front_door import DOMAIN as FRONT_DOOR_DOMAIN
 
 NAMES = [f"q{i}" for i in range(7)]
 
@@ -125,14 +126,7 @@ def test_bad_input_is_one_clear_line_and_spends_nothing(wide, tmp_path, capsys, 
 
 
 # -- privbayes_pgm and hdmm_pgm (and the plan list) -------------------------------------
-COARSE = {  # `ektelo generate`'s census-like table on 1,680 cells
-    "age": {"bins": [18, 30, 40, 50, 60, 70, 90]},
-    "sex": {"values": ["F", "M"]},
-    "race": {"values": ["white", "black", "hispanic", "asian-other"]},
-    "marital": {"values": ["never-married", "married", "married-spouse-absent", "separated",
-                           "divorced", "widowed", "civil-partnership"]},
-    "salary": {"bins": [0, 20000, 40000, 60000, 100000, 500000]},
-}
+COARSE = FRONT_DOOR_DOMAIN  # `ektelo generate`'s census-like table on 1,680 cells
 # (plan, extra arguments, what the ledger is charged for --epsilon 0.6)
 MODEL_CASES = [
     ("privbayes_pgm", [], 0.6),

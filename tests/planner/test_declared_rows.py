@@ -14,8 +14,8 @@ import ektelo
 from ektelo import plans
 from ektelo.matrix import Prefix
 from ektelo.planner import PUBLIC_FEATURES, DecisionTable, Features, auto_plan, plan_auto, table
+from tests.planner.test_plan_auto import N, data, spent  # the same 256-cell counts
 
-N = 256
 # Below 10³ rows·ε the identity's Tier 0 pick, above it DAWA: public facts only.
 DECLARED = {"feature": "log10_signal", "threshold": 3.0,
             "below": {"plan": "tier0"}, "above": {"plan": "dawa"}}
@@ -33,17 +33,6 @@ def hand_table(declared=None, trees=None):
         "version": 1, "share": 0.1, "trained_on": "test",
         "trees": {"1d-prefix": BOUGHT} if trees is None else trees,
         "declared": {"1d-prefix": DECLARED} if declared is None else declared})
-
-
-def data(total):
-    rng = np.random.default_rng(0)
-    x = np.zeros(N, dtype=np.int64)
-    x[:32] = rng.multinomial(total, np.full(32, 1 / 32))
-    return x
-
-
-def spent(handle):
-    return sum((Fraction(r.charged_at_root) for r in handle.history()), Fraction(0))
 
 
 def test_declared_rows_spend_nothing_on_features_and_follow_the_tree():

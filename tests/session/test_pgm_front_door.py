@@ -103,17 +103,10 @@ def test_synthetic_table_with_the_domain_labels_spends_exactly(census, plan, opt
     assert list(s.history["question"]) == ["synthetic"]
 
 
-def test_privbayes_pgm_runs_on_a_wide_table_without_its_vector(monkeypatch):
+def test_privbayes_pgm_runs_on_a_wide_table_without_its_vector(vectorized):
     """8 attributes × 10 values (10⁸ cells): only the network's cliques
     (≤ degree + 1 = 3 attributes) are ever vectorized."""
-    seen: list[list[str]] = []
-    original = ProtectedTable.vectorize
-
-    def spy(self, attrs, *args, **kwargs):
-        seen.append(list(attrs))
-        return original(self, attrs, *args, **kwargs)
-
-    monkeypatch.setattr(ProtectedTable, "vectorize", spy)
+    seen = vectorized
     rng = np.random.default_rng(0)
     names = [f"a{i}" for i in range(8)]
     cols = [rng.integers(0, 10, 2000)]

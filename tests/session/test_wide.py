@@ -15,7 +15,6 @@ import pytest
 
 from ektelo import BudgetExceeded
 from ektelo.inference import GraphicalModel
-from ektelo.kernel import ProtectedTable
 from ektelo.session import LARGE_VECTOR, Session
 from ektelo.workload import spec
 
@@ -39,20 +38,6 @@ def true_marginal(df: pd.DataFrame, attrs: list[str]) -> np.ndarray:
     counts = np.zeros([10] * len(attrs))
     np.add.at(counts, tuple(df[a].to_numpy() for a in attrs), 1)
     return counts
-
-
-@pytest.fixture
-def vectorized(monkeypatch):
-    """The attribute lists every vectorize call asks for."""
-    seen: list[list[str]] = []
-    original = ProtectedTable.vectorize
-
-    def spy(self, attrs, *args, **kwargs):
-        seen.append(list(attrs))
-        return original(self, attrs, *args, **kwargs)
-
-    monkeypatch.setattr(ProtectedTable, "vectorize", spy)
-    return seen
 
 
 def test_all_pairs_of_a_wide_table_come_from_the_model_without_the_full_vector(vectorized):

@@ -228,26 +228,14 @@ def plan_auto(
     f = share if share is not None else table.share
     eps_features, eps_plan = split(budget, f, 1 - f)
     ranked = rank(W, kind, shape, eps=eps_plan, mc_seeds=mc_seeds)
-    best = tier0_best(ranked)
     features = measure_features(x, eps_features, kind=kind, plan_eps=eps_plan)  # the charge
     walked = table.walk(group, features)
     assert walked is not None
     leaf, path = walked
-    steps = " → ".join(path) if path else "a single leaf"
-    head = f"decision table ({group}; features at ε={eps_features:.3g}): {steps} → {leaf}"
-    found = list(ranked)
-    if leaf == TIER0:
-        name = best.plan if best is not None else "identity"
-        why = head + (f": Tier 0's {_tier0_why(ranked, best, 'ε')}" if best is not None
-                      else ": nothing priced, the identity strategy")
-    else:
-        name = leaf
-        why = head
-        if get(leaf).data_dependent:
-            found.append(Candidate(leaf, True, None, "data-dependent: chosen by the decision "
-                                   "table (no closed-form error)"))
+    name, why, found = _resolve_leaf(
+        leaf, path, f"decision table ({group}; features at ε={eps_features:.3g})", ranked)
     estimate = run_plan(name, x, W, eps_plan)
-    choice = Choice(name, why, tuple(found), features=features, path=path,
+    choice = Choice(name, why, found, features=features, path=path,
                     feature_budget=eps_features, plan_budget=eps_plan)
     return estimate, choice
 
@@ -279,21 +267,29 @@ def _declared_choice(tree: dict[str, Any], kind: str, shape: tuple[int, ...], ep
     features = Features.from_declared_rows(dims=len(shape), cells=math.prod(shape), kind=kind,
                                            eps=eps, rows=rows)
     leaf, path = walk_node(tree, features)
+    name, why, found = _resolve_leaf(
+        leaf, path, f"decision table ({group}; {rows:,.0f} rows declared public, nothing "
+        "spent on features)", ranked)
+    return name, why, found, features, path
+
+
+def _resolve_leaf(leaf: str, path: tuple[str, ...], head: str,
+                  ranked: tuple[Candidate, ...]) -> tuple[str, str, tuple[Candidate, ...]]:
+    """A tree's leaf as (plan, why, candidates): "tier0" is Tier 0's best (the
+    identity when nothing is priced); a named data-dependent plan joins the
+    candidates, marked as chosen by the table."""
     steps = " → ".join(path) if path else "a single leaf"
-    head = (f"decision table ({group}; {rows:,.0f} rows declared public, nothing spent on "
-            f"features): {steps} → {leaf}")
+    why = f"{head}: {steps} → {leaf}"
     found = list(ranked)
-    best = tier0_best(ranked)
-    if leaf == TIER0:
-        name = best.plan if best is not None else "identity"
-        why = head + (f": Tier 0's {_tier0_why(ranked, best, 'ε')}" if best is not None
-                      else ": nothing priced, the identity strategy")
-    else:
-        name, why = leaf, head
+    if leaf != TIER0:
         if get(leaf).data_dependent:
             found.append(Candidate(leaf, True, None, "data-dependent: chosen by the decision "
                                    "table (no closed-form error)"))
-    return name, why, tuple(found), features, path
+        return leaf, why, tuple(found)
+    best = tier0_best(ranked)
+    if best is None:
+        return "identity", why + ": nothing priced, the identity strategy", tuple(found)
+    return best.plan, why + f": Tier 0's {_tier0_why(ranked, best, 'ε')}", tuple(found)
 
 
 def _check_remaining(x: ProtectedVector, budget: float, gaussian: bool) -> None:
