@@ -334,7 +334,7 @@ def test_hdmm_pgm_size_guard_refuses_before_spending() -> None:
     ([("a", "a")], {}, ValueError, "duplicate attributes"),
     (Identity(4), {}, TypeError, "not a query matrix"),
     ([("a",)], {"mechanism": "exponential"}, ValueError, "mechanism must be"),
-    ([("a",)], {"strategy": "best"}, ValueError, "method must be one of"),
+    ([("a",)], {"strategy": "best"}, ValueError, "strategy must be one of"),
     ([("a",)], {"mechanism": "gaussian"}, ValueError, "pure ε-DP budget"),
 ])  # fmt: skip
 def test_hdmm_pgm_bad_input_spends_nothing(workload, options, error, match) -> None:

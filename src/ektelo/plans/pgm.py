@@ -94,12 +94,12 @@ def workload_cliques(domain: Domain, workload: Any, plan: str) -> list[Clique]:
     if workload is None:
         return list(itertools.combinations(domain.names, 2))
     if isinstance(workload, EMatrix):
-        # What the session hands a named table plan: a query matrix, which
-        # names no attributes (the front door routes only MST and AIM to models).
+        # A query matrix names no attributes; the front door (wide.fit) hands
+        # the model plans attribute tuples.
         raise TypeError(
             f"{plan}'s workload is a list of attribute tuples, e.g. [('a', 'b')], not a query "
             f"matrix ({type(workload).__name__}); in ektelo run / Session ask for "
-            "marginals with --plan mst or aim, or call ektelo.plans." + plan + " in Python"
+            f"marginals with --plan {plan}, or call ektelo.plans.run('{plan}', ...) with tuples"
         )
     if isinstance(workload, (str, bytes)) or not isinstance(workload, Sequence):
         raise TypeError(
@@ -501,6 +501,7 @@ def hdmm_pgm(
         )
     limit = _check_limit(max_model_size)
     domain = table.domain
+    check_choice(strategy, "strategy", ("opt_m", "workload"))  # named as the caller named it
     plan = marginal_strategy(domain, workload, mechanism, method=strategy)  # Public
     _guard(domain, plan.cliques, limit, "hdmm_pgm's strategy")
     if isinstance(b, ZCDP):
