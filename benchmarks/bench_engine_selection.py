@@ -52,7 +52,7 @@ def child(which: str, path: str, limit: str, threads: int) -> dict[str, Any]:
 
     import ektelo
     from ektelo import Domain, col
-    from ektelo.kernel import DuckDBEngine
+    from ektelo.engines import DuckDBEngine
 
     domain = Domain.from_dict(DOMAIN)
     t0 = time.perf_counter()

@@ -96,7 +96,7 @@ def _predicate() -> Any:
 def run_duckdb(path: str, limit: str, threads: int, temp: str) -> dict[str, Any]:
     import ektelo
     from ektelo import Domain
-    from ektelo.kernel.engines import DuckDBEngine
+    from ektelo.engines import DuckDBEngine
 
     domain = Domain.from_dict(DOMAIN)
     t0 = time.perf_counter()
@@ -112,7 +112,7 @@ def run_duckdb_checked(path: str, limit: str, threads: int, temp: str) -> dict[s
     """protect with on_invalid='error': the domain check is one scan."""
     import ektelo
     from ektelo import Domain
-    from ektelo.kernel.engines import DuckDBEngine
+    from ektelo.engines import DuckDBEngine
 
     domain = Domain.from_dict(DOMAIN)
     t0 = time.perf_counter()

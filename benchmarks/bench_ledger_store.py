@@ -35,8 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ektelo.kernel import open_store, port, protect
+from ektelo.ledger_store import open_store
 from ektelo.matrix import Identity
+from ektelo.port import protect
+from ektelo.port import requests as port
 
 EPS = 2.0**-20
 CELLS = 16

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ektelo.kernel.ahp import ahp_partition
 from ektelo.kernel.dawa import dawa_partition
 from ektelo.kernel.mwem import worst_approx
 from ektelo.kernel.noise import RandomSource
 from ektelo.kernel.privbayes import privbayes_select
 from ektelo.matrix import RangeQueries
+from ektelo.operators.ahp import ahp_partition
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DPBENCH_1D = SHARED / "data" / "dpbench" / "1d"

@@ -103,8 +103,8 @@ def measure_case_features(group: str, dataset: str, scale: str, eps: float, seed
     import zlib
 
     import ektelo
-    from ektelo.kernel import ProtectedVector
     from ektelo.planner import measure_features
+    from ektelo.port import ProtectedVector
 
     x = dataset_vector(GROUP_DIMS[group], dataset, scale, seed)
     f_eps = share * eps

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ektelo import ledger_store as store
 from ektelo.budget import rho_of_epsilon_delta
 from ektelo.cli import main
 from ektelo.datasets import MARITAL, RACE
-from ektelo.kernel import store
 
 ATTRS = ["age", "sex", "race", "marital"]  # domain order of census_like
 SIZES = {"age": 72, "sex": 2, "race": 4, "marital": 7}

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from ektelo import cli
+from ektelo import ledger_store as store
 from ektelo import wide as model_plans
 from ektelo.budget import rho_of_epsilon_delta
 from ektelo.cli import main
-from ektelo.kernel import store
 from tests.session.test_pgm_front_door import DOMAIN as FRONT_DOOR_DOMAIN
 
 NAMES = [f"q{i}" for i in range(7)]

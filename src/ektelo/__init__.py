@@ -1,8 +1,9 @@
 """ektelo: differentially private answering of linear counting queries.
 
 Layers (see DESIGN.md): `ektelo.matrix` (implicit matrices), `ektelo.workload`
-(workload builders and error metrics), `ektelo.kernel` (the protected kernel:
-the only code that touches private data or samples noise), `ektelo.operators`
+(workload builders and error metrics), `ektelo.kernel` (the trusted kernel:
+the only code that touches private data or samples noise; `ektelo.port` is
+how everything else talks to it), `ektelo.operators`
 (public operators), `ektelo.plans` (algorithms as short plans).
 
 Entry point: `ektelo.protect(data, domain, epsilon=...)` returns an opaque
@@ -20,8 +21,10 @@ if TYPE_CHECKING:  # the names for type checkers; at run time they load on first
     from .budget import ZCDP, PureDP
     from .client import connect
     from .domain import Attribute, Domain
-    from .kernel import Budget, BudgetExceeded, ProtectedTable, ProtectedVector, col, protect
+    from .kernel import Budget, BudgetExceeded
     from .measurement import Gaussian, Laplace, Measurement
+    from .port import ProtectedTable, ProtectedVector, protect
+    from .predicates import col
 
 # Lazy (PEP 562): `import ektelo` — and so `ektelo --help` — loads no NumPy,
 # SciPy or pandas; each name imports its module the first time it is read.
@@ -33,10 +36,10 @@ _LAZY = {
     "Domain": "domain",
     "Budget": "kernel",
     "BudgetExceeded": "kernel",
-    "ProtectedTable": "kernel",
-    "ProtectedVector": "kernel",
-    "col": "kernel",
-    "protect": "kernel",
+    "ProtectedTable": "port",
+    "ProtectedVector": "port",
+    "col": "predicates",
+    "protect": "port",
     "Gaussian": "measurement",
     "Laplace": "measurement",
     "Measurement": "measurement",

@@ -230,7 +230,7 @@ def _engine(args: argparse.Namespace) -> Any:
     """--engine (default: DuckDB for the file, memory without DuckDB, with a
     one-line note) and DuckDB's --memory-limit/--threads/--temp-directory, as
     protect's engine= (docs/engines.md)."""
-    from .kernel import default_engine, duckdb_installed, fallback_note
+    from .engines import default_engine, duckdb_installed, fallback_note
 
     name = args.engine
     limits = {"memory_limit": args.memory_limit, "threads": args.threads,
@@ -245,7 +245,7 @@ def _engine(args: argparse.Namespace) -> Any:
     if name == "spark":  # the active session, else a local one on every core
         from pyspark.sql import SparkSession
 
-        from .kernel import SparkEngine
+        from .engines import SparkEngine
 
         session = SparkSession.getActiveSession() or (
             SparkSession.builder.master("local[*]").appName("ektelo")
@@ -254,7 +254,7 @@ def _engine(args: argparse.Namespace) -> Any:
         return SparkEngine(session=session)
     if name != "duckdb" or all(v is None for v in limits.values()):
         return name
-    from .kernel import DuckDBEngine
+    from .engines import DuckDBEngine
 
     return DuckDBEngine(**limits)
 
@@ -290,7 +290,7 @@ def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str) 
     record = None
     remote = ledger.startswith(("postgresql://", "postgres://"))
     if remote or Path(ledger).is_file():
-        from .kernel import store
+        from . import ledger_store as store
 
         record = next((r for r in store.open_store(ledger).datasets() if r.name == dataset), None)
     if record is None:
@@ -405,7 +405,7 @@ def _store(path: str | None) -> Any:
     target = Path(path) if path else default_ledger()
     if not str(target).startswith(("postgresql://", "postgres://")) and not target.is_file():
         raise CLIError(f"no ledger at {target} (runs create it; --ledger names another)")
-    from .kernel import store
+    from . import ledger_store as store
 
     return store.open_store(str(target))
 

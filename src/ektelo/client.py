@@ -29,7 +29,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from . import wire
-from .kernel import Budget, ProtectedTable, ProtectedVector, port
+from .kernel import Budget
+from .port import ProtectedTable, ProtectedVector
+from .port import requests as port
 
 __all__ = ["Connection", "RemotePort", "ServerError", "connect"]
 

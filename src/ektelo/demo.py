@@ -26,8 +26,8 @@ import numpy as np
 import ektelo
 from ektelo import col, plans
 from ektelo.datasets import SALARY_BIN, census_like
-from ektelo.kernel import ProtectedTable
 from ektelo.matrix import Prefix
+from ektelo.port import ProtectedTable
 from ektelo.session import Recorder, noise_only_std
 
 

@@ -216,7 +216,7 @@ class Session:
         engine: Any = None,
         public_rows: float | None = None,
     ):
-        from .kernel import ProtectedTable, protect
+        from .port import ProtectedTable, protect
 
         self.public_rows = None if public_rows is None else check.positive(public_rows,
                                                                            "public_rows")
@@ -226,7 +226,7 @@ class Session:
         self.domain = load_domain(domain)
         data: Any
         if engine is None:  # DuckDB for a file, memory for a DataFrame (or without DuckDB)
-            from .kernel import default_engine, duckdb_installed, fallback_note
+            from .engines import default_engine, duckdb_installed, fallback_note
 
             engine = default_engine(table_or_path)
             if not isinstance(table_or_path, pd.DataFrame) and not duckdb_installed():

@@ -43,7 +43,7 @@ def parse_where(text: str, domain: Domain | None = None) -> Any:
     `domain`, check every attribute and threshold against it first."""
     import re
 
-    from .kernel import col
+    from .predicates import col
 
     quoted: dict[str, str] = {}  # `income>50K`: names that are not identifiers
 

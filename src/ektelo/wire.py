@@ -47,10 +47,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .domain import Domain
-from .kernel import Budget, BudgetExceeded, NodeState, Predicate, col, port
+from .kernel import Budget, BudgetExceeded, NodeState
 from .matrix import EMatrix, Partition, Sparse
 from .matrix.spec import from_json, to_json
 from .measurement import Gaussian, Laplace, Measurement
+from .port import requests as port
+from .predicates import Predicate, col
 
 __all__ = [
     "PRIVATE_TO_PUBLIC",

@@ -13,7 +13,7 @@ import pytest
 import ektelo
 from ektelo import Domain, col
 from ektelo.domain import DomainValueError
-from ektelo.kernel import DuckDBEngine, EngineError, MemoryEngine
+from ektelo.engines import DuckDBEngine, EngineError, MemoryEngine
 from ektelo.matrix import Identity
 
 DOMAIN = Domain.from_dict({"sex": {"values": ["F", "M"]}, "age": {"bins": [0, 18, 65, 120]}})
@@ -28,7 +28,7 @@ def parquet(tmp_path: Path, duckdb_available: None) -> Path:
 
 
 def test_a_path_defaults_to_duckdb_and_a_frame_to_memory(parquet: Path) -> None:
-    from ektelo.kernel.engines import open_table
+    from ektelo.engines import open_table
 
     assert isinstance(open_table(str(parquet), DOMAIN)[0], DuckDBEngine)
     assert isinstance(open_table(parquet, DOMAIN)[0], DuckDBEngine)

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 import ektelo
+from ektelo import engines
 from ektelo.cli import main
-from ektelo.kernel import engines
 from ektelo.session import Session
 
 

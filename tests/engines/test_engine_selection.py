@@ -20,8 +20,8 @@ import pytest
 
 import ektelo
 from ektelo import Domain, col
-from ektelo.kernel import DuckDBEngine, MemoryEngine, marginal_select, privbayes, tables
-from ektelo.kernel.engines import each_marginal, open_table
+from ektelo.engines import DuckDBEngine, MemoryEngine, each_marginal, open_table
+from ektelo.kernel import marginal_select, privbayes, tables
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -92,7 +92,7 @@ def _engines(kind: str, tmp: Path, data: pd.DataFrame, spark: Any = None) -> tup
         return open_table(data, DOMAIN, engine="memory", on_invalid="drop")
     if kind == "duckdb":
         return open_table(str(path), DOMAIN, engine=DuckDBEngine(), on_invalid="drop")
-    from ektelo.kernel import SparkEngine
+    from ektelo.engines import SparkEngine
 
     return open_table(str(path), DOMAIN, engine=SparkEngine(session=spark), on_invalid="drop")
 
@@ -149,7 +149,7 @@ def test_duckdb_batches_many_sets_in_one_scan(
     tmp_path: Path, duckdb_available: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """More sets than one batch, duplicate and reordered sets, the empty set."""
-    from ektelo.kernel.engines import base
+    from ektelo.engines import base
 
     monkeypatch.setattr(base, "BATCH_SETS", 8)
     engine, root = _engines("duckdb", tmp_path, frame(400, 5, invalid=True))

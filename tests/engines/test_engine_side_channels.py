@@ -184,7 +184,7 @@ def test_neighbours_look_the_same_on_spark(tmp_path: Path, spark_session: Any) -
 def test_an_engine_failure_is_one_fixed_error_before_any_charge(
     tmp_path: Path, duckdb_available: None
 ) -> None:
-    from ektelo.kernel.engines import EngineError
+    from ektelo.engines import EngineError
 
     path = tmp_path / "t.parquet"
     BASE.to_parquet(path)

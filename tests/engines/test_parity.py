@@ -127,7 +127,7 @@ def predicates(draw: Any, domain: Domain, depth: int = 0) -> Any:
 
 
 def _open(kind: str, frame: pd.DataFrame, domain: Domain, policy: str, path: Path) -> Any:
-    from ektelo.kernel.engines import open_table
+    from ektelo.engines import open_table
 
     if kind == "memory":
         return open_table(frame, domain, engine="memory", on_invalid=policy)
@@ -192,7 +192,7 @@ def test_spark_gives_the_memory_engines_answers(data: Any, spark_session: Any) -
 
 def test_a_csv_gives_the_same_answers(tmp_path: Path, duckdb_available: None, spark: Any) -> None:
     """CSV is read as text by DuckDB and Spark, with string labels as text by pandas."""
-    from ektelo.kernel.engines import open_table
+    from ektelo.engines import open_table
 
     domain = Domain.from_dict(
         {"sex": {"values": ["F", "M"]}, "n": 4, "w": {"bins": [0, 1.5, 3, 10]},
@@ -214,7 +214,7 @@ def test_a_csv_gives_the_same_answers(tmp_path: Path, duckdb_available: None, sp
 
 def test_nulls_and_policies_on_a_fixed_table(tmp_path: Path, duckdb_available: None) -> None:
     """Known answers: drop removes rows with an invalid value, clamp moves numbers."""
-    from ektelo.kernel.engines import open_table
+    from ektelo.engines import open_table
 
     domain = Domain.from_dict({"a": 3, "b": {"bins": [0, 10, 20]}})
     frame = pd.DataFrame({"a": [0, 1, 2, 5, -3, 1.5], "b": [5, 15, 25, -4, 19.5, 10]})
@@ -234,7 +234,7 @@ def test_spark_reads_a_catalog_table_and_a_dataframe(spark_session: Any) -> None
     """protect(table name, engine="spark") and protect(Spark DataFrame): the
     memory engine's counts."""
     import ektelo
-    from ektelo.kernel.engines import open_table
+    from ektelo.engines import open_table
 
     domain = Domain.from_dict({"sex": {"values": ["F", "M"]}, "n": 3})
     rows = [("F", 0), ("M", 2), ("M", 2), ("F", 9), (None, 1)]

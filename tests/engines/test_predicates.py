@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 from ektelo import Domain, col
-from ektelo.kernel.engines import open_table
-from ektelo.kernel.engines.codes import Cmp, In, code_intervals
+from ektelo.engines import open_table
+from ektelo.engines.codes import Cmp, In, code_intervals
 
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
        ">": operator.gt, ">=": operator.ge}  # fmt: skip

@@ -17,9 +17,9 @@ import scipy.sparse as sp
 
 import ektelo
 from ektelo import BudgetExceeded, Domain, col
-from ektelo.kernel import port
 from ektelo.matrix import Dense, Identity, Kronecker, Partition, Prefix, Total, VStack
 from ektelo.matrix.core import Sparse
+from ektelo.port import requests as port
 
 F = Fraction
 EPS = 0.1
@@ -338,7 +338,7 @@ def test_bad_eps_is_rejected_everywhere_without_change():
         with pytest.raises(error, match="eps"):
             t.noisy_count(eps=bad)
         with pytest.raises(error, match="eps"):
-            v.ahp_partition(eps=bad)
+            v.dawa_partition(eps=bad)
     assert t.ledger() == before
 
 

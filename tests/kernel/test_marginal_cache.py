@@ -21,8 +21,8 @@ import pytest
 
 import ektelo
 from ektelo import Domain, col
+from ektelo.engines import MemoryEngine
 from ektelo.kernel import marginal_select
-from ektelo.kernel.engines import MemoryEngine
 
 DOMAIN = Domain.from_json({"a": 4, "b": 3, "c": {"values": ["x", "y"]}, "d": 5})
 CANDIDATES = [("a",), ("b",), ("c",), ("d",), *itertools.combinations("abcd", 2)]
@@ -119,9 +119,9 @@ def test_the_bound_keeps_the_first_entries_and_evicts_other_requests_first(monke
 
 
 def test_an_engine_failure_leaves_the_cache_as_it_was(monkeypatch) -> None:
-    from ektelo.kernel.engines import base
+    from ektelo.kernel import contracts
 
-    monkeypatch.setattr(base, "BATCH_SETS", 2)  # several engine calls per request
+    monkeypatch.setattr(contracts, "BATCH_SETS", 2)  # several engine calls per request
     engine = CountingEngine(fail_after=4)
     table = protect(data(0), engine)
     before = table.budget

@@ -27,7 +27,7 @@ def steps(n=64):
     return x
 
 
-@pytest.mark.parametrize("name", ["ahp_partition", "dawa_partition"])
+@pytest.mark.parametrize("name", ["dawa_partition"])
 def test_partition_operators_charge_eps_through_the_chain(name):
     pytest.importorskip(f"ektelo.kernel.{name.split('_')[0]}")
     x = ektelo.protect(steps(), epsilon=1.0, seed=3)
@@ -42,7 +42,7 @@ def test_partition_operators_charge_eps_through_the_chain(name):
     assert spent(x) == 4 * F(0.25) and m.query_on_root.shape == (P.num_groups, 64)
 
 
-@pytest.mark.parametrize("name", ["ahp_partition", "dawa_partition"])
+@pytest.mark.parametrize("name", ["dawa_partition"])
 def test_partition_operators_refuse_before_charging(name):
     pytest.importorskip(f"ektelo.kernel.{name.split('_')[0]}")
     x = ektelo.protect(steps(), epsilon=0.5, seed=3)
@@ -57,15 +57,6 @@ def test_partition_operators_refuse_before_charging(name):
     with pytest.raises(ValueError, match="eps"):
         op(eps=-1)
     assert x.ledger() == before and x.history() == ()
-
-
-def test_ahp_partition_on_a_split_child_uses_parallel_composition():
-    pytest.importorskip("ektelo.kernel.ahp")
-    x = ektelo.protect(steps(), epsilon=1.0, seed=3)
-    kids = x.split_by_partition(Partition(np.arange(64) // 32))
-    for k in kids:
-        k.ahp_partition(eps=0.5)
-    assert spent(x) == F(0.5)
 
 
 def test_worst_approx_wrappers():
@@ -107,7 +98,7 @@ def test_partition_operators_refuse_non_integral_lineage():
     x = ektelo.protect(np.arange(8.0), epsilon=1.0, seed=0)
     halved = x.transform(Dense(np.eye(8) * 0.5))
     before = x.budget.spent
-    for operator in (halved.ahp_partition, halved.dawa_partition):
+    for operator in (halved.dawa_partition,):
         with pytest.raises(ValueError, match="needs a vector of counts"):
             operator(eps=0.1)
     assert x.budget.spent == before

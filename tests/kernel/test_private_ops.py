@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 import ektelo
-from ektelo.kernel import ahp, dawa, mwem, privbayes
-from ektelo.kernel.ahp import ahp_partition
+from ektelo.kernel import dawa, mwem, privbayes
 from ektelo.kernel.dawa import dawa_partition, hilbert_order
 from ektelo.kernel.mwem import augmented_worst_approx as _augmented
 from ektelo.kernel.mwem import worst_approx as _worst
@@ -71,93 +70,6 @@ class SpySource:
     def uint64(self, n: int) -> np.ndarray:
         self.calls.append(("uint64", {"n": n}))
         return self.inner.uint64(n)
-
-
-# ---------------------------------------------------------------- AHP
-
-
-class TestAHP:
-    def test_returns_partition_of_x_shape_and_is_deterministic(self) -> None:
-        x = np.arange(24).reshape(4, 6) % 5
-        P = ahp_partition(x, 1.0, RandomSource(3))
-        assert isinstance(P, Partition)
-        assert P.domain_shape == (4, 6)
-        assert ahp_partition(x, 1.0, RandomSource(3)) == P
-
-    def test_spends_exactly_eps_on_one_identity_measurement(self) -> None:
-        spy = SpySource(1)
-        ahp_partition(PIECES, 0.7, spy)
-        assert spy.calls == [
-            ("laplace", {"sensitivity": 1.0, "epsilon": 0.7, "integral": True, "size": 168})
-        ]
-
-    def test_recovers_pieces_at_large_eps(self) -> None:
-        for seed in range(5):
-            P = ahp_partition(PIECES, 1e3, RandomSource(seed))
-            assert _refines(P, TRUTH)
-            assert P.num_groups <= 12  # few groups: similar counts are clustered
-
-    def test_merges_pieces_at_small_eps(self) -> None:
-        big = [ahp_partition(PIECES, 1e3, RandomSource(s)).num_groups for s in range(5)]
-        for seed in range(5):
-            P = ahp_partition(PIECES, 0.01, RandomSource(seed))
-            assert not _refines(P, TRUTH)
-            assert P.num_groups < min(big)
-
-    def test_groups_need_not_be_contiguous(self) -> None:
-        x = np.array([0, 500, 0, 500, 0, 500] * 5)
-        P = ahp_partition(x, 1e3, RandomSource(0))
-        assert P.num_groups == 2
-        assert P.groups[0] == P.groups[2] != P.groups[1]
-
-    def test_single_cell(self) -> None:
-        assert ahp_partition(np.array([7]), 1.0, RandomSource(0)).num_groups == 1
-
-    def test_greedy_err_star_matches_a_plain_loop(self) -> None:
-        def plain(y: np.ndarray, var: float) -> np.ndarray:
-            n, out = y.size, []
-            for j in range(n):
-                e1, e2, best, floor = 0.0, var, var, var / (n - j) ** 2
-                for l in range(j + 1, n):
-                    length = l - j + 1
-                    ne1, ne2 = (y[j] - y[j : l + 1].mean()) ** 2, var / length**2
-                    if ne1 - e1 >= e2 - floor:
-                        break
-                    best, e1, e2 = min(best, ne1 + ne2), ne1, ne2
-                out.append(best)
-            return np.array(out)
-
-        rng = np.random.default_rng(0)
-        for top, var in ((50, 22.0), (5, 5000.0), (1, 3.0)):
-            y = np.sort(np.where(rng.random(200) < 0.5, 0, rng.integers(0, top + 1, 200)))
-            y = y.astype(np.float64)
-            np.testing.assert_allclose(ahp.best_start_errors(y, var), plain(y, var))
-
-    @pytest.mark.parametrize(
-        ("kwargs", "error"),
-        [
-            ({"x": np.zeros(0)}, ValueError),
-            ({"x": np.array(["a"])}, TypeError),
-            ({"eps": 0.0}, ValueError),
-            ({"eps": -1.0}, ValueError),
-            ({"eps": math.inf}, ValueError),
-            ({"eps": True}, TypeError),
-            ({"ratio": 1.0}, ValueError),
-            ({"ratio": 0.0}, ValueError),
-            ({"eta": -0.1}, ValueError),
-        ],
-    )
-    def test_bad_inputs(self, kwargs: dict[str, Any], error: type[Exception]) -> None:
-        args = {"x": np.arange(8), "eps": 1.0, **kwargs}
-        x, eps = args.pop("x"), args.pop("eps")
-        with pytest.raises(error):
-            ahp_partition(x, eps, RandomSource(0), **args)
-
-    def test_values_are_read_as_counts_never_checked(self) -> None:
-        """Fractions, NaN and ±inf never raise (the kernel calls this after
-        charging): x is read through rint and the ±2^52 clamp."""
-        for x in (np.array([1.5, 2.0]), np.array([1.0, np.nan]), np.array([np.inf, -1e300])):
-            assert ahp_partition(x, 1.0, RandomSource(0)).groups.size == 2
 
 
 # ---------------------------------------------------------------- DAWA
@@ -654,6 +566,6 @@ def test_modules_use_no_numpy_random() -> None:
     """All randomness must come from the kernel's RandomSource."""
     import inspect
 
-    for module in (ahp, dawa, mwem, privbayes):
+    for module in (dawa, mwem, privbayes):
         source = inspect.getsource(module)
         assert "np.random" not in source and "import random" not in source

@@ -111,7 +111,7 @@ class Step:
 
 
 VECTOR_OPS = (
-    "transform", "reduce", "split", "laplace", "gaussian", "ahp", "dawa", "worst", "aug",
+    "transform", "reduce", "split", "laplace", "gaussian", "dawa", "worst", "aug",
 )  # fmt: skip
 PRIVBAYES_OPTIONS = (
     (), (("degree", 1),), (("degree", 0),),
@@ -315,8 +315,6 @@ def run_step(step: Step, pools: dict[str, list[Any]]) -> Any:
             return h.laplace(build_matrix(a[0], n), eps=a[1])
         elif step.op == "gaussian":
             return h.gaussian(build_matrix(a[0], n), rho=a[1])
-        elif step.op == "ahp":
-            return h.ahp_partition(eps=a[0], **dict(a[1]))
         elif step.op == "dawa":
             return h.dawa_partition(eps=a[0], **dict(a[1]))
         elif step.op == "worst":
@@ -557,10 +555,6 @@ estimates = weighted(
     (1, st.tuples(st.just("const"), st.sampled_from((1e308, -1e308, NAN, INF)))),
     (1, st.just(("short",))),
 )
-ahp_options = weighted(
-    (6, st.sampled_from(((), (("ratio", 0.5),), (("eta", 0.0),)))),
-    (1, st.sampled_from(((("ratio", 2.0),), (("nope", 1),)))),
-)
 dawa_options = weighted(
     (
         6,
@@ -596,7 +590,6 @@ vector_steps = weighted(
     (1, st.builds(Step, st.sampled_from(("reduce", "split")), st.tuples(partitions), which)),
     (3, st.builds(Step, st.just("laplace"), st.tuples(matrices, epsilons), which)),
     (2, st.builds(Step, st.just("gaussian"), st.tuples(matrices, epsilons), which)),
-    (2, st.builds(Step, st.just("ahp"), st.tuples(epsilons, ahp_options), which)),
     (2, st.builds(Step, st.just("dawa"), st.tuples(epsilons, dawa_options), which)),
     (1, st.builds(Step, st.just("worst"), st.tuples(workloads, estimates, epsilons), which)),
     (
@@ -874,7 +867,7 @@ def test_channel_query_claims_integral():
     not an integer in floats (12 is): the integral sampler raised after the charge."""
     x, y = np.array([12]), np.array([13])
     Q = ("sum", ("weighted", ("identity",), 0.1), ("weighted", ("identity",), 0.9))
-    requests = [Step("laplace", (Q, 0.1)), Step("transform", (Q,)), Step("ahp", (0.1, ()))]
+    requests = [Step("laplace", (Q, 0.1)), Step("transform", (Q,)), Step("dawa", (0.1, ()))]
     assert_same_everywhere(x, y, requests)
 
 
@@ -883,11 +876,11 @@ def test_channel_integral_flag_of_float_vector():
     [1.5, 2] got different refusals from AHP/DAWA (and different charges)."""
     x, y = np.array([1.0, 2.0]), np.array([1.5, 2.0])
     requests = [
-        Step("ahp", (0.1, ())),
+        Step("dawa", (0.1, ())),
         Step("dawa", (0.1, ())),
         Step("laplace", (("identity",), 0.1)),
         Step("transform", (("identity",),)),
-        Step("ahp", (0.1, ())),
+        Step("dawa", (0.1, ())),
     ]
     assert_same_everywhere(x, y, requests)
 
@@ -950,12 +943,12 @@ def test_protect_declares_integrality():
     """Integrality is declared, never observed: int/bool dtypes are counts,
     float dtypes are not unless declared; a false declaration is refused at
     protect time (the data holder's own call)."""
-    assert ektelo.protect(np.array([3, 4]), epsilon=1.0, seed=1).ahp_partition(eps=0.1).size == 2
+    assert ektelo.protect(np.array([3, 4]), epsilon=1.0, seed=1).dawa_partition(eps=0.1).size == 2
     for data in (np.array([1.0, 2.0]), np.array([1.5, 2.0])):
         with pytest.raises(ValueError):
-            ektelo.protect(data, epsilon=1.0, seed=1).ahp_partition(eps=0.1)
+            ektelo.protect(data, epsilon=1.0, seed=1).dawa_partition(eps=0.1)
     declared = ektelo.protect(np.array([1.0, 2.0]), epsilon=1.0, seed=1, integral=True)
-    assert declared.ahp_partition(eps=0.1).size == 2
+    assert declared.dawa_partition(eps=0.1).size == 2
     with pytest.raises(ValueError):
         ektelo.protect(np.array([1.5, 2.0]), epsilon=1.0, seed=1, integral=True)
     undeclared = ektelo.protect(np.array([3, 4]), epsilon=1.0, seed=1, integral=False)
@@ -965,7 +958,6 @@ def test_protect_declares_integrality():
 
 EPS_FLOOR_CASES = {
     "laplace": lambda v, t, e: v.laplace(Identity(4), eps=e),
-    "ahp_partition": lambda v, t, e: v.ahp_partition(eps=e),
     "dawa_partition": lambda v, t, e: v.dawa_partition(eps=e),
     "worst_approx": lambda v, t, e: v.worst_approx(Prefix(4), np.zeros(4), eps=e),
     "augmented_worst_approx": lambda v, t, e: v.augmented_worst_approx(
@@ -1048,7 +1040,7 @@ def _structured_run() -> list[Any]:
             except Exception as exc:
                 out.append(("raise", type(exc).__name__, str(exc)))
     for h in (x, t, f):
-        for name in ("ahp_partition", "dawa_partition"):
+        for name in ("dawa_partition",):
             try:
                 out.append(getattr(h, name)(eps=0.5).groups.tolist())
             except Exception as exc:

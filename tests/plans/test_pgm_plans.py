@@ -22,10 +22,10 @@ from ektelo import Domain, plans
 from ektelo.budget import ZCDP, PureDP
 from ektelo.inference import GraphicalModel
 from ektelo.inference.graphical_model import ModelTooLarge
-from ektelo.kernel import ProtectedTable
 from ektelo.matrix import Identity
 from ektelo.operators import hdmm as hdmm_ops
 from ektelo.plans.pgm import ClosureObjective, marginal_strategy
+from ektelo.port import ProtectedTable
 from ektelo.session import Recorder
 from tests.plans.test_mst import chain_table  # the same tree-structured table
 

@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 
 import ektelo
-from ektelo.kernel import port
 from ektelo.matrix import Total
+from ektelo.port import requests as port
 
 
 def main() -> None:

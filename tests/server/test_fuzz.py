@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import ektelo
 from ektelo import wire
-from ektelo.kernel import port
 from ektelo.matrix import Identity, Partition, Prefix, Total
+from ektelo.port import requests as port
 from tests.server.harness import http
 
 TAGS = ["$type", "$matrix", "$ndarray", "$tuple", "$dict", "$partition", "$predicate",

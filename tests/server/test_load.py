@@ -29,8 +29,9 @@ import numpy as np
 import pytest
 
 import ektelo
-from ektelo.kernel import port, store
+from ektelo import ledger_store as store
 from ektelo.matrix import Total
+from ektelo.port import requests as port
 from tests.server.harness import ServerProcess, http, run_admin, vector, write_config
 
 ROUNDS = int(os.environ.get("EKTELO_CRASH_ROUNDS", "50"))  # fewer only to debug

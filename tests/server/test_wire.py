@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import ektelo
 from ektelo import wire
-from ektelo.kernel import Budget, BudgetExceeded, NodeState, Predicate, port
+from ektelo.kernel import Budget, BudgetExceeded, NodeState
 from ektelo.matrix import (
     Dense,
     Diagonal,
@@ -41,6 +41,8 @@ from ektelo.matrix import (
 )
 from ektelo.matrix.spec import specs_equal
 from ektelo.measurement import Gaussian, Laplace, Measurement
+from ektelo.port import requests as port
+from ektelo.predicates import Predicate
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 any_float = st.floats(width=64)
@@ -143,7 +145,6 @@ REQUEST_STRATEGIES: dict[type, st.SearchStrategy] = {
     port.VectorGaussian: st.builds(port.VectorGaussian, sources, small_matrices, eps_values,
                                    rids),
     port.NoisyCount: st.builds(port.NoisyCount, sources, eps_values, rids),
-    port.AHPPartition: st.builds(port.AHPPartition, sources, eps_values, options, rids),
     port.DAWAPartition: st.builds(port.DAWAPartition, sources, eps_values, options, rids),
     port.WorstApprox: st.builds(port.WorstApprox, sources, small_matrices, arrays, eps_values,
                                 rids),

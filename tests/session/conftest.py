@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ektelo.kernel import ProtectedTable
+from ektelo.port import ProtectedTable
 
 
 @pytest.fixture

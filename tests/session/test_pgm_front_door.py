@@ -16,7 +16,7 @@ import pytest
 from ektelo import Domain, plans, wide
 from ektelo.budget import ZCDP, PureDP, rho_of_epsilon_delta
 from ektelo.datasets import census_like
-from ektelo.kernel import ProtectedTable, protect
+from ektelo.port import ProtectedTable, protect
 from ektelo.session import Session
 
 # The census-like table of `ektelo generate` on a coarse domain (1,680 cells:

@@ -26,8 +26,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ektelo.kernel import open_store, port, protect
+from ektelo.ledger_store import open_store
 from ektelo.matrix import Identity
+from ektelo.port import protect
+from ektelo.port import requests as port
 
 ROUNDS = 25  # per backend: 50 in total
 WORKERS = 3

@@ -20,8 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ektelo.kernel import BudgetExceeded, open_store, port, protect
+from ektelo.kernel import BudgetExceeded
+from ektelo.ledger_store import open_store
 from ektelo.matrix import Identity
+from ektelo.port import protect
+from ektelo.port import requests as port
 
 WORKERS = 16
 REQUESTS = 200

@@ -13,10 +13,12 @@ import pytest
 
 from ektelo.budget import ZCDP, PureDP
 from ektelo.domain import Domain
-from ektelo.kernel import BudgetExceeded, RequestConflict, open_store, port, protect
+from ektelo.kernel import BudgetExceeded, RequestConflict
 from ektelo.kernel.ledger import Ledger
-from ektelo.kernel.store import SQLiteStore, StoreError, attach
+from ektelo.ledger_store import SQLiteStore, StoreError, attach, open_store
 from ektelo.matrix import Identity, Total
+from ektelo.port import protect
+from ektelo.port import requests as port
 
 F = Fraction
 EPS = 2.0**-6  # exact in binary: sums of it are exact

@@ -1,60 +1,45 @@
-"""The protected kernel (paper §4): the only code that touches private data,
-spends privacy budget or samples noise. Audit this package and nothing else.
+"""The trusted kernel (paper §4): the only code that holds private data,
+spends privacy budget or draws noise. An auditor reads this package and the
+contract beneath it (`contracts.py`); docs/audit.md lists the reading order.
 
-Modules: `ledger` (Algorithm 2 for ε and ρ, `BudgetExceeded`), `kernel` (the
-`Kernel`: sources by id, transformations, Private→Public operators), `port`
-(the typed requests and responses handles submit), `local` (the in-process
-port and `protect`), `handles` (opaque `ProtectedTable`/`ProtectedVector`
-over a port), `sensitivity` (the kernel's own structural rules), `tables`
-(table transformations on rows and masks), `predicates` (row predicates for
-`where`), `noise` (secure/research `RandomSource`), and the private
-operators `ahp`, `dawa`, `mwem`, `privbayes`. `port` is public (its request
-and response types are what a server's wire format carries, `ektelo.wire`).
-`engines` holds the table engines (memory, DuckDB, Spark; docs/engines.md).
-`store` holds the durable budget ledgers (SQLite, PostgreSQL) and the audit
-trail: `open_store(path_or_url)` (docs/ledger.md).
+* `kernel` — the `Kernel`: sources by id, transformations (Private), and
+  every Private→Public request through one release step;
+* `ledger` — Algorithm 2 for ε and ρ (`algorithm2`, a pure function), the
+  in-memory ledger, `BudgetExceeded`;
+* `sensitivity` — the kernel's own structural rules (L1, L2, integrality);
+* `noise`, `gaussian` — the samplers (exact Laplace, exact discrete Gaussian,
+  the exponential mechanism);
+* `dawa`, `mwem`, `privbayes`, `marginal_select` — each private operator's
+  private step;
+* `contracts` — what a table engine must compute (engines live in
+  `ektelo.engines`, ledger stores in `ektelo.ledger_store`);
+* `records` — the public records the kernel returns about itself.
+
+Everything above the kernel talks to it through `ektelo.port`.
 """
 
-from . import port, store
-from .engines import (
-    DuckDBEngine,
-    EngineError,
-    MemoryEngine,
-    SparkEngine,
-    default_engine,
-    duckdb_installed,
-    fallback_note,
-)
-from .handles import ProtectedTable, ProtectedVector
+from .contracts import EngineError, TableEngine
 from .kernel import Kernel
-from .ledger import Budget, BudgetExceeded, NodeState, RequestConflict
-from .local import LocalPort, protect
-from .port import Port, QueryRecord
-from .predicates import Predicate, col
-from .store import open_store
+from .ledger import (
+    Budget,
+    BudgetExceeded,
+    NodeState,
+    RequestConflict,
+    check_epsilon,
+    check_rho,
+)
+from .records import QueryRecord, SourceInfo
 
 __all__ = [
     "Budget",
     "BudgetExceeded",
-    "DuckDBEngine",
     "EngineError",
     "Kernel",
-    "LocalPort",
-    "MemoryEngine",
     "NodeState",
-    "Port",
-    "Predicate",
-    "ProtectedTable",
-    "ProtectedVector",
     "QueryRecord",
     "RequestConflict",
-    "SparkEngine",
-    "col",
-    "default_engine",
-    "duckdb_installed",
-    "fallback_note",
-    "open_store",
-    "port",
-    "protect",
-    "store",
+    "SourceInfo",
+    "TableEngine",
+    "check_epsilon",
+    "check_rho",
 ]

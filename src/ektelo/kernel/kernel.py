@@ -59,7 +59,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
@@ -84,12 +84,12 @@ from ..matrix import (
     to_json,
 )
 from ..measurement import Gaussian, Laplace, Measurement
-from . import ahp, dawa, marginal_select, mwem, privbayes, tables
-from .engines import MemoryEngine, TableEngine
+from . import dawa, marginal_select, mwem, privbayes
+from .contracts import MAX_CELLS, TableEngine, group_domain
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
 from .noise import RandomSource, laplace_scale_for
-from .port import QueryRecord, SourceInfo
+from .records import QueryRecord, SourceInfo
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
 __all__ = ["Kernel"]
@@ -97,9 +97,9 @@ __all__ = ["Kernel"]
 
 @dataclass
 class _Table:
-    rows: Any  # the engine's table value (tables.Rows for the memory engine)
+    rows: Any  # the engine's table value (opaque: contracts.TableEngine)
     domain: Domain
-    engine: TableEngine = field(default_factory=MemoryEngine)
+    engine: TableEngine
 
 
 @dataclass
@@ -279,13 +279,6 @@ class Kernel:
 
     # -- sources -------------------------------------------------------------------
     @_private
-    def add_table(self, codes: np.ndarray, domain: Domain) -> int:
-        """A root table (the data holder's `protect`)."""
-        node = self._ledger.add_root("table", "protect")
-        self._sources[node] = _Table(tables.Rows.all(_readonly(codes)), domain)
-        return node
-
-    @_private
     def add_engine_table(self, engine: TableEngine, table: Any, domain: Domain) -> int:
         """A root table held by a table engine (`engines.open_table`, protect)."""
         node = self._ledger.add_root("table", "protect")
@@ -400,7 +393,7 @@ class Kernel:
             raise ValueError(f"count_cap must be a positive int, got {count_cap!r}")
         cols = [t.domain.index(n) for n in names]
         rows = t.engine.group_by(t.rows, cols, count, count_cap)
-        domain = tables.group_domain(t.domain, cols, count, count_cap)
+        domain = group_domain(t.domain, cols, count, count_cap)
         return self._new_table(node, rows, domain, 2, "group_by", repr((names, count, count_cap)))
 
     @_private
@@ -419,7 +412,7 @@ class Kernel:
         node, t = self._table(source)
         names = t.domain.names if attrs is None else check_names(t.domain, attrs)
         shape = t.domain.project(names).shape
-        if math.prod(shape) > tables.MAX_CELLS:
+        if math.prod(shape) > MAX_CELLS:
             raise ValueError(f"vectorize over {shape} has too many cells; select fewer")
         cols = [t.domain.index(n) for n in names]
         values = t.engine.vectorize(t.rows, cols, shape)  # engines: no charge here (base.py)
@@ -626,24 +619,6 @@ class Kernel:
                 "large for exact scores (must be at most 2^52)"
             )
         return W, xh, delta
-
-    @_private
-    def ahp_partition(
-        self, source: int, *, eps: Any, request_id: Any = None, **options: Any
-    ) -> Partition:
-        """AHP partition selection (Zhang et al. 2014), ε-DP on this vector."""
-        node, v = self._vector(source)
-        eps = check_epsilon(eps)
-        opts = ahp.check_options(**_plain_options(options))
-        x = self._counts(v, "AHP partition selection")
-        _, res = self._spend(
-            node, "ahp_partition", eps=eps, request_id=request_id, content={"options": repr(opts)}
-        )
-        if res.replay is not None:
-            return Partition(np.array(res.replay["groups"], copy=True), v.shape)
-        P = ahp.ahp_partition(x, eps, self._random, **opts)
-        self._release(res, groups=np.asarray(P.groups, dtype=np.int64))
-        return Partition(np.array(P.groups, copy=True), v.shape)
 
     @_private
     def dawa_partition(

@@ -55,7 +55,7 @@ table lives (`engines.each_marginal`: one GROUP BY per batch of candidates on
 DuckDB and Spark), and only their nonzero cells come back; the scores are
 computed from them before the charge, so the engine work and its failures
 (`EngineError`) precede any spending.  Timing: the in-memory engine counts
-every candidate's marginal over every row (`tables.vectorize_rows`),
+every candidate's marginal over every row (`engines.rows.vectorize_rows`),
 whatever the data; DuckDB's and Spark's grouping grows with the rows a
 `where` selected (docs/engines.md).
 
@@ -91,8 +91,7 @@ from typing import Any
 import numpy as np
 
 from ..domain import Domain, check_names
-from . import tables
-from .engines.base import Sparse, TableEngine, each_marginal
+from .contracts import MAX_CELLS, Sparse, TableEngine, each_marginal
 from .ledger import check_epsilon, check_rho
 
 __all__ = [
@@ -170,7 +169,7 @@ def check_request(
     names = tuple(check_names(domain, c, "candidates") for c in cands)
     shapes = tuple(domain.project(list(c)).shape for c in names)
     for c, shape in zip(names, shapes, strict=True):
-        if math.prod(shape) > tables.MAX_CELLS:
+        if math.prod(shape) > MAX_CELLS:
             raise ValueError(f"candidate {list(c)} has too many cells ({math.prod(shape)})")
     ests = _sequence(estimates, "estimates")
     if len(ests) != len(names):

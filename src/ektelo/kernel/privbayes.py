@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from .engines.base import Sparse, each_marginal, sparse_cells
+from .contracts import Sparse, each_marginal, sparse_cells
 
 __all__ = [
     "Scores",

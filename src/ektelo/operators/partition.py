@@ -34,9 +34,11 @@ import numpy as np
 from .. import _validate as check
 from ..matrix import EMatrix, Partition
 from ..matrix.partition import hilbert_order
+from .ahp import ahp_clusters as ahp
 
 __all__ = [
     "Partition",
+    "ahp",
     "grid",
     "hilbert_order",
     "hilbert_partition",

@@ -35,10 +35,10 @@ import numpy as np
 
 from .. import _validate as check
 from ..budget import ZCDP, PureDP
-from ..kernel import ProtectedVector
 from ..plans.budget import split
 from ..plans.registry import get, register
 from ..plans.registry import run as run_plan
+from ..port import ProtectedVector
 from .features import KINDS, Features, check_kind, measure_features
 from .rules import DATA_DEPENDENT_MIN_CELLS, SIMPLEST_FIRST, Candidate, Choice, choose_plan
 from .table import TIER0, DecisionTable, default_table, group_of, walk_node

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validate as check
-from ..kernel import ProtectedVector
 from ..matrix import Identity, Partition
+from ..port import ProtectedVector
 
 __all__ = ["FEATURE_NAMES", "KINDS", "MAX_BLOCKS", "PUBLIC_FEATURES", "Features",
            "coarse_partition", "measure_features"]

@@ -111,8 +111,8 @@ def monte_carlo(name: str, shape: Sequence[int], W: Any, *, gaussian: bool = Fal
     research-mode kernels at ε = 1 (ρ = 1), seeds 0, 1, …, `seeds` of them
     (default `MC_SEEDS`): deterministic. Public: no private data is involved."""
     shape = tuple(int(s) for s in shape)
-    from ..kernel import protect
     from ..plans.registry import run
+    from ..port import protect
 
     zeros = np.zeros(shape)
     wanted = MC_SEEDS if seeds is None else seeds

@@ -78,7 +78,3 @@ __all__ = [
     "uniform",
     "uniform_grid",
 ]
-
-# The planner registers itself as the plan "auto" (it chooses among the plans
-# above, so it is imported after them).
-from ..planner import auto as _auto  # noqa: F401

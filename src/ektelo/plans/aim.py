@@ -34,8 +34,8 @@ from ..budget import ZCDP
 from ..domain import check_names
 from ..inference import GraphicalModel, fit_graphical_model
 from ..inference.graphical_model import model_size
-from ..kernel import ProtectedTable
 from ..matrix import Identity
+from ..port import ProtectedTable
 from .mst import check_rho_budget
 from .registry import register
 

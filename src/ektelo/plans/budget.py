@@ -20,7 +20,7 @@ from .._validate import positive, unit_interval
 from ..budget import ZCDP, PureDP
 
 if TYPE_CHECKING:
-    from ..kernel import ProtectedVector
+    from ..port import ProtectedVector
 
 __all__ = ["MECHANISMS", "Mechanism", "PlanBudget", "check_budget", "check_eps", "split"]
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel import Predicate, ProtectedTable
 from ..matrix import EMatrix, Identity, Prefix
+from ..operators import partition
+from ..port import ProtectedTable
+from ..predicates import Predicate
 from .budget import check_eps, split
 from .common import estimate
 from .registry import register
@@ -37,7 +39,8 @@ def cdf_estimator(
     eps_part, eps_meas = split(check_eps(eps), ratio, 1 - ratio)
     D = table.where(where) if where is not None else table  # Private, 1-stable
     x = D.select([attribute]).vectorize()  # Private, 1-stable
-    P = x.ahp_partition(eps=eps_part)  # Private→Public
+    noisy = x.laplace(Identity(x.size), eps=eps_part)  # Private→Public: AHP's step 1
+    P = partition.ahp(noisy.answers, eps_part, shape=x.shape)  # Public: AHP's clustering
     x_bar = x.reduce_by_partition(P)  # Private, 1-stable
     y = x_bar.laplace(Identity(P.num_groups), eps=eps_meas)  # Private→Public
     x_hat = estimate([y], "nnls")  # Public

@@ -12,10 +12,10 @@ import numpy as np
 
 from .. import inference
 from ..budget import ZCDP, PureDP
-from ..kernel import ProtectedVector
 from ..matrix import EMatrix, Partition, Total
 from ..measurement import Measurement
 from ..operators import partition
+from ..port import ProtectedVector
 from .budget import split
 
 __all__ = [

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel import ProtectedVector
 from ..matrix import EMatrix, Identity, Total
-from ..operators import selection
+from ..operators import partition, selection
+from ..port import ProtectedVector
 from .budget import check_eps, split
 from .common import estimate, known_total, reduce_for_workload
 from .registry import register
@@ -102,7 +102,8 @@ def ahp(
     LS spreads each total uniformly over its group."""
     eps_part, eps_meas = split(check_eps(eps), ratio, 1 - ratio)
     x, _, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    P = x.ahp_partition(eps=eps_part, eta=eta)  # Private→Public
+    noisy = x.laplace(Identity(x.size), eps=eps_part)  # Private→Public: AHP's step 1
+    P = partition.ahp(noisy.answers, eps_part, shape=x.shape, eta=eta)  # Public: clustering
     y = x.reduce_by_partition(P).laplace(Identity(P.num_groups), eps=eps_meas)  # Private→Public
     return estimate([y])  # Public: LS
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel import ProtectedVector
 from ..matrix import EMatrix
 from ..operators import selection
+from ..port import ProtectedVector
 from .budget import Mechanism, PlanBudget, check_budget
 from .common import check_workload, estimate, measure, reduce_for_workload
 from .registry import register

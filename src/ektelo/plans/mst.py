@@ -45,9 +45,9 @@ from ..inference.graphical.compression import (
     supports_of,
 )
 from ..inference.graphical_model import CompressedGraphicalModel
-from ..kernel import ProtectedTable
 from ..matrix import Identity
 from ..measurement import Measurement
+from ..port import ProtectedTable
 from .registry import register
 
 __all__ = ["check_rho_budget", "mst", "shares"]

@@ -51,9 +51,9 @@ from typing import Any
 import numpy as np
 
 from .. import inference
-from ..kernel import ProtectedVector
 from ..matrix import EMatrix, Sparse
 from ..operators import selection
+from ..port import ProtectedVector
 from .budget import check_eps, split
 from .common import (
     check_choice,

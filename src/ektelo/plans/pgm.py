@@ -39,9 +39,9 @@ from ..budget import ZCDP, PureDP
 from ..domain import Domain, check_names
 from ..inference import GraphicalModel, fit_graphical_model
 from ..inference.graphical_model import MAX_MODEL_CELLS, ModelTooLarge, model_size
-from ..kernel import ProtectedTable
 from ..matrix import EMatrix, Identity
 from ..measurement import Measurement
+from ..port import ProtectedTable
 from .budget import check_budget, check_eps, split
 from .common import check_choice, check_share
 from .registry import register

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import inference
-from ..kernel import ProtectedTable
 from ..matrix import EMatrix
 from ..operators import selection
+from ..port import ProtectedTable
 from .budget import check_eps, split
 from .common import estimate
 from .registry import register

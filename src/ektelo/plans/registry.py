@@ -12,6 +12,7 @@ ignored). `mechanism_plans()` names the plans with a choice of noise
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,8 +96,21 @@ def register_variant(
     return variant
 
 
+# Plans registered by a package above this one, loaded on first use like an
+# entry point: the planner registers "auto" itself (it chooses among the plans
+# here, so plans never import it; DESIGN.md's import contract).
+_PROVIDED_BY = {"auto": "ektelo.planner.auto"}
+
+
+def _load_providers() -> None:
+    for name, module in _PROVIDED_BY.items():
+        if name not in _PLANS:
+            importlib.import_module(module)
+
+
 def names() -> list[str]:
     """The registered plan names, sorted."""
+    _load_providers()
     return sorted(_PLANS)
 
 
@@ -108,6 +122,8 @@ def mechanism_plans() -> list[str]:
 
 def get(name: str) -> PlanInfo:
     """The registry entry of plan `name` (KeyError with the known names)."""
+    if name in _PROVIDED_BY:
+        _load_providers()
     try:
         return _PLANS[name]
     except KeyError:

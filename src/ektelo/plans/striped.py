@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel import ProtectedVector
 from ..matrix import EMatrix
 from ..operators import partition, selection
+from ..port import ProtectedVector
 from .budget import Mechanism, PlanBudget, check_budget, check_eps, split
 from .common import estimate, measure
 from .registry import register

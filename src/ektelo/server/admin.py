@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..kernel import store
+from .. import ledger_store as store
 from .auth import TokenStore
 from .config import DatasetConfig, check_name, dataset_section, ensure_in_store, load_config
 

@@ -41,8 +41,10 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import ledger_store as store
 from .. import wire
-from ..kernel import Budget, BudgetExceeded, port, store
+from ..kernel import Budget, BudgetExceeded
+from ..port import requests as port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import AuditEntry, Dataset, HandleError, Session, load_data

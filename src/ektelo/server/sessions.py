@@ -39,7 +39,9 @@ import pandas as pd
 
 from .. import wire
 from ..domain import Domain
-from ..kernel import NodeState, ProtectedTable, ProtectedVector, port, protect
+from ..kernel import NodeState
+from ..port import ProtectedTable, ProtectedVector, protect
+from ..port import requests as port
 from .config import DatasetConfig
 
 __all__ = ["AuditEntry", "Dataset", "HandleError", "Session"]
@@ -87,7 +89,7 @@ def engine_for(cfg: DatasetConfig) -> Any:
     """A new engine object for one kernel of the dataset (a DuckDB engine
     holds one connection, which one kernel's requests use; a server's
     sessions may run on several threads)."""
-    from ..kernel import DuckDBEngine, MemoryEngine, SparkEngine
+    from ..engines import DuckDBEngine, MemoryEngine, SparkEngine
 
     if cfg.engine == "duckdb":
         return DuckDBEngine(**cfg.duckdb)

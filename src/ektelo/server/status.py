@@ -13,7 +13,7 @@ import time
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from ..kernel import port
+from ..port import requests as port
 
 if TYPE_CHECKING:
     from .app import Service

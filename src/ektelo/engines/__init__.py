@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...domain import Domain
+from ..domain import Domain
 from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid, each_marginal
 from .duckdb import DuckDBEngine, is_duckdb_url
 from .memory import MemoryEngine, open_frame

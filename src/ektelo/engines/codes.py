@@ -24,8 +24,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from ...domain import Attribute, Domain
 from .. import predicates as p
+from ..domain import Attribute, Domain
 
 # Kernel-internal helpers of predicates.py: one operand rule for every engine.
 from ..predicates import _code as operand_code

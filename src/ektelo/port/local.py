@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import ledger_store as store
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
-from . import port, store
-from .engines import is_table_source, open_table
+from ..engines import is_table_source, open_table
+from ..kernel import Kernel, check_epsilon, check_rho
+from . import requests as port
 from .handles import ProtectedTable, ProtectedVector
-from .kernel import Kernel
-from .ledger import check_epsilon, check_rho
 
 __all__ = ["LocalPort", "budget_of", "protect"]
 
@@ -72,9 +72,6 @@ class LocalPort:
                 r.source, r.matrix, rho=r.rho, request_id=r.request_id
             ),
             port.NoisyCount: lambda r: k.noisy_count(r.source, eps=r.eps, request_id=r.request_id),
-            port.AHPPartition: lambda r: k.ahp_partition(
-                r.source, eps=r.eps, request_id=r.request_id, **r.options
-            ),
             port.DAWAPartition: lambda r: k.dawa_partition(
                 r.source, eps=r.eps, request_id=r.request_id, **r.options
             ),
@@ -161,7 +158,7 @@ def protect(
 
     A durable budget (issue #26, docs/ledger.md): `ledger=` is a SQLite file
     path (created if absent), a `postgresql://` URL or an open store
-    (`ektelo.kernel.store.open_store`), and `dataset=` names the budget in
+    (`ektelo.ledger_store.open_store`), and `dataset=` names the budget in
     it. The first protect of a dataset records its total (from epsilon/
     delta/rho); later ones must state the same budget (ValueError naming the
     stored total otherwise: a cap never changes) and share it — every

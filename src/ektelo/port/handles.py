@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..domain import Domain
-from . import port as msg
+from . import requests as msg
 
 if TYPE_CHECKING:
+    from ..kernel.ledger import Budget, NodeState
     from ..matrix import EMatrix, Partition
     from ..measurement import Measurement
-    from .ledger import Budget, NodeState
 
 __all__ = ["ProtectedTable", "ProtectedVector"]
 
@@ -225,13 +225,6 @@ class ProtectedVector(_Handle):
     def transform(self, M: EMatrix) -> ProtectedVector:
         """Private: M·x, stability = max column L1 norm of M (computed by the kernel)."""
         return self._new(ProtectedVector, self._port.submit(msg.Transform(self._node, M)))
-
-    def ahp_partition(self, *, eps: float, **options: Any) -> Partition:
-        """Private→Public: AHP's data-dependent partition."""
-        partition: Partition = self._port.submit(
-            msg.AHPPartition(self._node, eps, dict(options))
-        )
-        return partition
 
     def dawa_partition(self, *, eps: float, **options: Any) -> Partition:
         """Private→Public: DAWA's data-dependent partition."""

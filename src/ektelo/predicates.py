@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import Attribute, Domain
+from .domain import Attribute, Domain
 
 __all__ = ["Predicate", "col", "compile_predicate"]
 

@@ -1,10 +1,10 @@
 """Table transformations on private data (§5.1), as pure functions.
 
-The in-memory table engine (engines/memory.py; DuckDB and Spark tables live
+The in-memory table engine's rows (engines/memory.py; DuckDB and Spark tables live
 in engines/duckdb.py and engines/spark.py, with the same meaning). A table
 here is an int64 code matrix (one row per record, one column per attribute of
 its `Domain`). These functions are called only by the kernel, through the
-engine, which records each result as a new source variable with the
+engine (`MemoryEngine`), which records each result as a new source variable with the
 stability stated here (PINQ semantics, McSherry 2009; every engine's):
 
   where        rows satisfying a row predicate                    1-stable
@@ -29,22 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..domain import Attribute, Domain
-
 __all__ = [
-    "MAX_CELLS",
     "Rows",
-    "group_domain",
     "group_rows",
     "select_rows",
     "split_rows",
     "vectorize_rows",
     "where_rows",
 ]
-
-# Vectorizing more cells than this is refused (a public decision on the
-# domain's size): select attributes first.
-MAX_CELLS = 2**27
 
 
 @dataclass(frozen=True)
@@ -85,14 +77,6 @@ def select_rows(rows: Rows, columns: Sequence[int]) -> Rows:
     """Projection onto `columns` (every row kept, a multiset)."""
     return Rows(np.ascontiguousarray(rows.codes[:, list(columns)]), rows.mask)
 
-
-def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap: int) -> Domain:
-    """The domain of the table of groups: the key attributes, and optionally a
-    group-size attribute `count` with codes min(size, cap) in 0..cap."""
-    attrs = [domain.attributes[j] for j in columns]
-    if count is not None:
-        attrs.append(Attribute(count, cap + 1))
-    return Domain(attrs)
 
 
 def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) -> Rows:

@@ -1,6 +1,6 @@
 """The in-memory table engine: a table is an int64 code matrix and a row mask.
 
-This is the kernel's original representation (`tables.Rows`, whose module
+This is the kernel's original representation (`rows.Rows`, whose module
 docstring states each transformation's stability and what its running time
 reveals); the engine wraps those functions behind the `TableEngine`
 interface. It is the default for a pandas DataFrame handed to `protect`, and
@@ -24,16 +24,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...domain import Domain
-from .. import tables
+from ..domain import Domain
+from ..kernel.contracts import MAX_CELLS
 from ..predicates import compile_predicate
+from . import rows as tables
 from .base import Sparse, check_on_invalid, sparse_cells
 
 __all__ = ["MemoryEngine", "open_frame"]
 
 
 class MemoryEngine:
-    """Tables as `tables.Rows` in this process's memory."""
+    """Tables as `rows.Rows` in this process's memory."""
 
     name = "memory"
 
@@ -69,7 +70,7 @@ class MemoryEngine:
         for columns, shape in zip(column_sets, shapes, strict=True):
             if not columns:
                 out.append(sparse_cells(np.zeros(1), np.array([table.count()])))
-            elif math.prod(shape) <= tables.MAX_CELLS:  # dense: the same work whatever the mask
+            elif math.prod(shape) <= MAX_CELLS:  # dense: the same work whatever the mask
                 x = tables.vectorize_rows(table, columns, shape)
                 cells = np.flatnonzero(x)
                 out.append(sparse_cells(cells, x[cells]))

@@ -26,7 +26,7 @@ import uuid
 from fractions import Fraction
 from pathlib import Path
 
-from ...budget import ZCDP, PureDP
+from ..budget import ZCDP, PureDP
 from .records import AnalystRecord, AuditReport, DatasetRecord, HistoryEntry, StoreError
 from .session import DurableLedger
 from .sql import SQLStore

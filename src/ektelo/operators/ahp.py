@@ -1,13 +1,13 @@
-"""AHP's private partition (Zhang, Chen, Xu, Meng & Xie, "Towards accurate
-histogram publication under differential privacy", SDM 2014) — Private→Public.
+"""AHP's clustering (Zhang, Chen, Xu, Meng & Xie, "Towards accurate histogram
+publication under differential privacy", SDM 2014) — a Public operator.
 
-`ahp_partition(x, eps, source)` groups the cells of the private count vector x
-(any shape, flattened in C order) into clusters of similar counts; the groups
-need not be contiguous.  It is εktelo's operator PA (§6, Plan 8).
+AHP is a plan, not a private operator (issue #35): its only private step is
+a noisy identity measurement, y = x + Laplace(1/ε₁) on every cell (the
+kernel's Vector Laplace on `Identity`, ε₁-DP); everything after reads only y
+and public numbers, so it is post-processing and lives here, outside the
+kernel. `ahp_clusters(y, eps, ...)` runs AHP's steps 2–4 on the noisy counts:
 
-The algorithm (AHP's steps 2–5):
-1. noisy identity: y = x + Laplace(1/eps) on every cell, with the whole eps;
-2. threshold: y_i ← 0 where y_i ≤ θ = η·ln(n)/eps (small noisy counts are
+2. threshold: y_i ← 0 where y_i ≤ θ = η·ln(n)/ε₁ (small noisy counts are
    mostly noise; AHP's pruning step);
 3. sort y ascending (stable);
 4. greedy clustering of the sorted values: cell j joins the current cluster
@@ -18,22 +18,12 @@ The algorithm (AHP's steps 2–5):
    per-cell error a cluster starting at j could reach, min over l of
    (y_j − ȳ_[j,l])² + 2/(ε₂²·(l−j+1)²), scanned with AHP's early stop (stop
    once the deviation term grows by at least what the noise term can still
-   shrink).  ε₂ = eps·(1 − ratio)/ratio is the budget the plan keeps to measure
+   shrink).  ε₂ = ε₁·(1 − ratio)/ratio is the budget the plan keeps to measure
    the groups.
 The partition's groups are the clusters (runs of the sorted order).
 
 Published defaults (DPBench's AHP, `ratio = 0.85, eta = 0.35`, confirmed in
-dpcomp_core's ahp engine; εktelo inherits them): the plan gives ratio·ε to this
-operator and (1 − ratio)·ε to the group totals; η = 0.35 sets the threshold.
-
-Privacy.  Step 1 is the Laplace mechanism on the identity query: one cell
-changes by ±1 between neighbouring count vectors (L1 distance 1), so the
-sensitivity is 1 and `source.laplace(x, sensitivity=1, epsilon=eps,
-integral=True)` (exact discrete Laplace, noise.py) is eps-DP.  Steps 2–4 read
-only y and public numbers (n, eps, η, ratio): post-processing.  The output is
-only the partition.  x is read as counts (rint, clamped into ±2⁵²: 1-Lipschitz
-per cell, no-ops on the declared counts the kernel hands in); a c-stable
-integral transform is charged c·eps by the kernel (group privacy).
+dpcomp_core's ahp engine; εktelo inherits them).
 """
 
 from __future__ import annotations
@@ -45,60 +35,50 @@ import numpy as np
 
 from ..matrix import Partition
 
-# `best_start_errors` (step 4's err*) is a module name so that tests check it
-# against a plain scan; `ektelo.kernel.__all__` does not export it.
-__all__ = ["ahp_partition", "best_start_errors", "check_options"]
+__all__ = ["ahp_clusters", "best_start_errors", "check_options"]
 
 
 def check_options(*, ratio: float = 0.85, eta: float = 0.35) -> dict[str, float]:
-    """The options, validated from public values only (the kernel calls this
-    before charging; `ahp_partition` then cannot raise on them)."""
+    """AHP's options, validated (ratio in (0, 1), eta ≥ 0)."""
     ratio = _positive(ratio, "ratio")
     if ratio >= 1:
         raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
     return {"ratio": ratio, "eta": _nonnegative(eta, "eta")}
 
 
-def ahp_partition(
-    x: np.ndarray,
+def ahp_clusters(
+    noisy: Any,
     eps: float,
-    source: Any,
     *,
+    shape: tuple[int, ...] | None = None,
     ratio: float = 0.85,
     eta: float = 0.35,
 ) -> Partition:
-    """AHP's private clustering of x's cells into groups of similar counts; eps-DP.
+    """AHP's steps 2–4 on noisy identity counts `noisy` (measured at `eps`).
 
-    eps: this operator's budget (the plan's ratio·ε), all spent on one noisy
-    identity measurement.  ratio: the plan's published split (0.85), used only
-    to price a group's measurement noise with ε₂ = eps·(1 − ratio)/ratio.
-    eta: threshold factor (0.35); noisy counts ≤ eta·ln(n)/eps become 0.
-    Returns a Partition of x's shape.
+    eps: the ε₁ the identity measurement spent (sets the threshold
+    eta·ln(n)/eps).  ratio: the plan's published split (0.85), used only to
+    price a group's measurement noise with ε₂ = eps·(1 − ratio)/ratio.
+    shape: the partition's shape (default: flat).  Returns a Partition.
     """
-    arr = np.asarray(x)
-    if arr.size == 0:
-        raise ValueError("x must have at least one cell")
-    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise TypeError(f"x must hold numbers, got dtype {arr.dtype}")
+    values = np.array(noisy, dtype=np.float64, copy=True).reshape(-1)
+    if values.size == 0:
+        raise ValueError("the noisy counts must have at least one cell")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("the noisy counts must be finite")
     eps = _positive(eps, "eps")
     options = check_options(ratio=ratio, eta=eta)
     ratio, eta = options["ratio"], options["eta"]
-    # x is read as counts: rint and a clamp into ±2^52 (no-ops on counts; the
-    # kernel hands in declared counts), so nothing here depends on checking values
-    limit = 2.0**52
-    with np.errstate(all="ignore"):
-        flat = np.clip(np.rint(np.nan_to_num(arr.astype(np.float64).reshape(-1))), -limit, limit)
-    n = flat.size
-    noisy = np.array(source.laplace(flat, sensitivity=1.0, epsilon=eps, integral=True).values)
-    noisy[noisy <= eta * math.log(n) / eps] = 0.0
-    order = np.argsort(noisy, kind="stable")
+    n = values.size
+    values[values <= eta * math.log(n) / eps] = 0.0
+    order = np.argsort(values, kind="stable")
     eps2 = eps * (1 - ratio) / ratio
-    starts = _greedy_clusters(noisy[order], 2.0 / eps2**2)
+    starts = _greedy_clusters(values[order], 2.0 / eps2**2)
     run = np.zeros(n, dtype=np.int64)
     run[starts[1:]] = 1
     groups = np.empty(n, dtype=np.int64)
     groups[order] = np.cumsum(run)
-    return Partition(groups, arr.shape)
+    return Partition(groups, (n,) if shape is None else tuple(shape))
 
 
 def _positive(value: Any, name: str) -> float:

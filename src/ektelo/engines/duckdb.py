@@ -66,7 +66,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...domain import Attribute, Domain, DomainValueError
+from ..domain import Attribute, Domain, DomainValueError
 from . import codes as cd
 from .base import Sparse, check_on_invalid, guarded, sparse_cells
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from ..ledger import (
+from ..kernel.ledger import (
     Budget,
     BudgetExceeded,
     Kind,

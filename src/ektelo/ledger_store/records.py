@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ...budget import ZCDP
-from ..ledger import RHO_FLOOR
+from ..budget import ZCDP
+from ..kernel.ledger import RHO_FLOOR
 
 __all__ = [
     "AnalystRecord",

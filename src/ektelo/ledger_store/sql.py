@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
-from ..ledger import SLACK, BudgetExceeded, Kind, algorithm2, node_digest
+from ..kernel.ledger import SLACK, BudgetExceeded, Kind, algorithm2, node_digest
 from .audit import AuditEntry, entry_hash, last_of, verify_chain
 from .records import (
     AnalystRecord,

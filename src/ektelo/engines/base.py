@@ -1,0 +1,65 @@
+"""Engine-side helpers shared by the memory, DuckDB and Spark engines.
+
+The contract the kernel relies on (`TableEngine`, C1–C3) is in
+`ektelo.kernel.contracts`; this module re-exports it for the engines and adds
+what only engines need: the policies for invalid values at protect time and
+`guarded`, which turns an engine's failure into the fixed `EngineError`
+(its own message, which may quote a value, goes to the data holder's log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..kernel.contracts import (
+    BATCH_CELLS,
+    BATCH_SETS,
+    EngineError,
+    Sparse,
+    TableEngine,
+    each_marginal,
+    sparse_cells,
+)
+
+__all__ = [
+    "BATCH_CELLS",
+    "BATCH_SETS",
+    "ON_INVALID",
+    "EngineError",
+    "Sparse",
+    "TableEngine",
+    "check_on_invalid",
+    "each_marginal",
+    "guarded",
+    "sparse_cells",
+]
+
+# The policies for values outside the domain (and NULLs), as in Domain.clean:
+# "error" refuses them when the table is protected; "drop" removes the rows
+# holding one (a 1-stable filter); "clamp" moves numbers outside an attribute
+# to its nearest value (a 1-stable map; missing values and unknown labels have
+# no nearest value and are refused at protect time, as Domain.clean does).
+ON_INVALID = ("error", "drop", "clamp")
+
+LOG = logging.getLogger("ektelo.engines")
+
+_T = TypeVar("_T")
+
+
+def check_on_invalid(on_invalid: Any) -> str:
+    if not isinstance(on_invalid, str) or on_invalid not in ON_INVALID:
+        raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
+    return on_invalid
+
+
+def guarded(engine: str, operation: str, run: Callable[[], _T]) -> _T:
+    """`run()`, with any failure turned into the fixed `EngineError`."""
+    try:
+        return run()
+    except Exception as error:  # the engine's message may quote a value: log it only
+        LOG.warning("%s engine: %s failed: %r", engine, operation, error)
+        raise EngineError(f"the {engine} engine could not run {operation}") from None
+
+
