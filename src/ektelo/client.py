@@ -5,7 +5,7 @@ to an `ektelo-serve` server; `Connection.dataset(name)` opens a session on a
 dataset and returns the library's own `ProtectedTable`/`ProtectedVector`
 whose port is a `RemotePort`, so every plan runs unchanged against a server.
 This process holds no data and no kernel: a handle is a session-local id,
-and every method sends one request of `ektelo.kernel.port` in the wire
+and every method sends one request of `ektelo.port.requests` in the wire
 format of `ektelo.wire` (stdlib HTTP only; no server dependency).
 
 Retries: every Private→Public request carries a `request_id` (its own

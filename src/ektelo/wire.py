@@ -1,7 +1,7 @@
 """The wire format of the kernel port: every request and response as JSON.
 
 The kernel as a service (issue #26; the paper's §4 architecture with the
-kernel in another process) carries the typed values of `ektelo.kernel.port`
+kernel in another process) carries the typed values of `ektelo.port.requests`
 between a client's `RemotePort` (`ektelo.client`) and the server
 (`ektelo.server`). This module needs nothing but the library, so a client
 installs no server dependency.
@@ -85,7 +85,7 @@ class Limits:
 
 
 # The dataclasses a document may name: the port's requests and responses
-# (every dataclass `ektelo.kernel.port` exports, so a new request travels
+# (every dataclass `ektelo.port.requests` exports, so a new request travels
 # as soon as the kernel has it) and the public records they carry. Nothing
 # else is ever constructed.
 _PORT_TYPES: tuple[type, ...] = tuple(

@@ -21,7 +21,8 @@ import pytest
 import ektelo
 from ektelo import Domain, col
 from ektelo.engines import DuckDBEngine, MemoryEngine, each_marginal, open_table
-from ektelo.kernel import marginal_select, privbayes, tables
+from ektelo.engines import rows as tables
+from ektelo.kernel import marginal_select, privbayes
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -149,9 +150,9 @@ def test_duckdb_batches_many_sets_in_one_scan(
     tmp_path: Path, duckdb_available: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """More sets than one batch, duplicate and reordered sets, the empty set."""
-    from ektelo.engines import base
+    from ektelo.kernel import contracts
 
-    monkeypatch.setattr(base, "BATCH_SETS", 8)
+    monkeypatch.setattr(contracts, "BATCH_SETS", 8)
     engine, root = _engines("duckdb", tmp_path, frame(400, 5, invalid=True))
     memory, mroot = _engines("memory", tmp_path, frame(400, 5, invalid=True))
     sets = [c for k in (1, 2, 3, 4) for c in itertools.combinations(range(5), k)]

@@ -86,6 +86,7 @@ from ..matrix import (
 from ..measurement import Gaussian, Laplace, Measurement
 from . import dawa, marginal_select, mwem, privbayes
 from .contracts import MAX_CELLS, TableEngine, group_domain
+from .evaluate import evaluate
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
 from .noise import RandomSource, laplace_scale_for
@@ -425,7 +426,8 @@ class Kernel:
     def reduce_by_partition(self, source: int, P: Any) -> int:
         node, v = self._vector(source)
         part = trusted_partition(P, v.values.size)
-        values = part.reduce(v.values)
+        groups = np.asarray(part.groups, dtype=np.int64).reshape(-1)  # a copy the kernel made
+        values = np.bincount(groups, weights=v.values, minlength=int(groups.max()) + 1)
         return self._derived_vector(
             node, "reduce_by_partition", 1, values, v, part.reduce_matrix(), v.integral,
             _array_digest(part.groups),
@@ -459,7 +461,7 @@ class Kernel:
         node, v = self._vector(source)
         Q = _checked_matrix(M, v)
         f = query_facts(Q)
-        values = Q.matvec(v.values)
+        values = _answer(Q, v.values)
         integral = v.integral and f.integral
         return self._derived_vector(
             node, "transform", Fraction(f.l1), values, v, Q, integral, _matrix_digest(Q)
@@ -538,7 +540,7 @@ class Kernel:
         # charged: from here on nothing raises on the data (noise.py L6, gaussian.py G-notes)
         drawn: dict[str, Any] = {}
         if res.replay is None:
-            exact, kw = Q.matvec(v.values), dict[str, Any](integral=integral, max_column_nnz=nnz)
+            exact, kw = _answer(Q, v.values), dict[str, Any](integral=integral, max_column_nnz=nnz)
             if laplace:
                 d = self._random.laplace(exact, sensitivity=sens, epsilon=amount, **kw)
                 drawn = {"answers": d.values, "scale": d.scale, "grid": d.grid}
@@ -761,6 +763,12 @@ def _estimate(x_hat: Any, v: _Vector) -> np.ndarray:
     if xh.size != v.values.size or not np.all(np.isfinite(xh)):
         raise ValueError(f"x_hat must be {v.values.size} finite numbers")
     return xh
+
+
+def _answer(Q: EMatrix, values: np.ndarray) -> np.ndarray:
+    """Q·x by the kernel's own evaluator (evaluate.py), never the class's methods."""
+    out: np.ndarray = evaluate(Q, values.reshape(-1, 1))[:, 0]
+    return out
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:

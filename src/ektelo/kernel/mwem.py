@@ -49,6 +49,7 @@ from ..matrix import (
     RangeQueries,
     VStack,
 )
+from .evaluate import evaluate
 
 __all__ = ["augmented_worst_approx", "cell_clamp", "worst_approx"]
 
@@ -79,8 +80,8 @@ def worst_approx(
     with np.errstate(all="ignore"):
         v = np.asarray(x, dtype=np.float64).reshape(-1)
         v = np.clip(np.rint(np.nan_to_num(v)), -bound, bound)  # S1
-        answers = workload.matvec(v)  # exact (S1)
-        public = workload.matvec(np.asarray(x_hat, dtype=np.float64).reshape(-1))
+        answers = evaluate(workload, v[:, None])[:, 0]  # exact (S1); the kernel's evaluator
+        public = evaluate(workload, np.asarray(x_hat, dtype=np.float64).reshape(-1, 1))[:, 0]
         public = np.rint(public / _ESTIMATE_GRID) * _ESTIMATE_GRID  # S2
         scores = np.fmin(np.abs(answers - public), _SCORE_CAP)  # S3
     return int(source.exponential_mechanism(scores, sensitivity=delta, epsilon=eps))

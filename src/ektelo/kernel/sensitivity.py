@@ -59,6 +59,7 @@ from ..matrix import (
     Wavelet,
     Weighted,
 )
+from .evaluate import leaf_depths as tree_leaf_depths
 
 __all__ = ["Facts", "facts", "has_rules", "max_abs_entry"]
 
@@ -303,7 +304,7 @@ def _hierarchy(H: Hierarchy) -> _Norms:
 
     top1 = top2 = 0.0
     nnz = 0
-    leaf_depths: list[int] = H._leaf_depths  # the tree's shape (rebuilt by the kernel)
+    leaf_depths = sorted(set(tree_leaf_depths(H).tolist()))  # the kernel's own tree
     for L in leaf_depths:
         path = [w(t) for t in range(first, L)] + [w(L)]
         top1 = max(top1, math.fsum(abs(v) for v in path))

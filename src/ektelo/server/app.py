@@ -205,7 +205,7 @@ def _refuse_constant(name: str) -> Any:
 
 def open_ledger(location: str | None) -> Any:
     """The durable ledger store at `location` (a SQLite path or a postgresql://
-    URL, `ektelo.kernel.store`), or None for in-memory ledgers."""
+    URL, `ektelo.ledger_store`), or None for in-memory ledgers."""
     if location is None:
         return None
     return store.open_store(location)
