@@ -1,27 +1,8 @@
 """The contract beneath the kernel: what a table engine computes (issue #28, #35).
 
-A protected table inside the kernel is a pair (engine, table value). The value
-is opaque to the kernel: the in-memory engine's is a code matrix and a row
-mask, DuckDB's a lazily composed SQL relation, Spark's a DataFrame. The kernel
-calls the engine for the table transformations of §5.1 (`where`, `select`,
-`group_by`, `split`) and for what the Private→Public operators read:
-`vectorize` (the cell counts of T-Vectorize), `count` (NoisyCount) and
-`marginals` (the nonzero cells of several marginals, batched by
-`each_marginal`). Only counts come back; every engine computes the same
-function of the rows, so stabilities and accounting are the kernel's.
-
-What the kernel relies on (each engine is held to it by tests/conformance):
-  C1  each row lands in at most one cell of `vectorize`/`marginals`, and
-      `count` is the number of rows — so vectorize is 1-stable and the kernel's
-      sensitivity rules hold whatever engine computed the counts;
-  C2  the transformations read no row (they compose a plan) and fail only on
-      public facts; the work on rows runs in `vectorize`, `count` and
-      `marginals`, which the kernel calls *before* the charge of the
-      measurement that uses them — no engine work runs between a charge and
-      its noisy answer;
-  C3  a failure of the engine's resources reaches the caller as `EngineError`
-      naming the engine and the operation only (never an engine message,
-      which may quote a value).
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/contracts.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """The kernel's own evaluation of Q·x for the queries its sensitivity rules cover.
 
-The noise is calibrated by `sensitivity.facts(Q)`, which reads only the
-public fields of Q's (exact) library class. The answer the noise is added to
-must be the product of *that same* matrix with x: if it came from the class's
-own `_matmat`, a wrong or monkeypatched method would calibrate the noise to
-one matrix and answer another — a privacy bug no rule catches (issue #35).
-So the kernel computes answers here, from the same fields, for exactly the
-closed set of types `sensitivity.py` rules:
-
-  Identity, Ones/Total, Prefix, Suffix, Diagonal   direct formulas
-  Dense, Sparse                                     NumPy / SciPy products
-  Wavelet                                           the Haar sums, level by level
-  RangeQueries                                      box sums from d-dim prefix sums
-  Hierarchy (not transposed)                        the tree rebuilt here (`tree`), then
-                                                    box sums of its nodes
-  Weighted, VStack, HStack, Sum, Kronecker          from their operands
-
-Anything else never reaches here: `kernel.trusted_matrix` materialises it
-once into a `Sparse` copy used both for the sensitivity and the answers.
-`evaluate(Q, X)` takes X of shape (n, k) (k vectors as columns).
-
-The tree of a `Hierarchy` (its documented shape, `matrix/hierarchy.py`):
-each node is cut along each axis into min(b, side) contiguous parts whose
-sizes differ by at most one, larger parts first; a single cell is a leaf.
-Rows: the N leaves in C order (scaled by the weight of the depth where the
-cell became a leaf), then the inner nodes depth by depth from `first` (0 with
-the root, else 1), ordered by their parent's position and then their own
-child index in C order. `tree(H)` returns those rows as boxes with their
-weights, and the leaf depths that `sensitivity._hierarchy` prices.
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/evaluate.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

@@ -1,64 +1,8 @@
 """Exact discrete Gaussian noise for the privacy kernel (zCDP), on a dyadic grid.
 
-Private->Public building block; audited code.  The sampler is Canonne, Kamath &
-Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
-Algorithm 3 -- rejection from a discrete Laplace -- in base 2: the proposal is
-the kernel's exact discrete Laplace (noise.py L2-L4) and the acceptance an
-exact Bernoulli(2**-x) (noise.py B1-B4), both on `RandomSource`'s bits, with
-all coordinates' proposals drawn and accepted in bulk.  Called through
-``RandomSource.gaussian``; ``gaussian_sigma_for`` validates before a charge.
-
-Argument:
-G1. Output = a + g*Y, grid g = 2**-k, Y on the integers with P(Y = y)
-    proportional to 2**(-y**2/V) = exp(-y**2/(2 s**2)), s**2 = V/(2 ln 2):
-    Y ~ N_Z(0, s**2) in grid units; sigma = g*s in answer units.  V = 2*h*m
-    for positive integers h, m (m = c*2**j, c <= 2**12; c >= 2**11 if j > 0).
-G2. Rejection (CKS Alg. 3): propose Y' = S*G from the discrete Laplace P(y) ~
-    2**(-|y|/m) (exact, noise.py L2-L4), accept with probability
-    2**(-(|Y'| - h)**2 / V).  Since 1/m = 2h/V, 2**(-|y|/m) * 2**(-(|y|-h)**2/V)
-    = 2**(-y**2/V) * 2**(-h**2/V): accepted proposals have exactly the law of
-    G1; rejected ones are redrawn (all independent, so taking the accepted
-    proposals in order gives independent draws).  m is about h*ln 2 (the
-    Laplace scale m/ln 2 about s), where the acceptance rate peaks at ~0.76.
-    With j > 0, G = m*A + 2**j*D + L takes L uniform and L's factor
-    2**(-L/m) (noise.py L2) as one more independent exact Bernoulli in the
-    same acceptance; a proposal (S < 0, G = 0) is rejected, as L2 rejects it.
-    The product of the accepted factors is again 2**(-|y|/m) * 2**(-(|y|-h)**2/V).
-G3. The acceptance is noise.py's exact Bernoulli(2**(-d**2/V)), d = ||Y'| - h|,
-    V < 2**47, on int64: d**2 < 2**62, and where d >= 2**31 (2**-x <
-    2**-16384) (2**31 - 1)**2 stands in, taking the same vectorised decisions,
-    while B4/X1 read the true square (Python integers).  Where sqrt(9V) <=
-    2**16 the first-byte bounds of B3 are tabulated by d (one table per V,
-    built from exact integer square roots at the bounds' ~260 change points)
-    instead of computed per proposal.  No float enters a decision: the only
-    floats are the outputs (G6) and, in the plan, m's choice (efficiency).
-G4. Privacy.  CKS Prop. 5: for integers mu, nu, D_alpha(N_Z(mu, s**2) ||
-    N_Z(nu, s**2)) <= alpha (mu - nu)**2 / (2 s**2) for every alpha > 1; Renyi
-    divergences of independent coordinates add (CKS Thm. 4 and its
-    multivariate form).  In grid units the answers are integers a/g and move by
-    <= D_g = D_eff/g in L2, so the mechanism is rho' = D_g**2 / (2 s**2) =
-    D_g**2 * ln 2 / V - zCDP; V >= D_g**2 * LN2_HI / rho (exact rationals,
-    LN2_HI > ln 2) makes rho' <= rho, reported rounded up (still <= rho).
-    Sampling is exact (G2, G3), so no slack is added.
-G5. Grid and rounding (as noise.py L5, in L2).  Integral answers with g <= 1:
-    a/g is an integer, D_eff = sensitivity.  Otherwise (real answers, or
-    integral ones whose sigma needs g > 1) the answers are rounded to the grid
-    first, moving each of the T touched coordinates by < g/2 + g/2: D_eff =
-    sensitivity + sqrt(T)*g (sqrt rounded up), T = max_column_nnz (for integral
-    answers min(T, floor(sensitivity**2)), as a changed integer moves by >= 1).
-    g is the coarsest power of two with sqrt(T)*g <= sensitivity*2**-11, then
-    refined while V < 2**23 (s >= 2**11.26: a fine grid) and coarsened while
-    V > 2**46 (int64 arithmetic in G3; still accounted in D_eff).  So sigma >=
-    sensitivity/sqrt(2 rho) and, unless T/rho > ~6e6 (a coarser grid, still
-    accounted), sigma <= (1 + 2**-10) times that: the rounding slack adds
-    <= 2**-11, V's granularity 2m/V <= 2**-11.2 adds <= 2**-12.2.
-G6. The output a + g*Y is one correctly rounded float addition of two exact
-    floats (|Y| < 2**53, g a power of two): post-processing of the exact result.
-G7. The answers are clamped as noise.py L6 (NaN -> 0, then into
-    [-limit, limit]), never checked: a 1-Lipschitz map per coordinate keeps the
-    L2 sensitivity, and nothing raises or warns on the answers' values.
-Caveat: ``sensitivity`` must bound the L2 change of the answers as computed
-(noise.py's caveat on floating-point evaluation of Q.x applies).
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/gaussian.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

@@ -1,51 +1,8 @@
 """The protected kernel (§4): private data, transformation graph, budget, noise.
 
-THE RULE (issue #22, DESIGN.md).  Every observable other than the noisy
-numbers — return values and their metadata, whether and what a request
-raises, warnings, refusals, the ledger, the noise grid — is a function of
-public state alone (the request, the public schema, the ledger).  So every
-request runs in three steps:
-
-  1. validate the source id, ε (≥ `EPS_FLOOR`) and every argument from public
-     information; rebuild client matrices from library classes (or
-     materialise a foreign one once) and compute the query's sensitivity and
-     integrality here (`sensitivity.facts`, the kernel's own rules);
-  2. charge ε by Algorithm 2 on the ledger (check the whole chain, then
-     commit) — a refusal raises `BudgetExceeded` and changes nothing;
-  3. compute on the data.  After the charge nothing raises, warns or branches
-     observably on the data: where a mechanism needs a bound it clamps
-     (noise.py L6, mwem.py S1–S3, dawa.py), never checks.
-
-All arithmetic on private data runs under a fixed floating-point regime
-(`_private`: `np.errstate(all="ignore")` and warnings suppressed, whatever
-the caller set) and non-finite intermediate values are replaced
-deterministically (`_finite`: NaN → 0, ±∞ → ±2¹⁰⁰⁰).  Whether a vector holds
-counts is *declared* (at `protect`, from the dtype or `integral=`) and carried
-structurally: integer transforms keep it, anything else drops it.  Messages
-never carry private values.
-
-A `Kernel` holds the source environment E (every table and vector derived
-from the protected input), the `Ledger` (graph, stabilities, B(sv), Algorithm
-2) and the `RandomSource`. It names sources by integer ids and knows nothing
-of handles: clients hold opaque handles (`handles.py`) that submit typed
-requests (`port.py`) through a port; `local.LocalPort` maps them onto the
-methods here.
-
-The ledger is an `Accountant` (`ledger.py`): the in-memory `Ledger` by
-default, or a durable one (`store.DurableLedger`, issue #26) whose step 2 is
-a *reservation* committed to a database before any noise is drawn; each
-Private→Public request then *releases* its public answer to the ledger
-(stored with the charge). A request may carry a client `request_id`: a
-repeat with the same content returns the stored answer and charges nothing
-(a fresh draw would spend twice); a repeat with other content is refused
-(`RequestConflict`) before anything. A database failure at release raises
-after the charge — the one exception to step 3, and the charge stands.
-
-Operator types (§4.2): the transformations are **Private** (a new source, no
-budget); `laplace`, `noisy_count` and the private partition/selection
-operators are **Private→Public** (they charge `eps` through Algorithm 2 and
-return a public value). The noise sampler may guarantee an ε slightly below
-the one requested (safe); the kernel charges the requested ε.
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/kernel.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations
@@ -58,8 +15,8 @@ import numbers
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
@@ -88,7 +45,7 @@ from . import dawa, marginal_select, mwem, privbayes
 from .contracts import MAX_CELLS, TableEngine, group_domain
 from .evaluate import evaluate
 from .gaussian import gaussian_draw, gaussian_sigma_for
-from .ledger import Accountant, Budget, Ledger, NodeState, Reservation, check_epsilon
+from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
 from .records import QueryRecord, SourceInfo
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
@@ -467,16 +424,25 @@ class Kernel:
             node, "transform", Fraction(f.l1), values, v, Q, integral, _matrix_digest(Q)
         )
 
-    # -- Private→Public ----------------------------------------------------------------
-    def _spend(
-        self, node: int, operation: str, *, eps: float | None = None, rho: float | None = None,
-        request_id: Any = None, content: dict[str, Any] | None = None, **detail: Any,
-    ) -> tuple[QueryRecord, Reservation]:  # fmt: skip
-        """Reserve one request (ε, or ρ on a zCDP ledger) by Algorithm 2 —
-        durably before returning, with a durable ledger — or find the stored
-        answer of its earlier identical request (`Reservation.replay`).
+    # -- Private→Public: one release step ----------------------------------------------
+    def _release(
+        self, node: int, operation: str, compute: Callable[[], dict[str, Any]], *,
+        eps: float | None = None, rho: float | None = None, request_id: Any = None,
+        content: dict[str, Any] | None = None, **detail: Any,
+    ) -> dict[str, Any]:  # fmt: skip
+        """THE release step of every Private→Public request, called once its
+        arguments are validated from public facts (proofs/kernel.md):
+
+        charge   reserve ε (or ρ) by Algorithm 2 — durably, with a durable
+                 ledger — or find the stored answer of an earlier identical
+                 request (a replay charges nothing and draws nothing);
+        compute  `compute()` on the data, under the fixed regime: it clamps,
+                 never raises on the data;
+        release  store the answer with its reservation and return it.
+
         `content` is the request's public content beyond the source and the
-        budget (the query's spec, options), for the request's digest."""
+        budget (the query's spec, options), for the request's digest; the
+        answer is a dict of public values, the same shape fresh or replayed."""
         amount = self._ledger.amount(eps=eps, rho=rho)
         budget = {"eps": None if eps is None else str(Fraction(eps)),
                   "rho": None if rho is None else str(Fraction(rho))}  # fmt: skip
@@ -484,23 +450,17 @@ class Kernel:
             node, amount, operation=operation, request_id=request_id,
             content={**budget, **(content or {})},
         )  # fmt: skip
-        record = QueryRecord(
+        answer = dict(res.replay) if res.replay is not None else compute()
+        self._history.append(QueryRecord(
             index=len(self._history), operation=operation, node=node, eps=eps,
             charged_at_root=float(res.charged),
             increments=tuple((n, float(inc)) for n, inc in res.steps), rho=rho,
             request_id=None if request_id is None else res.request_id,
-            replayed=res.replay is not None, **detail,
-        )  # fmt: skip
-        self._history.append(record)
-        return record, res
-
-    def _release(self, res: Reservation, **answer: Any) -> None:
-        """Store a fresh answer with its reservation (a replay's is stored)."""
-        if res.replay is None:
+            replayed=res.replay is not None, noise_scale=answer.get("scale"), **detail,
+        ))  # fmt: skip
+        if res.replay is None:  # a store failure here raises; the charge stands (ledger.md)
             self._ledger.release(res, answer)
-
-    def _noted(self, record: QueryRecord, **detail: Any) -> None:
-        self._history[record.index] = replace(record, **detail)
+        return answer
 
     @_private
     def laplace(self, source: int, M: Any, *, eps: Any, request_id: Any = None) -> Measurement:
@@ -522,34 +482,30 @@ class Kernel:
     ) -> Measurement:
         """The vector mechanisms' shared steps, after their budget check: the
         query and its sensitivity (L1 for "laplace" at ε = amount, L2 for
-        "gaussian" at ρ = amount), the noise scale validated, the charge, the
-        draw (or the stored replay) and the public Measurement."""
+        "gaussian" at ρ = amount), the noise scale validated, then the release
+        step and the public Measurement."""
         laplace = mechanism == "laplace"
         Q = _checked_matrix(M, v)
         f = query_facts(Q)
         sens = f.l1 if laplace else f.l2
         if sens == 0:
             raise ValueError("M is all zero: nothing to measure")
-        integral, nnz = v.integral and f.integral, f.max_column_nnz
-        scale_for = laplace_scale_for if laplace else gaussian_sigma_for
-        scale_for(sens, amount, integral=integral, max_column_nnz=nnz)  # validates
-        record, res = self._spend(
-            node, mechanism, **{"eps" if laplace else "rho": amount}, request_id=request_id,
-            content={"query": _matrix_digest(Q)}, query=repr(Q), sensitivity=sens,
-        )  # fmt: skip
-        # charged: from here on nothing raises on the data (noise.py L6, gaussian.py G-notes)
-        drawn: dict[str, Any] = {}
-        if res.replay is None:
-            exact, kw = _answer(Q, v.values), dict[str, Any](integral=integral, max_column_nnz=nnz)
+        kw = dict[str, Any](integral=v.integral and f.integral, max_column_nnz=f.max_column_nnz)
+        (laplace_scale_for if laplace else gaussian_sigma_for)(sens, amount, **kw)  # validates
+
+        def draw() -> dict[str, Any]:  # after the charge: nothing raises on the data
+            exact = _answer(Q, v.values)
             if laplace:
                 d = self._random.laplace(exact, sensitivity=sens, epsilon=amount, **kw)
-                drawn = {"answers": d.values, "scale": d.scale, "grid": d.grid}
-            else:
-                g = gaussian_draw(self._random, exact, sensitivity=sens, rho=amount, **kw)
-                drawn = {"answers": g.values, "scale": g.sigma, "grid": g.grid}
-            self._release(res, **drawn)
-        out: Mapping[str, Any] = res.replay or drawn
-        self._noted(record, noise_scale=out["scale"])
+                return {"answers": d.values, "scale": d.scale, "grid": d.grid}
+            g = gaussian_draw(self._random, exact, sensitivity=sens, rho=amount, **kw)
+            return {"answers": g.values, "scale": g.sigma, "grid": g.grid}
+
+        out = self._release(
+            node, mechanism, draw, **{"eps" if laplace else "rho": amount},
+            request_id=request_id, content={"query": _matrix_digest(Q)}, query=repr(Q),
+            sensitivity=sens,
+        )  # fmt: skip
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
         noise = (Laplace if laplace else Gaussian)(out["scale"], out["grid"])
         return Measurement(
@@ -565,16 +521,16 @@ class Kernel:
         node, t = self._table(source)
         eps = check_epsilon(eps)
         laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
-        count = float(t.engine.count(t.rows))  # engine work before the charge (engines/base.py)
-        record, res = self._spend(
-            node, "noisy_count", eps=eps, request_id=request_id, query="Total", sensitivity=1.0
-        )
-        if res.replay is None:
-            answer = np.array([count])
-            draw = self._random.laplace(answer, sensitivity=1.0, epsilon=eps, integral=True)
-            self._release(res, answers=draw.values, scale=draw.scale, grid=draw.grid)
-        out = res.replay or {"answers": draw.values, "scale": draw.scale, "grid": draw.grid}
-        self._noted(record, noise_scale=out["scale"])
+        count = float(t.engine.count(t.rows))  # engine work before the charge (contracts C2)
+
+        def draw() -> dict[str, Any]:
+            d = self._random.laplace(np.array([count]), sensitivity=1.0, epsilon=eps, integral=True)
+            return {"answers": d.values, "scale": d.scale, "grid": d.grid}
+
+        out = self._release(
+            node, "noisy_count", draw, eps=eps, request_id=request_id, query="Total",
+            sensitivity=1.0,
+        )  # fmt: skip
         Q = Total(t.domain.size)
         root_id = self._table_root(node, tuple(t.domain.names))
         return Measurement(
@@ -631,14 +587,12 @@ class Kernel:
         eps = check_epsilon(eps)
         opts = dawa.check_options(v.shape, eps, **_plain_options(options))
         x = self._counts(v, "DAWA partition selection")
-        _, res = self._spend(
-            node, "dawa_partition", eps=eps, request_id=request_id, content={"options": repr(opts)}
-        )
-        if res.replay is not None:
-            return Partition(np.array(res.replay["groups"], copy=True), v.shape)
-        P = dawa.dawa_partition(x, eps, self._random, **opts)
-        self._release(res, groups=np.asarray(P.groups, dtype=np.int64))
-        return Partition(np.array(P.groups, copy=True), v.shape)
+        out = self._release(
+            node, "dawa_partition",
+            lambda: {"groups": dawa.dawa_partition(x, eps, self._random, **opts).groups},
+            eps=eps, request_id=request_id, content={"options": repr(opts)},
+        )  # fmt: skip
+        return Partition(np.array(out["groups"], dtype=np.int64, copy=True), v.shape)
 
     @_private
     def worst_approx(
@@ -648,15 +602,14 @@ class Kernel:
         node, v = self._vector(source)
         eps = check_epsilon(eps)
         W, xh, delta = self._selection(v, workload, x_hat)
-        content = {"workload": _matrix_digest(W), "x_hat": _array_digest(xh)}
-        _, res = self._spend(
-            node, "worst_approx", eps=eps, request_id=request_id, content=content
-        )
-        if res.replay is not None:
-            return int(res.replay["index"])
-        i = mwem.worst_approx(v.values, W, xh, eps, self._random, delta=delta)
-        self._release(res, index=int(i))
-        return i
+        out = self._release(
+            node, "worst_approx",
+            lambda: {"index": int(mwem.worst_approx(v.values, W, xh, eps, self._random,
+                                                    delta=delta))},
+            eps=eps, request_id=request_id,
+            content={"workload": _matrix_digest(W), "x_hat": _array_digest(xh)},
+        )  # fmt: skip
+        return int(out["index"])
 
     @_private
     def augmented_worst_approx(
@@ -670,17 +623,14 @@ class Kernel:
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
             raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
         W, xh, delta = self._selection(v, workload, x_hat)
-        content = {"workload": _matrix_digest(W), "x_hat": _array_digest(xh), "round": int(r)}
-        _, res = self._spend(
-            node, "augmented_worst_approx", eps=eps, request_id=request_id, content=content
-        )
-        if res.replay is not None:
-            return from_json(res.replay["matrix"])
-        chosen = mwem.augmented_worst_approx(
-            v.values, W, xh, eps, self._random, int(r), delta=delta
-        )
-        self._release(res, matrix=to_json(chosen))
-        return chosen
+        out = self._release(
+            node, "augmented_worst_approx",
+            lambda: {"matrix": to_json(mwem.augmented_worst_approx(
+                v.values, W, xh, eps, self._random, int(r), delta=delta))},
+            eps=eps, request_id=request_id,
+            content={"workload": _matrix_digest(W), "x_hat": _array_digest(xh), "round": int(r)},
+        )  # fmt: skip
+        return from_json(out["matrix"])
 
     @_private
     def privbayes_select(
@@ -697,16 +647,13 @@ class Kernel:
             raise ValueError(f"eps={eps!r} is too small for {len(shape) - 1} network choices")
         # the engine's GROUP BYs and every score GreedyBayes may need, before the charge
         scored = privbayes.engine_scores(t.engine, t.rows, shape, opts["degree"])
-        _, res = self._spend(
-            node, "privbayes_select", eps=eps, request_id=request_id,
-            content={"options": repr(opts)},
+        out = self._release(
+            node, "privbayes_select",
+            lambda: {"cliques": [[int(i) for i in c] for c in
+                                 privbayes.greedy(scored, len(shape), eps, self._random, **opts)]},
+            eps=eps, request_id=request_id, content={"options": repr(opts)},
         )  # fmt: skip
-        if res.replay is not None:
-            return [tuple(int(i) for i in c) for c in res.replay["cliques"]]
-        cliques = privbayes.greedy(scored, len(shape), eps, self._random, **opts)
-        out = [tuple(int(i) for i in c) for c in cliques]
-        self._release(res, cliques=[list(c) for c in out])
-        return out
+        return [tuple(int(i) for i in c) for c in out["cliques"]]
 
     @_private
     def select_marginal(
@@ -727,16 +674,13 @@ class Kernel:
             "weights": _array_digest(request.weights),
             "penalties": _array_digest(request.penalties),
         }
-        _, res = self._spend(
-            node, "select_marginal", sensitivity=request.sensitivity, request_id=request_id,
-            content=content, **charge,
+        out = self._release(
+            node, "select_marginal",
+            lambda: {"index": int(marginal_select.select_marginal(q, request, em_eps,
+                                                                  self._random))},
+            sensitivity=request.sensitivity, request_id=request_id, content=content, **charge,
         )  # fmt: skip
-        if res.replay is not None:
-            return request.candidates[int(res.replay["index"])]
-        # charged: from here on nothing raises on the data (clamps M2–M3)
-        i = marginal_select.select_marginal(q, request, em_eps, self._random)
-        self._release(res, index=int(i))
-        return request.candidates[i]
+        return request.candidates[int(out["index"])]
 
 
 def _array_digest(a: Any) -> str:

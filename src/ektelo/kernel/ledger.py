@@ -1,41 +1,9 @@
 """The privacy budget ledger: Algorithm 2 of the paper (§4.4), exactly, once
 for both kinds of budget.
 
-The ledger knows the transformation graph of source variables (tables,
-vectors and the dummy *partition* variables of §4.4), the stability of each
-variable relative to its parent, and B(sv), the budget consumed by queries to
-sv or to anything derived from it. It holds no data: every decision here is a
-function of public state only, so a refusal leaks nothing (§4.3).
-
-Its unit is the kernel's budget (`ektelo.budget`): ε for `PureDP`, ρ for
-`ZCDP`. Request(sv, σ) (Algorithm 2), with g(s) = s for ε and s² for ρ (a
-c-stable transformation costs c·ε, or c²·ρ by zCDP's group privacy):
-  * root:       admit iff B(root) + σ ≤ total; then B(root) += σ.
-  * partition:  r = max(B(child) + σ − B(sv), 0); Request(parent, r);
-                then B(sv) += r   (parallel composition, for both kinds:
-                neighbours differ in one part, so B(sv) = max_c B(c)).
-  * otherwise:  Request(parent, g(s)·σ) with s = St(sv) relative to its
-                parent; then B(sv) += σ.
-A zCDP ledger also charges pure-ε requests: ε-DP implies (ε²/2)-zCDP
-(Bun & Steinke 2016, Prop. 1.4), so σ = ε²/2 at the requested node; a pure-ε
-ledger refuses zCDP requests. The whole chain is computed first and
-committed only if the root admits it, so a refused request changes nothing
-(check, then commit).
-
-Arithmetic is exact: every ε, ρ and stability enters as the `Fraction` of its
-float value. The one documented slack: the root admits a request when the
-exact new total is ≤ total·(1 + 10⁻⁹), so that float splits such as ε/3
-three times, ε·0.3 + ε·0.7 or ε/10 ten times fit. The guarantee of the kernel
-is therefore total·(1 + 10⁻⁹) (ε-DP or ρ-zCDP), and `spent` never exceeds it.
-
-The kernel talks to its ledger through `Accountant` — reserve a charge
-(Algorithm 2, all or nothing), compute, release the public answer — so the
-same kernel runs over this in-memory `Ledger` or a durable one
-(`kernel.store`, issue #26) that persists the graph and the charges before
-any noise is drawn. `algorithm2` is the one implementation of the chain rule
-both use. A client `request_id` makes a retry idempotent: the same id with
-the same request content (`request_digest`) returns the stored answer
-without a new charge; the same id with other content is a `RequestConflict`.
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/ledger.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

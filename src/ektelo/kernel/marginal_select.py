@@ -5,76 +5,9 @@ JPC 2021, Algorithm 1 "select") and AIM (McKenna, Mullins, Sheldon & Miklau,
 "AIM: an adaptive and iterative mechanism for differentially private
 synthetic data", PVLDB 2022, Algorithm 2 line 8) — Private→Public.
 
-`check_request(domain, candidates, estimates, weights, penalties)` validates
-everything from public values (before the charge); `em_budget(unit, eps=,
-rho=)` says which ε the mechanism runs with and what the ledger charges;
-`scores(marginals, request)` computes every candidate's quality from its
-marginal counts (the table engine's GROUP BYs, before the charge) and
-`select_marginal(q, request, eps, source)` returns the index of the chosen
-candidate.  The quality of candidate r (an attribute tuple) is
-
-    q_r(D) = w_r · (‖M_r(D) − est_r‖₁ − p_r),
-
-M_r(D) the marginal counts of the table over r (C order over r as given),
-est_r a public estimate (the current model's marginal), w_r a public
-positive integer weight and p_r a public penalty (AIM: w_r = Σ_{s∈W} |r ∩ s|,
-p_r = √(2/π)·σ·n_r; MST: w = 1, p = 0).
-
-Privacy.  Adding or removing one row moves one cell of M_r(D) by 1, so
-‖M_r(D) − est_r‖₁ moves by ≤ 1 and q_r by ≤ w_r ≤ Δ = max_r w_r.  The index
-is drawn with P(r) ∝ exp(ε·q_r/(2Δ)) (`source.exponential_mechanism`,
-noise.py E1–E4, floating-point safe): ε-DP, and ε-bounded-range, hence
-ε²/8-zCDP (Cesar & Rogers, "Bounding, concentrating, and truncating:
-unifying privacy loss composition for data analytics", ALT 2021, Lemma 3.2 —
-the bound MST's and AIM's accounting use).  On a zCDP ledger a request of ρ
-runs with ε = √(8ρ) rounded down, and a request of ε is charged ρ = ε²/8
-rounded up; on a pure-ε ledger ε is charged (ρ is refused).
-
-The scores are computed *exactly* (no floating-point allowance, which would
-have to depend on private sizes).  With the public constants K = 2³⁰ and
-W_MAX = 2¹²:
-M1. est_r is rounded to the grid 2⁻¹⁰ and clamped into [−K, K], p_r likewise
-    (post-processing of public values, done before the charge); w_r is a
-    positive integer ≤ W_MAX (refused otherwise).
-M2. The counts c_i (integers; a masked table's weighted count of 0/1 weights
-    is an exact integer) are clamped into [0, K] — 1-Lipschitz per cell, so
-    neighbours' clamped marginals still differ by ≤ 1 in L1.
-M3. Each term |c_i − e_i| is a multiple of 2⁻¹⁰ below 2³¹: exact.  Their sum
-    in any order of additions is exact while the exact subtotal is ≤ K (every
-    multiple of 2⁻¹⁰ below 2⁴³ is a double) and ≥ K otherwise (rounding is
-    monotone and K is a double; all terms are ≥ 0), so L_r = fmin(Σ, K) is
-    exactly min(‖clamp(c) − e‖₁, K): a function of D with sensitivity 1
-    (clamp, |·| and min are 1-Lipschitz).
-M4. L_r − p_r is a multiple of 2⁻¹⁰ of magnitude ≤ 2³¹ (41 bits) and w_r has
-    ≤ 12 bits, so q_r = w_r·(L_r − p_r) is exact (≤ 53 bits) and finite.
-So each q_r is the exact value of a function with sensitivity w_r ≤ Δ.  After
-the charge nothing raises or branches on the data: the clamps replace every
-check.  The output — a candidate index, i.e. an attribute tuple the client
-gave — is public.  Engines (issue #28): the marginals are counted where the
-table lives (`engines.each_marginal`: one GROUP BY per batch of candidates on
-DuckDB and Spark), and only their nonzero cells come back; the scores are
-computed from them before the charge, so the engine work and its failures
-(`EngineError`) precede any spending.  Timing: the in-memory engine counts
-every candidate's marginal over every row (`engines.rows.vectorize_rows`),
-whatever the data; DuckDB's and Spark's grouping grows with the rows a
-`where` selected (docs/engines.md).
-
-The kernel's marginal cache (`MarginalCache`).  AIM asks `select_marginal`
-on the same table node with the same candidates every round (issue #25: 469
-candidates × 28 rounds of 3-way marginals on adult, each round a full set
-of engine GROUP BYs).  A table node's rows never change, so the kernel keeps
-the candidates' counts per (table node, column set) and reads them again
-instead of asking the engine.  The cache lives in the kernel and holds
-private counts only there; nothing it holds leaves except through `scores`,
-as before.  It changes neither what is charged nor what is returned (the
-same counts give the same scores, the same seed the same pick).  Whether a
-request hits is a function of the public request sequence alone — the keys
-are node ids and column sets, the bound `CACHE_CELLS` counts a marginal by
-its public number of cells (not by its nonzero ones), and which entries are
-evicted follows the order of the requests — so its timing says nothing the
-sequence of requests did not.  A request's entries are committed only when
-all its counts have been read (an engine failure leaves the cache as it
-was).
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/marginal_select.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

@@ -2,38 +2,9 @@
 practical algorithm for differentially private data release", NeurIPS 2012)
 and εktelo's augmented variant (§9.1) — Private→Public.
 
-`worst_approx(x, W, x_hat, eps, source)` picks the workload query that the
-public estimate x_hat answers worst: the exponential mechanism over W's rows
-with score s_i(x) = |w_i·x − w_i·x_hat| (MWEM, line "select q_i using the
-exponential mechanism").  `augmented_worst_approx(...)` returns that query plus,
-in round k, the H2-style dyadic ranges of length 2^(k−1) disjoint from it
-(εktelo §9.1: "in round one, it adds any unit length queries that do not
-intersect with the selected query; in round two, length two queries, ...").
-
-Privacy.  The scores are computed *exactly*, so their sensitivity is the
-textbook one with no floating-point allowance (which would have to depend on
-‖x‖₁, a private number).  The kernel admits only an integer workload W (its
-own structural rule) on a vector declared integral, and checks before the
-charge that n·Δ ≤ 2⁵², where Δ = max_ij |W_ij| (`sensitivity.max_abs_entry`,
-never below the truth).  Then, with C = ⌊2⁵²/(n·Δ)⌋:
-S1. x is clamped cell-wise into [−C, C] (a documented clamp, 1-Lipschitz per
-    cell, so neighbours stay at L1 distance ≤ 1); every partial sum of W·x is
-    an integer of magnitude ≤ n·Δ·C ≤ 2⁵², so a = W·x is exact in any order.
-S2. p = W·x_hat is public (its rounding is the same for neighbours); it is
-    rounded to the grid 2⁻¹⁰ (post-processing of public values).
-S3. s_i = min(|a_i − p_i|, 2⁴²), computed as fmin(|a − p|, 2⁴²): a and p are
-    multiples of 2⁻¹⁰, so a − p is exact whenever |a − p| < 2⁴³, and when it
-    is larger the computed value exceeds 2⁴² and the min is the cap either
-    way (NaN or ±∞ from a public p also give the cap).  So each s_i is the
-    exact value of a function of x with sensitivity Δ (|·| and min are
-    1-Lipschitz; |w_i·d| ≤ Δ·‖d‖₁ ≤ Δ).
-The index is drawn by `source.exponential_mechanism(s, sensitivity=Δ,
-epsilon=eps)` (P(i) ∝ exp(eps·s_i/(2Δ)), floating-point safe, noise.py
-E1–E4): eps-DP.  Nothing here raises or warns on the data: the clamp and the
-cap replace every check.  The augmented set is a deterministic function of
-the chosen index and public values (post-processing); its measurement is
-charged separately by the plan (its rows are pairwise disjoint, so a 0/1
-workload keeps sensitivity 1).
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/mwem.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

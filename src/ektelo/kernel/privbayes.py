@@ -2,58 +2,9 @@
 Srivastava & Xiao, "PrivBayes: private data release via Bayesian networks",
 TODS 42(4) 2017, §4 GreedyBayes) — Private→Public.
 
-`privbayes_select(codes, sizes, eps, source, degree=k)` learns a degree-k
-Bayesian network over the table's attributes and returns its cliques
-(child, *parents), whose marginals the plan then measures (εktelo's PBSelect,
-§9.2 Algorithm 7).
-
-The algorithm (GreedyBayes): pick a first attribute uniformly at random
-(data-independent); then d − 1 times, among all pairs (X, Π) with X not yet in
-the network and Π a set of min(k, |V|) attributes already in it, choose one by
-the exponential mechanism with budget eps/(d − 1) (the paper's even split) and
-the score
-    R(X, Π) = ½ Σ_{x,π} | c(x, π) − c(x)·c(π)/N |,
-the paper's general-domain score R (TODS §4.3: ½‖Pr[X,Π] − Pr[X]Pr[Π]‖₁)
-written on counts (N rows): large when X depends on Π.
-
-θ-usefulness (TODS §4.3–4.4; the public cap `max_cells`).  A conditional's
-noisy marginal is θ-useful when n·ε₂ / (m·|dom(X, Π)|) ≥ θ: its average count
-per cell is θ times the Laplace noise scale.  PrivBayes therefore fixes a cap
-on |dom(X)|·|dom(Π)| and, per child X, considers only the *maximal* parent
-sets Π (of any size ≤ k) whose clique fits the cap — a fitting Π contained in
-no other fitting Π of the same X — or Π = ∅ when no nonempty set fits
-(R(X, ∅) = 0 identically).  Here the cap is the caller's PUBLIC `max_cells`
-(the plan derives it from a declared or noisy row count, plans/pgm.py), so
-the candidate list (`candidates`) is a function of the domain sizes, the
-degree, the cap and the public picks so far only.  `max_cells=None` is the
-fixed-k rule above, candidate for candidate.  Every candidate's score is
-already among those computed before the charge (`all_scores` covers every
-1 ≤ |Π| ≤ k), and the sensitivity of R does not change.
-
-Where the counts come from (issue #28).  Which candidates GreedyBayes meets
-depends on its noisy choices, so the kernel computes, *before* its charge,
-the score of every candidate it may meet: every (X, Π) with 1 ≤ |Π| ≤ k
-(`all_scores`), from the marginals over all min(k+1, d)-subsets of the
-attributes (`marginal_sets`: C(14, 3) = 364 for adult at k = 2), which the
-table engine counts where the rows live (one GROUP BY per batch of sets,
-`engines.each_marginal`).  After the charge, `greedy` only reads those
-scores.  `r_score` is the reference: the same arithmetic on the rows, giving
-bit-identical values (tests/engines/test_engine_selection.py).
-
-Sensitivity of R on counts (neighbours: one row added or removed, εktelo §3).
-Adding row (x₀, π₀): the joint count moves by 1 in one cell (≤ 1 in the sum);
-the product term c(x)c(π)/N becomes (c(x) + [x=x₀])(c(π) + [π=π₀])/(N + 1), and
-Σ_{x,π} |new − old| ≤ Σ c(x)c(π)/(N(N+1)) + (c(x₀)-row + c(π₀)-column + 1)/(N+1)
-= N/(N+1) + (2N + 1)/(N+1) < 3.  So |ΔR| ≤ ½(1 + 3) = 2 (the paper's 3/n for
-the normalised score under row replacement is the bounded-DP counterpart).
-Each choice is then eps/(d−1)-DP (`source.exponential_mechanism(scores,
-sensitivity=2, epsilon=eps/(d−1))`, floating-point safe), the first choice
-spends nothing, and by sequential composition the network is eps-DP.  The
-output — attribute indices only — is public.
-Floating-point: R is a sum of ≤ N + 1 terms |integer − rational| of total
-size ≤ 2N computed in float64 (products c(x)c(π) exact below 2⁵³), so it is off
-by ≤ 2(N + 2)²·2⁻⁵³; twice that (one error per neighbour) is added to the
-sensitivity (≈ 10⁻⁶ for the 48,842-row adult table).
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/privbayes.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """The kernel's own structural rules for a query's sensitivity and integrality.
 
-The noise the kernel adds is set by numbers it computes here, never by the
-matrix classes' own `sensitivity`, `column_norms`, `is_integral` or
-`max_column_nnz` methods: a wrong (or monkeypatched) method on a matrix class
-may then cost accuracy, never privacy (issue #22, DESIGN.md "the kernel's
-rule"). The rules read only the constructor arguments of the library's
-classes (their public fields), over a closed set of types:
-
-  Identity, Ones/Total, Prefix, Suffix, Wavelet   known exactly (0/±1 entries)
-  RangeQueries                                    coverage counts from the corners
-  Dense, Sparse, Diagonal                         counted from their arrays
-  Hierarchy (not transposed)                      Σ |weight| along each leaf's path
-  Weighted                                        |w| · base
-  VStack                                          column norms add
-  HStack                                          the max over blocks
-  Kronecker                                       column norms multiply
-  Sum                                             column norms add (an upper bound)
-
-Anything else (a `Product`, a transposed `Hierarchy`, a client class) is
-materialised once by `trusted_query` into a `Sparse` copy, and that copy is
-both counted and used to answer, so it cannot disagree with itself.
-
-`Facts(l1, l2, integral, max_column_nnz)` are upper bounds, never below the
-truth: the L1 and L2 sensitivities (max column norms), whether every entry is
-an integer (so integer data gives integer answers exactly), and a bound on the
-non-zeros of any column (the rows one record can touch). Column norms are kept
-as vectors only when a rule needs them (a VStack or Sum of non-uniform blocks)
-and the domain has at most 2²⁴ cells; beyond that the sum of the blocks'
-maxima is used (a safe upper bound).
+The argument — what this code must do for the kernel to be private, and why it
+does — is the proof note `proofs/sensitivity.md`, checked against this file's version
+(tests/kernel/test_proof_notes.py fails when the file changes after it).
 """
 
 from __future__ import annotations
