@@ -23,7 +23,7 @@ def test_the_reading_list_matches_the_kernel() -> None:
         names = re.findall(r"`([\w.]+)`", files)
         listed |= set(names)
         actual = sum(_lines(KERNEL / n) for n in names)
-        assert int(count) == actual, f"docs/audit.md says {names} has {count} lines; it has {actual}"
+        assert int(count) == actual, f"audit.md: {names} has {actual} lines, not {count}"
         if note:
             assert int(note_count) == _lines(KERNEL / "proofs" / f"{note}.md"), note
         total += actual

@@ -63,7 +63,7 @@ def _stamp(modules: list[str]) -> None:
             text = STAMP.sub(line, text, count=1)
         else:
             title, _, rest = text.partition("\n")
-            text = f"{title}\n{line} (the file's bytes; re-read and restamp when it changes)\n{rest}"
+            text = f"{title}\n{line} (the file's bytes; restamp when it changes)\n{rest}"
         note.write_text(text)
         print(f"stamped proofs/{module}.md")
 
