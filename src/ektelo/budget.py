@@ -208,8 +208,10 @@ def describe(budget: BudgetReport) -> str:
         f"spent {'ε' if budget.unit == 'epsilon' else 'ρ'} = {budget.spent:.6g} of "
         f"{budget.total:.6g} (remaining {budget.remaining:.6g})"
     )
+    unit = getattr(budget, "privacy_unit", None)
+    per = "" if unit is None else f" per {unit}"
     if budget.unit == "epsilon":
-        return f"{head}: {budget.spent:.6g}-DP"
+        return f"{head}: {budget.spent:.6g}-DP{per}"
     delta = REPORT_DELTA if budget.delta is None else budget.delta
     guarantee = _approx(budget.spent, delta, budget.delta is None)
-    return f"{head}: {budget.spent:.6g}-zCDP, i.e. {guarantee}"
+    return f"{head}: {budget.spent:.6g}-zCDP, i.e. {guarantee}{per}"

@@ -269,7 +269,9 @@ def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger:
         return Session(args.data, domain, **budget, seed=seed, on_invalid=args.on_invalid,
                        show_bad_values=args.show_bad_values, ledger=ledger,
                        dataset=dataset if ledger is not None else None,
-                       engine=_engine(args), public_rows=getattr(args, "public_rows", None))
+                       engine=_engine(args), public_rows=getattr(args, "public_rows", None),
+                       privacy_unit=getattr(args, "privacy_unit", None),
+                       max_rows_per_unit=getattr(args, "max_rows_per_unit", None))
     except Exception as exc:
         from .domain import DomainValueError
 
@@ -526,6 +528,12 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-limit", help="duckdb: memory limit, e.g. 1GB")
     parser.add_argument("--threads", type=int, help="duckdb: worker threads")
     parser.add_argument("--temp-directory", help="duckdb: where it spills beyond the limit")
+    parser.add_argument("--privacy-unit", metavar="COL",
+                        help="protect each person, not each row: COL identifies the person "
+                             "(all rows sharing it); needs --max-rows-per-unit (docs/units.md)")
+    parser.add_argument("--max-rows-per-unit", type=int, metavar="K",
+                        help="with --privacy-unit: keep at most K rows per person (a keyed, "
+                             "secret choice); the budget is per person, noise scales with K")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -215,6 +215,8 @@ class Session:
         progress: bool = True,
         engine: Any = None,
         public_rows: float | None = None,
+        privacy_unit: str | None = None,
+        max_rows_per_unit: int | None = None,
     ):
         from .port import ProtectedTable, protect
 
@@ -256,6 +258,15 @@ class Session:
                 options["analyst"] = analyst
         if engine != "memory":
             options.update(engine=engine, on_invalid=on_invalid)
+        if privacy_unit is not None or max_rows_per_unit is not None:
+            # per-unit budgets (issue #37): the engine bounds each unit's rows
+            options.update(privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit)
+            if engine == "memory":  # the identifier column travels with the rows
+                data = _with_units(table_or_path, data, privacy_unit)
+        # every question is asked of the bounded table, k-stable from the units:
+        # its ε becomes ε/k there (ρ/k²), so the root — the per-unit budget — pays ε
+        self.max_rows_per_unit = 1 if max_rows_per_unit is None else int(max_rows_per_unit)
+        self.privacy_unit = privacy_unit
         try:
             table = protect(data, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
                             show_bad_values=show_bad_values, **options)
@@ -497,7 +508,8 @@ class Session:
         from .kernel import BudgetExceeded
 
         b = self.budget
-        cost = budget["rho"] if b.unit == "rho" else budget["epsilon"]
+        k = self.max_rows_per_unit
+        cost = budget["rho"] * k * k if b.unit == "rho" else budget["epsilon"] * k
         if cost > b.remaining * (1 + 1e-9):
             unit = "ρ" if b.unit == "rho" else "ε"
             raise BudgetExceeded(
@@ -516,15 +528,23 @@ class Session:
             if b.unit != "rho":
                 raise ValueError("rho= needs a zCDP session (Session(..., epsilon=, delta=) "
                                  "or rho=); this one is pure ε-DP")
-            return {"rho": check.positive(rho, "rho")}
+            return self._per_row({"rho": check.positive(rho, "rho")})
         eps = check.positive(epsilon, "epsilon")
         if b.unit == "rho":
             if b.delta is None:
                 raise ValueError("this zCDP session has no delta: give the question rho=")
             from .budget import rho_of_epsilon_delta
 
-            return {"rho": rho_of_epsilon_delta(eps, b.delta), "epsilon": eps}
-        return {"epsilon": eps}
+            return self._per_row({"rho": rho_of_epsilon_delta(eps, b.delta), "epsilon": eps})
+        return self._per_row({"epsilon": eps})
+
+    def _per_row(self, budget: dict[str, float]) -> dict[str, float]:
+        """The question's budget at the bounded table: a per-unit ε is ε/k
+        there (ρ/k²), as Algorithm 2 charges k·ε (k²·ρ) at the root."""
+        k = self.max_rows_per_unit
+        if k == 1:
+            return budget
+        return {n: v / (k * k if n == "rho" else k) for n, v in budget.items()}
 
     def _plan(self, q: questions.ParsedWorkload, plan: str, budget: dict[str, float],
               filtered: bool = False) -> tuple[str, str, pd.DataFrame]:
@@ -774,3 +794,26 @@ class _Progress:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+
+
+def _with_units(source: Any, frame: pd.DataFrame, column: str | None) -> pd.DataFrame:
+    """The in-memory table with its privacy unit's column beside the domain's
+    (read as text from a file: identifiers are labels, not numbers)."""
+    if column is None or column in frame.columns:
+        return frame
+    if isinstance(source, pd.DataFrame):
+        if column not in source.columns:
+            raise ValueError(f"privacy_unit={column!r}: the data has no such column")
+        ids = source[column]
+    elif Path(source).suffix.lower() in (".parquet", ".pq"):
+        ids = pd.read_parquet(source, columns=[column])[column]
+    else:
+        path = Path(source)
+        header = pd.read_csv(path, nrows=0).columns
+        if column not in header:
+            raise ValueError(f"privacy_unit={column!r}: the data has no such column")
+        ids = pd.read_csv(path, usecols=[column], dtype=str, keep_default_na=False)[column]
+    if len(ids) != len(frame):
+        raise ValueError(f"privacy_unit={column!r} cannot be read beside the domain's columns "
+                         "(rows were dropped): use engine='duckdb'")
+    return frame.assign(**{column: ids.to_numpy()})

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from ..domain import Domain
+from ..kernel.contracts import PrivacyUnit
 from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid, each_marginal
 from .duckdb import DuckDBEngine, is_duckdb_url
 from .memory import MemoryEngine, open_frame
@@ -122,6 +123,8 @@ def open_table(
     engine: Any = None,
     on_invalid: str = "error",
     show_bad_values: bool = False,
+    units: PrivacyUnit | None = None,
+    key: str = "",
 ) -> tuple[TableEngine, Any]:
     """(engine, root table) for `data` under `domain` — protect's table step.
 
@@ -132,7 +135,10 @@ def open_table(
     "duckdb" | "spark" or a configured engine object such as
     `DuckDBEngine(memory_limit="1GB")`) overrides it: memory reads a file
     with pandas, DuckDB and Spark take a pandas DataFrame too.
-    Values outside the domain follow `on_invalid` (base.ON_INVALID).
+    Values outside the domain follow `on_invalid` (base.ON_INVALID). With
+    `units`, each engine keeps at most `units.max_rows` rows of each privacy
+    unit in the order keyed by `key` (contracts C4; `units.column` is read
+    here and dropped).
     """
     if not isinstance(domain, Domain):
         raise TypeError("protecting a table needs domain=Domain(...)")
@@ -141,32 +147,37 @@ def open_table(
     if isinstance(chosen, MemoryEngine):
         if is_spark_dataframe(data):
             raise TypeError("a Spark DataFrame needs engine='spark'")
-        frame = data if isinstance(data, pd.DataFrame) else _read(data, domain)
+        frame = data if isinstance(data, pd.DataFrame) else _read(data, domain, units)
         return chosen, open_frame(
-            frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
-        )
+            frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
+            units=units, key=key,
+        )  # fmt: skip
     if isinstance(chosen, DuckDBEngine):
         if isinstance(data, pd.DataFrame):
             return chosen, chosen.open_frame(
-                data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
-            )
+                data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
+                units=units, key=key,
+            )  # fmt: skip
         if is_spark_dataframe(data):
             raise TypeError("a Spark DataFrame needs engine='spark'")
         return chosen, chosen.open_source(
-            data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
-        )
+            data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
+            units=units, key=key,
+        )  # fmt: skip
     assert isinstance(chosen, SparkEngine)
     if isinstance(data, pd.DataFrame):
         return chosen, chosen.open_frame(
-            data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
-        )
+            data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
+            units=units, key=key,
+        )  # fmt: skip
     return chosen, chosen.open_source(
-        data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
-    )
+        data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
+        units=units, key=key,
+    )  # fmt: skip
 
 
-def _read(source: Any, domain: Domain) -> pd.DataFrame:
-    """A file's domain columns, for the in-memory engine."""
+def _read(source: Any, domain: Domain, units: PrivacyUnit | None = None) -> pd.DataFrame:
+    """A file's domain columns (and the privacy unit's, as text), for the in-memory engine."""
     if is_duckdb_url(source):
         raise ValueError("a duckdb:// table needs engine='duckdb'")
     if not isinstance(source, (str, Path)):
@@ -174,13 +185,16 @@ def _read(source: Any, domain: Domain) -> pd.DataFrame:
     path = Path(source)
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in (".parquet", ".pq"):
-        return pd.read_parquet(path, columns=list(domain.names))
+        extra = [] if units is None else [units.column]
+        return pd.read_parquet(path, columns=[*domain.names, *extra])
     if ".csv" in suffixes:  # as Domain.read_csv: string labels as text, blanks kept
         text = {
             a.name: str
             for a in domain.attributes
             if a.values is not None and all(isinstance(v, str) for v in a.values)
         }
-        names = list(domain.names)
+        names = list(domain.names) + ([] if units is None else [units.column])
+        if units is not None:
+            text[units.column] = str
         return pd.read_csv(path, usecols=names, dtype=text, keep_default_na=False)[names]
     raise ValueError(f"{path}: the memory engine reads .parquet and .csv files")

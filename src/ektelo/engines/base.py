@@ -9,9 +9,12 @@ what only engines need: the policies for invalid values at protect time and
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import numpy as np
 
 from ..kernel.contracts import (
     BATCH_CELLS,
@@ -63,3 +66,36 @@ def guarded(engine: str, operation: str, run: Callable[[], _T]) -> _T:
         raise EngineError(f"the {engine} engine could not run {operation}") from None
 
 
+
+
+# Privacy units (issue #37, contracts C4). Each engine keeps, per unit, the
+# `max_rows` valid rows that come first in the order of
+#     md5(key | unit | c0 | c1 | …)   (hex digits; the codes in decimal)
+# with `key` a secret per-kernel string: an order no analyst can influence or
+# observe, and the same in every engine (parity tests). Rows of one unit with
+# the same codes tie, and are interchangeable: which of them is kept changes
+# no count the kernel can compute.
+UNIT_SEPARATOR = "|"
+
+
+def unit_order_text(key: str, units: Any, codes: np.ndarray) -> list[str]:
+    """md5 hex digests of `key|unit|codes…` per row (the memory engine's order)."""
+
+    ids = [str(u) for u in units]
+    rows = codes.astype(str).tolist() if codes.size else [[] for _ in ids]
+    sep = UNIT_SEPARATOR
+    return [
+        hashlib.md5(sep.join([key, u, *r]).encode("utf-8")).hexdigest()
+        for u, r in zip(ids, rows, strict=True)
+    ]
+
+
+def check_unit_column(column: str, domain: Any, available: Any) -> None:
+    """The identifier column exists in the data and is not a query attribute."""
+    if column in domain.names:
+        raise ValueError(
+            f"privacy_unit={column!r} is an attribute of the domain: the identifier column "
+            "is never a query attribute (remove it from the domain)"
+        )
+    if column not in available:
+        raise ValueError(f"privacy_unit={column!r}: the data has no such column")

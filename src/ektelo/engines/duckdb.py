@@ -67,8 +67,16 @@ from typing import Any, cast
 import numpy as np
 
 from ..domain import Attribute, Domain, DomainValueError
+from ..kernel.contracts import PrivacyUnit
 from . import codes as cd
-from .base import Sparse, check_on_invalid, guarded, sparse_cells
+from .base import (
+    UNIT_SEPARATOR,
+    Sparse,
+    check_on_invalid,
+    check_unit_column,
+    guarded,
+    sparse_cells,
+)
 
 __all__ = ["DuckDBEngine", "Relation", "is_duckdb_url", "quote"]
 
@@ -187,18 +195,23 @@ class DuckDBEngine:
         *,
         on_invalid: str = "error",
         show_bad_values: bool = False,
+        units: PrivacyUnit | None = None,
+        key: str = "",
     ) -> Relation:
-        """The root table of a file or database table, encoded against `domain`."""
+        """The root table of a file or database table, encoded against `domain`
+        (with `units`: at most `units.max_rows` rows per unit, contracts C4)."""
         if not isinstance(domain, Domain):
             raise TypeError("protecting a table needs domain=Domain(...)")
         from_sql, from_params, text = self._source(source)
         return self._open(
-            from_sql, from_params, text, str(source), domain, on_invalid, show_bad_values
-        )
+            from_sql, from_params, text, str(source), domain, on_invalid, show_bad_values,
+            units, key,
+        )  # fmt: skip
 
     def _open(
         self, from_sql: str, from_params: tuple[Any, ...], text: bool, source: str,
         domain: Domain, on_invalid: str, show_bad_values: bool,
+        units: PrivacyUnit | None = None, key: str = "",
     ) -> Relation:  # fmt: skip
         if not isinstance(domain, Domain):
             raise TypeError("protecting a table needs domain=Domain(...)")
@@ -224,6 +237,19 @@ class DuckDBEngine:
             raws.append(f"{raw} AS r{j}")
             codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
             params.extend(code_params)
+        if units is not None:
+            check_unit_column(units.column, domain, types)
+            if any(k in types[units.column] for k in ("FLOAT", "DOUBLE", "DECIMAL", "REAL")):
+                raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
+            nulls = self._run(
+                "the privacy-unit check",
+                f"SELECT count(*) FROM {from_sql} WHERE {quote(units.column)} IS NULL",
+                from_params,
+            ).fetchone()[0]
+            if nulls:
+                raise ValueError(f"privacy_unit={units.column!r} has missing values: every row "
+                                 "needs its unit's identifier")  # fmt: skip
+            raws.append(f"CAST({quote(units.column)} AS VARCHAR) AS ektelo_unit")
         raw_sql = f"SELECT {', '.join(raws)} FROM {from_sql}"
         # codes next to their raw values; parameters in the order of their `?`
         both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
@@ -234,12 +260,24 @@ class DuckDBEngine:
         raw_names = ", ".join(f"r{j}" for j in range(len(domain)))
         # clamped codes are not intervals of raw values: predicates test the codes
         raw_attrs = tuple(None if policy == "clamp" else a for a in domain.attributes)
-        return Relation(
-            f"SELECT {_cols(len(domain))}, {raw_names}, ({valid}) AS ok FROM ({both}) AS coded",
-            both_params,
-            len(domain),
-            raw_attrs,
-        )
+        coded = f"SELECT {_cols(len(domain))}, {raw_names}, ({valid}) AS ok FROM ({both}) AS coded"
+        if units is not None:  # C4: the first max_rows valid rows of each unit, keyed order
+            keyed = ", ".join(
+                ["CAST(? AS VARCHAR)", "ektelo_unit"]
+                + [f"CAST(c{j} AS VARCHAR)" for j in range(len(domain))]
+            )
+            ranked = (
+                f"SELECT {_cols(len(domain))}, {raw_names}, ok, row_number() OVER (PARTITION BY "
+                f"ektelo_unit ORDER BY md5(concat_ws('{UNIT_SEPARATOR}', {keyed}))) AS ektelo_rank "
+                f"FROM (SELECT {_cols(len(domain))}, {raw_names}, ektelo_unit, ({valid}) AS ok "
+                f"FROM ({both}) AS coded) AS units WHERE ok"
+            )
+            coded = (
+                f"SELECT {_cols(len(domain))}, {raw_names}, ok FROM ({ranked}) AS bounded "
+                "WHERE ektelo_rank <= CAST(? AS BIGINT)"
+            )
+            both_params = (key, *both_params, units.max_rows)
+        return Relation(coded, both_params, len(domain), raw_attrs)
 
     def open_frame(
         self,
@@ -248,13 +286,17 @@ class DuckDBEngine:
         *,
         on_invalid: str = "error",
         show_bad_values: bool = False,
+        units: PrivacyUnit | None = None,
+        key: str = "",
     ) -> Relation:
         """The root table of a pandas DataFrame, scanned by DuckDB in place."""
         with self._lock:
             self._attached += 1
             view = f"ektelo_frame{self._attached}"
         self.connection().register(view, frame)
-        return self._open(view, (), False, str(view), domain, on_invalid, show_bad_values)
+        return self._open(
+            view, (), False, str(view), domain, on_invalid, show_bad_values, units, key
+        )
 
     def _source(self, source: str | Path) -> tuple[str, tuple[Any, ...], bool]:
         """(FROM clause, its parameters, whether its columns are text)."""

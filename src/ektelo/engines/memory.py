@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from ..domain import Domain
-from ..kernel.contracts import MAX_CELLS
+from ..kernel.contracts import MAX_CELLS, PrivacyUnit
 from ..predicates import compile_predicate
 from . import rows as tables
-from .base import Sparse, check_on_invalid, sparse_cells
+from .base import Sparse, check_on_invalid, check_unit_column, sparse_cells, unit_order_text
 
 __all__ = ["MemoryEngine", "open_frame"]
 
@@ -90,12 +90,42 @@ class MemoryEngine:
 
 
 def open_frame(
-    frame: pd.DataFrame, domain: Domain, *, on_invalid: str = "error", show_bad_values: bool = False
-) -> tables.Rows:
-    """The root table of `frame`: its codes, every row a member."""
-    if check_on_invalid(on_invalid) != "error":
+    frame: pd.DataFrame, domain: Domain, *, on_invalid: str = "error",
+    show_bad_values: bool = False, units: PrivacyUnit | None = None, key: str = "",
+) -> tables.Rows:  # fmt: skip
+    """The root table of `frame`: its codes, every row a member — with
+    `units`, at most `units.max_rows` rows of each unit (contracts C4)."""
+    if units is not None:
+        check_unit_column(units.column, domain, frame.columns)
+        if frame[units.column].isna().any():
+            raise ValueError(f"privacy_unit={units.column!r} has missing values: every row "
+                             "needs its unit's identifier")  # fmt: skip
+        if frame[units.column].dtype.kind == "f":
+            raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
+    ids = None if units is None else frame[units.column].reset_index(drop=True)
+    if check_on_invalid(on_invalid) == "drop" and ids is not None:  # the rows clean keeps
+        valid = np.ones(len(ids), dtype=bool)
+        for a in domain.attributes:
+            valid &= a._codes(frame[a.name].reset_index(drop=True))[2]
+        ids = ids[valid].reset_index(drop=True)
+    if units is not None:  # the identifier stays here; the codes are the domain's
+        frame = frame[list(domain.names)]
+    if on_invalid != "error":
         frame = domain.clean(frame, on_invalid)
     codes = domain.encode(frame, show_bad_values=show_bad_values)
+    if units is not None and ids is not None:
+        codes = codes[_kept_per_unit(ids, codes, units.max_rows, key)]
     readonly = np.array(codes, dtype=np.int64, copy=True)
     readonly.setflags(write=False)
     return tables.Rows.all(readonly)
+
+
+def _kept_per_unit(ids: pd.Series, codes: np.ndarray, k: int, key: str) -> np.ndarray:
+    """The rows kept: the first k of each unit in the keyed order (base.py)."""
+    digest = unit_order_text(key, ids.to_numpy(), codes)
+    order = pd.DataFrame({"u": ids.astype(str).to_numpy(), "h": digest})
+    order = order.sort_values(["u", "h"], kind="stable")
+    rank = order.groupby("u", sort=False).cumcount()
+    keep = np.zeros(len(ids), dtype=bool)
+    keep[order.index[rank.to_numpy() < k]] = True
+    return keep

@@ -34,8 +34,16 @@ from typing import Any, cast
 import numpy as np
 
 from ..domain import Attribute, Domain, DomainValueError
+from ..kernel.contracts import PrivacyUnit
 from . import codes as cd
-from .base import Sparse, check_on_invalid, guarded, sparse_cells
+from .base import (
+    UNIT_SEPARATOR,
+    Sparse,
+    check_on_invalid,
+    check_unit_column,
+    guarded,
+    sparse_cells,
+)
 
 __all__ = ["SparkEngine", "is_spark_dataframe"]
 
@@ -80,9 +88,11 @@ class SparkEngine:
     # -- opening: the data holder's step ----------------------------------------------
     def open_source(
         self, source: Any, domain: Domain, *, on_invalid: str = "error",
-        show_bad_values: bool = False,
+        show_bad_values: bool = False, units: PrivacyUnit | None = None, key: str = "",
     ) -> Any:  # fmt: skip
-        """The root table of a DataFrame, table name or file, encoded against `domain`."""
+        """The root table of a DataFrame, table name or file, encoded against `domain`
+        (with `units`: at most `units.max_rows` rows per unit, contracts C4)."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as sf
 
         if not isinstance(domain, Domain):
@@ -93,30 +103,56 @@ class SparkEngine:
         missing = [n for n in domain.names if n not in fields]
         if missing:
             raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
-        raws, code_cols = [], []
+        raws, code_cols, unit_col = [], [], []
+        if units is not None:
+            check_unit_column(units.column, domain, fields)
+            kind = type(fields[units.column]).__name__
+            if kind in ("FloatType", "DoubleType", "DecimalType"):
+                raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
+            ident = sf.col(_backquote(units.column))
+            nulls = guarded(self.name, "the privacy-unit check",
+                            lambda: frame.where(ident.isNull()).limit(1).count())  # fmt: skip
+            if nulls:
+                raise ValueError(f"privacy_unit={units.column!r} has missing values: every row "
+                                 "needs its unit's identifier")  # fmt: skip
+            unit_col = [ident.cast("string").alias("ektelo_unit")]
         for j, a in enumerate(domain.attributes):
             raw = _raw(a, sf.col(_backquote(a.name)), type(fields[a.name]).__name__, text)
             raws.append(raw.alias(f"r{j}"))
-        raw_frame = frame.select(*raws)
+        raw_frame = frame.select(*raws, *unit_col)
         for j, a in enumerate(domain.attributes):
             code_cols.append(_code(a, sf.col(f"r{j}"), policy).alias(f"c{j}"))
-        both = raw_frame.select(*code_cols, *(sf.col(f"r{j}") for j in range(len(domain))))
+        both = raw_frame.select(
+            *code_cols, *(sf.col(f"r{j}") for j in range(len(domain))),
+            *(sf.col("ektelo_unit") for _ in unit_col),
+        )  # fmt: skip
         if policy != "drop":
             self._check(domain, both, policy, show_bad_values)
         valid = sf.lit(True)
         for j in range(len(domain)):
             valid = valid & sf.col(f"c{j}").isNotNull()
-        return both.where(valid).select(*(sf.col(f"c{j}") for j in range(len(domain))))
+        codes = [sf.col(f"c{j}") for j in range(len(domain))]
+        kept = both.where(valid)
+        if units is not None:  # C4: the first max_rows valid rows of each unit, keyed order
+            order = sf.md5(sf.concat_ws(
+                UNIT_SEPARATOR, sf.lit(key), sf.col("ektelo_unit"),
+                *(c.cast("string") for c in codes),
+            ))  # fmt: skip
+            window = Window.partitionBy("ektelo_unit").orderBy(order)
+            kept = kept.withColumn("ektelo_rank", sf.row_number().over(window))
+            kept = kept.where(sf.col("ektelo_rank") <= sf.lit(units.max_rows))
+        return kept.select(*codes)
 
     def open_frame(
         self, frame: Any, domain: Domain, *, on_invalid: str = "error",
-        show_bad_values: bool = False,
+        show_bad_values: bool = False, units: PrivacyUnit | None = None, key: str = "",
     ) -> Any:  # fmt: skip
         """The root table of a pandas DataFrame, made a Spark DataFrame."""
         spark_frame = self._session().createDataFrame(frame)
         return self.open_source(
-            spark_frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
-        )
+            spark_frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
+            units=units, key=key,
+        )  # fmt: skip
 
     def _frame(self, source: Any) -> tuple[Any, bool]:
         """(DataFrame, whether its columns are text)."""

@@ -28,7 +28,7 @@ from .ledger import (
     check_epsilon,
     check_rho,
 )
-from .records import QueryRecord, SourceInfo
+from .records import PrivacyUnit, QueryRecord, SourceInfo
 
 __all__ = [
     "Budget",
@@ -36,6 +36,7 @@ __all__ = [
     "EngineError",
     "Kernel",
     "NodeState",
+    "PrivacyUnit",
     "QueryRecord",
     "RequestConflict",
     "SourceInfo",

@@ -14,12 +14,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..domain import Attribute, Domain
+from .records import PrivacyUnit
 
 __all__ = [
     "BATCH_CELLS",
     "BATCH_SETS",
     "MAX_CELLS",
     "EngineError",
+    "PrivacyUnit",
     "Sparse",
     "TableEngine",
     "each_marginal",

@@ -16,7 +16,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, TypeVar, cast
 
@@ -47,7 +47,7 @@ from .evaluate import evaluate
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
-from .records import QueryRecord, SourceInfo
+from .records import PrivacyUnit, QueryRecord, SourceInfo
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
 __all__ = ["Kernel"]
@@ -69,6 +69,9 @@ class _Vector:
     root_shape: tuple[int, ...]
     to_root: EMatrix | None  # this vector = to_root · root vector (None: it is the root)
     attributes: tuple[str, ...] | None = None  # the table attributes the root counts over
+
+
+_SEALED = object()  # the source entry of a privacy-unit table's sealed root
 
 
 def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
@@ -195,9 +198,10 @@ class Kernel:
             raise ValueError(f"the ledger's unit is {ledger.unit}; the budget's is {budget.unit}")
         self._ledger: Accountant = Ledger(budget) if ledger is None else ledger
         self._random = RandomSource(seed)
-        self._sources: dict[int, _Table | _Vector] = {}
+        self._sources: dict[int, _Table | _Vector | object] = {}
         self._history: list[QueryRecord] = []
         self._lock = threading.RLock()
+        self._units: PrivacyUnit | None = None  # the neighbouring relation, when per unit
         self._marginals = marginal_select.MarginalCache()  # select_marginal's counts (#25)
         self.id = uuid.uuid4().hex
 
@@ -212,7 +216,8 @@ class Kernel:
 
     @property
     def budget(self) -> Budget:
-        return self._ledger.budget()
+        report = self._ledger.budget()
+        return report if self._units is None else replace(report, privacy_unit=str(self._units))
 
     @property
     def history(self) -> tuple[QueryRecord, ...]:
@@ -237,11 +242,29 @@ class Kernel:
 
     # -- sources -------------------------------------------------------------------
     @_private
-    def add_engine_table(self, engine: TableEngine, table: Any, domain: Domain) -> int:
-        """A root table held by a table engine (`engines.open_table`, protect)."""
-        node = self._ledger.add_root("table", "protect")
-        self._sources[node] = _Table(table, domain, engine)
-        return node
+    def add_engine_table(
+        self, engine: TableEngine, table: Any, domain: Domain, *, units: PrivacyUnit | None = None
+    ) -> int:
+        """A root table held by a table engine (`engines.open_table`, protect).
+
+        With `units` (neighbours differ in all rows of one privacy unit), the
+        engine opened `table` with at most `units.max_rows` rows per unit
+        (contracts C4): the root is the sealed table of units — never a
+        source any request may name — and the returned table is its child by
+        `bound_contributions`, of stability max_rows, so Algorithm 2 charges
+        every request on it max_rows times at the root (proofs/kernel.md)."""
+        if units is None:
+            node = self._ledger.add_root("table", "protect")
+            self._sources[node] = _Table(table, domain, engine)
+            return node
+        if not isinstance(units, PrivacyUnit):
+            raise TypeError(f"units must be a PrivacyUnit, got {type(units).__name__}")
+        root = self._ledger.add_root("table", f"protect({units})")
+        self._sources[root] = _SEALED
+        self._units = units
+        return self._new_table(
+            root, table, domain, units.max_rows, "bound_contributions", repr(units), engine
+        )
 
     @_private
     def add_vector(self, values: np.ndarray, *, integral: bool) -> int:
@@ -261,6 +284,11 @@ class Kernel:
         node = int(source)
         if not 0 <= node < len(self._ledger):
             raise ValueError(f"unknown source variable {source!r}")
+        if self._sources.get(node) is _SEALED:
+            raise ValueError(
+                f"source variable {node} is the table of privacy units before contributions "
+                "are bounded: it is sealed (query the table protect returned)"
+            )
         actual = self._ledger.kind(node)
         if actual != kind and (kind is not None or actual == "partition"):
             wanted = kind or "table or vector"
@@ -318,6 +346,7 @@ class Kernel:
             root = self._table_root(node, tuple(item.domain.names))
             shape = item.domain.shape
             return SourceInfo(node, "table", item.domain, shape, True, root, shape, self.seed)
+        item = cast(_Vector, item)  # _resolve refused the sealed root
         return SourceInfo(
             node, "vector", None, item.shape, item.integral, item.root_id, item.root_shape,
             self.seed,

@@ -99,6 +99,7 @@ class Budget:
     remaining: float
     unit: Literal["epsilon", "rho"] = "epsilon"
     delta: float | None = None
+    privacy_unit: str | None = None  # the neighbouring relation when per unit, not per row
 
     def epsilon(self, delta: float | None = None) -> float:
         """ε of the guarantee so far: the spent ε, or for ρ the (ε, δ)-DP it implies."""

@@ -6,12 +6,13 @@ the ledger): the kernel returns them, the port carries them as they are.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
 from ..domain import Domain
 
-__all__ = ["QueryRecord", "SourceInfo"]
+__all__ = ["PrivacyUnit", "QueryRecord", "SourceInfo"]
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,32 @@ class SourceInfo:
     root_id: str
     root_shape: tuple[int, ...]
     seed: int | None  # the kernel's research-mode seed, None when secure
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """The neighbouring relation of a table protected per privacy unit (issue #37).
+
+    Neighbouring tables differ in every row of one unit — all rows sharing a
+    value of the identifier `column` — added or removed (Tumult's
+    `AddRowsWithID`); the engine keeps at most `max_rows` of each unit's rows
+    (chosen by a keyed hash no analyst can see), so one unit moves at most
+    `max_rows` rows of the bounded table. Without a `PrivacyUnit` the
+    relation is one row added or removed. A public value: the ledger records
+    it, and reports state it."""
+
+    column: str
+    max_rows: int
+
+    def __post_init__(self) -> None:
+        if type(self.column) is not str or not self.column:
+            raise TypeError(f"privacy_unit must name a column, got {self.column!r}")
+        k = self.max_rows
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"max_rows_per_unit must be a positive int, got {k!r}")
+        if k > 2**20:
+            raise ValueError(f"max_rows_per_unit must be at most 2**20, got {k!r}")
+        object.__setattr__(self, "max_rows", int(k))
+
+    def __str__(self) -> str:
+        return f"privacy unit {self.column!r}, at most {self.max_rows} rows each"

@@ -8,6 +8,7 @@ port: the same handles and plans run unchanged against it.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -17,11 +18,27 @@ from .. import ledger_store as store
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
 from ..engines import is_table_source, open_table
-from ..kernel import Kernel, check_epsilon, check_rho
+from ..kernel import Kernel, PrivacyUnit, check_epsilon, check_rho
 from . import requests as port
 from .handles import ProtectedTable, ProtectedVector
 
 __all__ = ["LocalPort", "budget_of", "protect"]
+
+
+def _units(column: Any, max_rows: Any, ledger: Any) -> PrivacyUnit | None:
+    """The neighbouring relation protect was asked for (None: one row)."""
+    if column is None and max_rows is None:
+        return None
+    if column is None:
+        raise ValueError("max_rows_per_unit= bounds the rows of a privacy unit: name it "
+                         "with privacy_unit=")  # fmt: skip
+    if max_rows is None:
+        raise ValueError(f"privacy_unit={column!r} needs max_rows_per_unit=k, the most rows "
+                         "one unit may contribute (ektelo.units.suggest_max_rows proposes one)")
+    if ledger is not None:
+        raise ValueError("privacy units with a durable ledger are not supported yet: the "
+                         "store does not record the neighbouring relation (issue #37)")
+    return PrivacyUnit(column, max_rows)
 
 
 def budget_of(
@@ -120,6 +137,8 @@ def protect(
     ledger: Any = None,
     dataset: str | None = None,
     analyst: str | None = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total privacy budget (§4.1).
 
@@ -167,6 +186,17 @@ def protect(
     `analyst=` names an analyst added with `store.add_analyst` (their quota
     applies too); None is the data holder.
 
+    Privacy units (issue #37): by default neighbouring tables differ in one
+    row. With `privacy_unit="person_id"` and `max_rows_per_unit=k` they
+    differ in all rows of one person (every row sharing a value of that
+    column): the engine keeps at most k rows of each person — chosen by a
+    keyed hash with a secret key, an order no analyst can influence or see —
+    and drops the identifier column, and the kernel records the bound as a
+    k-stable transformation from the sealed table of persons, so every
+    request on the returned table is charged k times its ε (the budget is
+    per person). Counts then carry the bias of the rows dropped (not in any
+    interval); `ektelo.units.suggest_max_rows` proposes k privately.
+
     Guarantee: any sequence of requests on the returned handle and the handles
     derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
     10⁻⁹ is the ledger's documented float slack, see `kernel.ledger`); with
@@ -181,12 +211,17 @@ def protect(
             raise TypeError("protecting a table needs domain=Domain(...)")
         if integral is False:
             raise ValueError("a table is always counts: integral=False does not apply")
+        units = _units(privacy_unit, max_rows_per_unit, ledger)
+        key = secrets.token_hex(16) if seed is None else f"research-{seed}"
         table_engine, table = open_table(
-            data, domain, engine=engine, on_invalid=on_invalid, show_bad_values=show_bad_values
-        )
+            data, domain, engine=engine, on_invalid=on_invalid, show_bad_values=show_bad_values,
+            units=units, key=key,
+        )  # fmt: skip
         kernel = _kernel(budget, seed, ledger, dataset, analyst)
-        root = kernel.add_engine_table(table_engine, table, domain)
+        root = kernel.add_engine_table(table_engine, table, domain, units=units)
         return ProtectedTable(LocalPort(kernel), root)
+    if privacy_unit is not None or max_rows_per_unit is not None:
+        raise ValueError("privacy_unit= applies to tables; an array's cells have no units")
     if on_invalid != "error":
         raise ValueError("on_invalid= applies to tables; an array is protected as a vector")
     if domain is not None:
