@@ -264,7 +264,13 @@ def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger:
     """The session over --data (`seed`: research mode), bad values reported
     as one CLI line."""
     from .session import Session
+    from .units import SuggestMaxRows
 
+    choice = getattr(args, "max_rows_per_unit", None)
+    if (isinstance(choice, SuggestMaxRows) and ledger is None and budget.get("delta") is None
+            and budget.get("epsilon") is not None and getattr(args, "total", None) is None):
+        # auto:EPS is spent on top of the question's --epsilon (a pure-ε run, no --total)
+        budget = {**budget, "epsilon": budget["epsilon"] + choice.epsilon}
     try:
         return Session(args.data, domain, **budget, seed=seed, on_invalid=args.on_invalid,
                        show_bad_values=args.show_bad_values, ledger=ledger,
@@ -520,6 +526,25 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 # -- the parser -------------------------------------------------------------------------
+def _max_rows(text: str) -> Any:
+    """--max-rows-per-unit: K, or auto:EPS[:Q] (a private choice, ektelo.units)."""
+    if text.startswith("auto:"):
+        from .units import SuggestMaxRows
+
+        parts = text.split(":")[1:]
+        try:
+            numbers = [float(p) for p in parts]
+            if not 1 <= len(numbers) <= 2:
+                raise ValueError("give auto:EPS or auto:EPS:Q")
+            return SuggestMaxRows(*numbers)
+        except (ValueError, TypeError) as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K (an int) or auto:EPS") from None
+
+
 def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("memory", "duckdb", "spark"), default=None,
                         help="where row-level work runs: duckdb (default: the file stays on "
@@ -531,9 +556,11 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--privacy-unit", metavar="COL",
                         help="protect each person, not each row: COL identifies the person "
                              "(all rows sharing it); needs --max-rows-per-unit (docs/units.md)")
-    parser.add_argument("--max-rows-per-unit", type=int, metavar="K",
+    parser.add_argument("--max-rows-per-unit", type=_max_rows, metavar="K|auto:EPS",
                         help="with --privacy-unit: keep at most K rows per person (a keyed, "
-                             "secret choice); the budget is per person, noise scales with K")
+                             "secret choice); the budget is per person, noise scales with K; "
+                             "auto:EPS spends EPS more (per person) to choose K as the noisy "
+                             "95%% quantile of rows per person (auto:EPS:Q: another quantile)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -265,7 +265,6 @@ class Session:
                 data = _with_units(table_or_path, data, privacy_unit)
         # every question is asked of the bounded table, k-stable from the units:
         # its ε becomes ε/k there (ρ/k²), so the root — the per-unit budget — pays ε
-        self.max_rows_per_unit = 1 if max_rows_per_unit is None else int(max_rows_per_unit)
         self.privacy_unit = privacy_unit
         try:
             table = protect(data, self.domain, epsilon=epsilon, delta=delta, rho=rho, seed=seed,
@@ -279,6 +278,8 @@ class Session:
                        show_bad_values=show_bad_values)
             raise  # pandas found nothing: DuckDB's own summary stands
         assert isinstance(table, ProtectedTable)  # (a table's data is protected as a table)
+        # k: the bounded table's stability from the units (1 per row), chosen or given
+        self.max_rows_per_unit = int(table.ledger()[table.node].stability)
         self._recorder = Recorder(table.port)
         self._table = ProtectedTable(self._recorder, table.node)  # every request recorded
         self.dataset = dataset

@@ -211,3 +211,40 @@ def test_the_command_line_protects_per_person(tmp_path: Any, engine: str) -> Non
     assert main(args) == 0
     per_row = pd.read_csv(out)
     assert per_row["std_error"].iloc[0] == pytest.approx(math.sqrt(2) / 0.5, rel=1e-3)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_max_rows_chosen_privately_is_the_noisy_quantile(engine: str) -> None:
+    from ektelo.units import SuggestMaxRows
+
+    frame = events(units=400, seed=8)
+    sizes = frame.groupby("person").size()
+    t = ektelo.protect(frame, DOMAIN, epsilon=5.0, seed=9, engine=engine,
+                       privacy_unit="person",
+                       max_rows_per_unit=SuggestMaxRows(epsilon=2.0, quantile=0.9))  # fmt: skip
+    ledger = t.ledger()
+    k = int(ledger[t.node].stability)
+    truth = int(np.ceil(sizes.quantile(0.9)))
+    assert abs(k - truth) <= 2  # the noisy 90% quantile at ε = 2 on 400 persons
+    assert ledger[0].spent == Fraction(2)  # the choice spent its ε of the per-person budget
+    histogram = [n for n in ledger if n.operation == "rows_per_unit"]
+    assert len(histogram) == 1 and histogram[0].stability == 1 and histogram[0].parent == 0
+    assert str(t.budget).endswith(f"per privacy unit 'person', at most {k} rows each")
+
+
+def test_the_command_line_chooses_max_rows_privately(tmp_path: Any, capsys: Any) -> None:
+    from ektelo.cli import main
+
+    data, domain = tmp_path / "visits.csv", tmp_path / "visits.domain.json"
+    events(units=200, seed=7).to_csv(data, index=False)
+    domain.write_text('{"age": 10, "site": 4}')
+    code = main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain),
+                 "--workload", "histogram:site", "--plan", "identity", "--epsilon", "0.5",
+                 "--seed", "1", "--privacy-unit", "person", "--max-rows-per-unit", "auto:0.1"])
+    assert code == 0
+    with pytest.raises(SystemExit) as refused:  # a usage error, before anything runs
+        main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain),
+              "--workload", "histogram:site", "--epsilon", "0.5", "--privacy-unit",
+              "person", "--max-rows-per-unit", "auto:x"])  # fmt: skip
+    assert refused.value.code == 2
+    assert "auto:x" in capsys.readouterr().err

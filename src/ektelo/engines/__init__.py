@@ -21,11 +21,19 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..domain import Domain
 from ..kernel.contracts import PrivacyUnit
-from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid, each_marginal
+from .base import (
+    ON_INVALID,
+    EngineError,
+    TableEngine,
+    check_on_invalid,
+    check_unit_column,
+    each_marginal,
+)
 from .duckdb import DuckDBEngine, is_duckdb_url
 from .memory import MemoryEngine, open_frame
 from .spark import SparkEngine, is_spark_dataframe
@@ -44,6 +52,7 @@ __all__ = [
     "fallback_note",
     "is_table_source",
     "open_table",
+    "rows_per_unit",
 ]
 
 ENGINES = {"memory": MemoryEngine, "duckdb": DuckDBEngine, "spark": SparkEngine}
@@ -174,6 +183,46 @@ def open_table(
         data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
         units=units, key=key,
     )  # fmt: skip
+
+
+ROWS_PER_UNIT_CAP = 1024  # the histogram's last entry counts every unit with ≥ this many rows
+
+
+def rows_per_unit(
+    data: Any, domain: Domain, column: str, *, engine: Any = None, cap: int = ROWS_PER_UNIT_CAP
+) -> np.ndarray:
+    """The histogram of rows per privacy unit: entry c (0 < c ≤ cap) counts the
+    units with min(rows, cap) = c — the data holder's step before a private
+    choice of max_rows_per_unit (`ektelo.units`); it goes into the kernel as a
+    1-stable vector of the sealed table of units, never out of it."""
+    chosen = _engine(data, engine)
+    check_unit_column(column, domain, _columns(chosen, data, domain, column))
+    if isinstance(chosen, MemoryEngine):
+        frame = data if isinstance(data, pd.DataFrame) else _read(
+            data, domain, PrivacyUnit(column, 1))
+        if frame[column].isna().any():
+            raise ValueError(f"privacy_unit={column!r} has missing values: every row "
+                             "needs its unit's identifier")  # fmt: skip
+        sizes = frame[column].astype(str).value_counts().to_numpy()
+    elif isinstance(chosen, (DuckDBEngine, SparkEngine)):
+        sizes = chosen.rows_per_unit(data, column)
+    else:  # pragma: no cover - _engine returns one of the three
+        raise TypeError(f"no privacy-unit sizes for {chosen!r}")
+    return np.bincount(np.minimum(sizes, cap), minlength=cap + 1).astype(np.float64)
+
+
+def _columns(engine: Any, data: Any, domain: Domain, column: str) -> Any:
+    """The columns `data` has (for the identifier check)."""
+    if isinstance(data, pd.DataFrame):
+        return data.columns
+    if isinstance(engine, MemoryEngine) and isinstance(data, (str, Path)):
+        path = Path(data)
+        if path.suffix.lower() in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            return pq.read_schema(path).names
+        return pd.read_csv(path, nrows=0).columns
+    return [column, *domain.names]  # the engine itself refuses a missing column
 
 
 def _read(source: Any, domain: Domain, units: PrivacyUnit | None = None) -> pd.DataFrame:

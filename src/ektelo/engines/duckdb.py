@@ -298,6 +298,28 @@ class DuckDBEngine:
             view, (), False, str(view), domain, on_invalid, show_bad_values, units, key
         )
 
+    def rows_per_unit(self, data: Any, column: str) -> np.ndarray:
+        """Rows per value of the identifier `column` (a privacy unit's size), for
+        `engines.rows_per_unit`; refuses a missing column or missing values."""
+        if isinstance(data, (str, Path)):
+            from_sql, params, _ = self._source(data)
+        else:
+            with self._lock:
+                self._attached += 1
+                from_sql, params = f"ektelo_frame{self._attached}", ()
+            self.connection().register(from_sql, data)
+        ident = quote(column)
+        sql = (f"SELECT count(*) FILTER (WHERE {ident} IS NULL), list(n) FROM "
+               f"(SELECT {ident}, count(*) AS n FROM {from_sql} GROUP BY {ident})")  # fmt: skip
+        try:
+            nulls, sizes = self.connection().execute(sql, list(params)).fetchone()
+        except Exception:  # a missing column (the data holder's step: public schema)
+            raise ValueError(f"privacy_unit={column!r}: the data has no such column") from None
+        if nulls:
+            raise ValueError(f"privacy_unit={column!r} has missing values: every row "
+                             "needs its unit's identifier")  # fmt: skip
+        return np.asarray(sizes or [], dtype=np.int64)
+
     def _source(self, source: str | Path) -> tuple[str, tuple[Any, ...], bool]:
         """(FROM clause, its parameters, whether its columns are text)."""
         if is_duckdb_url(source):

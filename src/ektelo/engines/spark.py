@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import pandas as pd
 
 from ..domain import Attribute, Domain, DomainValueError
 from ..kernel.contracts import PrivacyUnit
@@ -153,6 +154,21 @@ class SparkEngine:
             spark_frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
             units=units, key=key,
         )  # fmt: skip
+
+    def rows_per_unit(self, data: Any, column: str) -> np.ndarray:
+        """Rows per value of the identifier `column`, for `engines.rows_per_unit`."""
+        from pyspark.sql import functions as sf
+
+        frame, _ = self._frame(data) if not isinstance(data, pd.DataFrame) else (
+            self._session().createDataFrame(data), False)
+        if column not in frame.columns:
+            raise ValueError(f"privacy_unit={column!r}: the data has no such column")
+        sizes = frame.groupBy(sf.col(_backquote(column)).alias("u")).count()
+        rows = guarded(self.name, "the privacy-unit sizes", sizes.collect)
+        if any(r["u"] is None for r in rows):
+            raise ValueError(f"privacy_unit={column!r} has missing values: every row "
+                             "needs its unit's identifier")  # fmt: skip
+        return np.asarray([r["count"] for r in rows], dtype=np.int64)
 
     def _frame(self, source: Any) -> tuple[Any, bool]:
         """(DataFrame, whether its columns are text)."""

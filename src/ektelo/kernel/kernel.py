@@ -243,28 +243,51 @@ class Kernel:
     # -- sources -------------------------------------------------------------------
     @_private
     def add_engine_table(
-        self, engine: TableEngine, table: Any, domain: Domain, *, units: PrivacyUnit | None = None
-    ) -> int:
+        self, engine: TableEngine, table: Any, domain: Domain, *,
+        units: PrivacyUnit | None = None, root: int | None = None,
+    ) -> int:  # fmt: skip
         """A root table held by a table engine (`engines.open_table`, protect).
 
         With `units` (neighbours differ in all rows of one privacy unit), the
         engine opened `table` with at most `units.max_rows` rows per unit
-        (contracts C4): the root is the sealed table of units — never a
-        source any request may name — and the returned table is its child by
-        `bound_contributions`, of stability max_rows, so Algorithm 2 charges
-        every request on it max_rows times at the root (proofs/kernel.md)."""
+        (contracts C4): it becomes the child by `bound_contributions`, of
+        stability max_rows, of the sealed table of units (`root`, from
+        `seal_units`, or a new one) — never a source any request may name —
+        so Algorithm 2 charges every request on it max_rows times at the root
+        (proofs/kernel.md)."""
         if units is None:
+            if root is not None:
+                raise ValueError("root= is the sealed table of units: pass units= too")
             node = self._ledger.add_root("table", "protect")
             self._sources[node] = _Table(table, domain, engine)
             return node
         if not isinstance(units, PrivacyUnit):
             raise TypeError(f"units must be a PrivacyUnit, got {type(units).__name__}")
-        root = self._ledger.add_root("table", f"protect({units})")
-        self._sources[root] = _SEALED
+        if root is None:
+            root = self._seal(units.column)
+        elif root != 0 or self._units is not None or self._sources.get(0) is not _SEALED:
+            raise ValueError("root= must be the sealed table of units of this kernel")
         self._units = units
         return self._new_table(
             root, table, domain, units.max_rows, "bound_contributions", repr(units), engine
         )
+
+    def _seal(self, column: str) -> int:
+        root = self._ledger.add_root("table", f"protect(privacy unit {column!r})")
+        self._sources[root] = _SEALED
+        return root
+
+    @_private
+    def seal_units(self, column: str, rows_per_unit: np.ndarray) -> tuple[int, int]:
+        """The sealed table of units (the root) and its 1-stable vector of rows
+        per unit: entry c counts the units with min(rows, C) = c (the engine's
+        histogram, `engines.rows_per_unit`). One unit added or removed moves
+        one entry by one, so the vector is 1-stable from the units (§4.4)."""
+        root = self._seal(column)
+        values = np.asarray(rows_per_unit, dtype=np.float64).reshape(-1)
+        shape = (int(values.size),)
+        vec = _Vector(_readonly(values), shape, True, f"{self.id}/units", shape, None)
+        return root, self._add_vector(root, "rows_per_unit", 1, vec, column)
 
     @_private
     def add_vector(self, values: np.ndarray, *, integral: bool) -> int:

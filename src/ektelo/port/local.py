@@ -17,7 +17,7 @@ import numpy as np
 from .. import ledger_store as store
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
-from ..engines import is_table_source, open_table
+from ..engines import is_table_source, open_table, rows_per_unit
 from ..kernel import Kernel, PrivacyUnit, check_epsilon, check_rho
 from . import requests as port
 from .handles import ProtectedTable, ProtectedVector
@@ -211,14 +211,25 @@ def protect(
             raise TypeError("protecting a table needs domain=Domain(...)")
         if integral is False:
             raise ValueError("a table is always counts: integral=False does not apply")
-        units = _units(privacy_unit, max_rows_per_unit, ledger)
+        from ..units import SuggestMaxRows
+
+        suggest = max_rows_per_unit if isinstance(max_rows_per_unit, SuggestMaxRows) else None
+        units = _units(privacy_unit, 1 if suggest else max_rows_per_unit, ledger)
         key = secrets.token_hex(16) if seed is None else f"research-{seed}"
+        sealed = None
+        if suggest is not None and units is not None:  # k chosen privately, in this kernel
+            sizes = rows_per_unit(data, domain, units.column, engine=engine)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst)
+            sealed, histogram = kernel.seal_units(units.column, sizes)
+            choice = suggest.choose(ProtectedVector(LocalPort(kernel), histogram))
+            units = PrivacyUnit(units.column, choice.max_rows)
         table_engine, table = open_table(
             data, domain, engine=engine, on_invalid=on_invalid, show_bad_values=show_bad_values,
             units=units, key=key,
         )  # fmt: skip
-        kernel = _kernel(budget, seed, ledger, dataset, analyst)
-        root = kernel.add_engine_table(table_engine, table, domain, units=units)
+        if sealed is None:
+            kernel = _kernel(budget, seed, ledger, dataset, analyst)
+        root = kernel.add_engine_table(table_engine, table, domain, units=units, root=sealed)
         return ProtectedTable(LocalPort(kernel), root)
     if privacy_unit is not None or max_rows_per_unit is not None:
         raise ValueError("privacy_unit= applies to tables; an array's cells have no units")
