@@ -115,7 +115,7 @@ STEPS = [
 
 def observe(
     frame: pd.DataFrame, engine: str, policy: str, tmp: Path, steps: list[Any] = STEPS,
-    suffix: str = ".parquet",
+    suffix: str = ".parquet", **units: Any,
 ) -> list[Any]:
     path = tmp / f"t{suffix}"
     if suffix == ".csv":
@@ -124,7 +124,8 @@ def observe(
         frame.to_parquet(path)
     data: Any = frame if engine == "memory" else str(path)
     try:
-        table = ektelo.protect(data, DOMAIN, epsilon=2.0, seed=7, engine=engine, on_invalid=policy)
+        table = ektelo.protect(data, DOMAIN, epsilon=2.0, seed=7, engine=engine, on_invalid=policy,
+                               **units)  # fmt: skip
     except Exception as e:  # refusing the table is the data holder's step: not compared
         return [("refused at protect", type(e).__name__)]
     seen: list[Any] = []
@@ -179,6 +180,40 @@ def test_neighbours_look_the_same_on_spark(tmp_path: Path, spark_session: Any) -
     reference = observe(frames[0], "spark", "drop", tmp_path, steps)
     assert len(reference) == 2 * len(steps)
     assert observe(frames[3], "spark", "drop", tmp_path, steps) == reference
+
+
+def unit_neighbours() -> list[pd.DataFrame]:
+    """Privacy units (issue #37): the table with a person column, and its
+    unit-level neighbours — a person with 1 row, or with 200 rows (odd values
+    among them), added; a person removed."""
+    base = BASE.assign(person=[1, 1, 2, 3, 3, 3])
+    one = pd.DataFrame([{**ODD_ROWS[5], "person": 9}])
+    many = pd.DataFrame([{**ODD_ROWS[i % 6], "person": 8} for i in range(200)])
+    return [
+        base,
+        pd.concat([base, one], ignore_index=True),
+        pd.concat([base, many], ignore_index=True),
+        base[base["person"] != 3].reset_index(drop=True),
+    ]
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+def test_unit_neighbours_look_the_same(engine: str, tmp_path: Path, duckdb_available: None) -> None:
+    runs = [observe(f, engine, "drop", tmp_path, privacy_unit="person", max_rows_per_unit=3)
+            for f in unit_neighbours()]  # fmt: skip
+    assert len(runs[0]) == 2 * len(STEPS)
+    for i, run in enumerate(runs[1:], 1):
+        assert run == runs[0], f"unit neighbour {i} ({engine}) differs"
+
+
+def test_unit_neighbours_look_the_same_on_spark(tmp_path: Path, spark_session: Any) -> None:
+    frames = unit_neighbours()
+    steps = [STEPS[i] for i in (0, 4, 5)]
+    reference = observe(frames[0], "spark", "drop", tmp_path, steps, privacy_unit="person",
+                        max_rows_per_unit=3)  # fmt: skip
+    assert len(reference) == 2 * len(steps)
+    assert observe(frames[2], "spark", "drop", tmp_path, steps, privacy_unit="person",
+                   max_rows_per_unit=3) == reference  # fmt: skip
 
 
 def test_an_engine_failure_is_one_fixed_error_before_any_charge(
