@@ -57,13 +57,20 @@ def test_a_five_cell_histogram_is_not_given_dawa():
     assert dawa.rmse is None and "not worth it" in dawa.note
 
 
-def test_large_domains_keep_the_data_dependent_rule():
+def test_large_domains_keep_the_data_dependent_rule_only_with_evidence():
     from ektelo.matrix import Prefix
-    from ektelo.planner import DATA_DEPENDENT_MIN_CELLS, auto_plan
+    from ektelo.planner import DATA_DEPENDENT_MIN_CELLS, DecisionTable, auto_plan
 
     n = 2 * DATA_DEPENDENT_MIN_CELLS
-    choice = auto_plan(Prefix(n), "prefix", (n,), eps=1.0)
-    assert choice.plan == "dawa" and "no closed-form error" in choice.why
+    # no row count: DAWA loses to HB on the training grid at large scales
+    blind = auto_plan(Prefix(n), "prefix", (n,), eps=1.0)
+    assert not plans.get(blind.plan).data_dependent
+    dawa = next(c for c in blind.candidates if c.plan == "dawa")
+    assert "training grid" in dawa.note and "Tier 0's best instead" in dawa.note
+    # 1000 rows declared (no declared tree): at that scale DAWA measured 0.6× HB's error
+    no_trees = DecisionTable.from_dict({"version": 1, "share": 0.05, "trees": {}})
+    choice = auto_plan(Prefix(n), "prefix", (n,), eps=1.0, rows=1000, table=no_trees)
+    assert choice.plan == "dawa" and "training grid at most 0.6" in choice.why
     zcdp = auto_plan(Prefix(n), "prefix", (n,), rho=0.1)  # zCDP: Gaussian-capable plans only
     assert not plans.get(zcdp.plan).data_dependent
 

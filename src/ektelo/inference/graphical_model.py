@@ -351,6 +351,8 @@ def fit_graphical_model(
     start: GraphicalModel | None = None,
     max_model_size: int | None = None,
     callback: Callable[[int, float], Any] | None = None,
+    init: str = "measured",
+    discrepancy: float | None = None,
 ) -> GraphicalModel:
     """Fit Private-PGM's graphical model to measurements of one table's
     marginals (module docstring; McKenna, Sheldon & Miklau, ICML 2019).
@@ -369,6 +371,18 @@ def fit_graphical_model(
         max_model_size: the public limit on the junction tree's cells
             (default `MAX_MODEL_CELLS`); above it, `ModelTooLarge`.
         callback: called as callback(iteration, loss) after each iteration.
+        init: the starting point without `start`: "measured" (default; the
+            measured marginals' conditionals, `initial_potentials`: the
+            optimum for disjoint or consistent tree measurements) or
+            "uniform" (all potentials zero). A fixed `maxiter` from the
+            uniform start is early stopping, a regulariser of the noisy
+            least-squares fit.
+        discrepancy: early stopping by the discrepancy principle (Morozov
+            1966): the fit stops at the first iterate whose loss — the
+            inverse-variance weighted squared residual, about the number of
+            answers at the truth — is at most `discrepancy` × the number of
+            answers. None (default): run to convergence. A regulariser of
+            the noisy least-squares fit, from the uniform start (`init`).
     """
     domain = _check_domain(domain)
     items = check_measurements(measurements, domain)
@@ -377,6 +391,10 @@ def fit_graphical_model(
     limit = _check_limit(max_model_size)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    if discrepancy is not None:
+        discrepancy = check.positive(discrepancy, "discrepancy")
+    if init not in ("measured", "uniform"):
+        raise ValueError(f"init must be 'measured' or 'uniform', got {init!r}")
     if start is not None and not isinstance(start, GraphicalModel):
         raise TypeError(f"start must be a GraphicalModel, got {type(start).__name__}")
     if start is not None and start.domain != domain:
@@ -401,7 +419,9 @@ def fit_graphical_model(
     problem = Problem(domain, model_cliques, marginals, kept, n)
     dropped: list[Clique] = []
     step = problem.safe_step
-    if start is None:
+    if start is None and init == "uniform":
+        theta = [np.zeros(s) for s in problem.shapes]
+    elif start is None:
         theta = initial_potentials(problem)
     else:
         theta = [np.zeros(tuple(domain[a].size for a in c)) for c in model_cliques]
@@ -414,7 +434,8 @@ def fit_graphical_model(
         if math.isfinite(start.info.stepsize):
             # The start's step was for its own total: steps scale as 1/N.
             step = start.info.stepsize * start.total / n
-    theta, info = mirror_descent(problem, theta, step, maxiter, tol, callback)
+    stop = None if discrepancy is None else discrepancy * problem.answers
+    theta, info = mirror_descent(problem, theta, step, maxiter, tol, callback, stop_loss=stop)
     info = FitInfo(
         iterations=info.iterations,
         loss=info.loss,

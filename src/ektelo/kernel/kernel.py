@@ -711,12 +711,15 @@ class Kernel:
     def select_marginal(
         self, source: int, candidates: Any, estimates: Any, *, eps: Any = None,
         rho: Any = None, weights: Any = None, penalties: Any = None, request_id: Any = None,
+        groups: Any = None,
     ) -> tuple[str, ...]:  # fmt: skip
         """MST's and AIM's choice of one marginal (exponential mechanism on
         w_r·(‖M_r(D) − est_r‖₁ − p_r), marginal_select.py M1–M4): ε-DP, or
         ε²/8-zCDP on a zCDP ledger (bounded range)."""
         node, t = self._table(source)
-        request = marginal_select.check_request(t.domain, candidates, estimates, weights, penalties)
+        request = marginal_select.check_request(
+            t.domain, candidates, estimates, weights, penalties, groups
+        )
         em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
         counts = self._marginals.each(node, t.engine, t.rows, *request.sets)  # held per node
         q = marginal_select.scores(counts, request)  # GROUP BYs and scores before the charge
@@ -726,6 +729,8 @@ class Kernel:
             "weights": _array_digest(request.weights),
             "penalties": _array_digest(request.penalties),
         }
+        if request.groups is not None:
+            content["groups"] = [_array_digest(g) for g in request.groups]
         out = self._release(
             node, "select_marginal",
             lambda: {"index": int(marginal_select.select_marginal(q, request, em_eps,

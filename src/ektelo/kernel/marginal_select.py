@@ -62,6 +62,7 @@ class SelectionRequest:
     estimates: tuple[np.ndarray, ...]  # flat, on the grid 2⁻¹⁰, in [−K, K] (M1)
     weights: np.ndarray  # int64, 1..WEIGHT_MAX
     penalties: np.ndarray  # float64, on the grid, in [−K, K] (M1)
+    groups: tuple[np.ndarray, ...] | None = None  # intp, cell → group (or no grouping)
 
     @property
     def sets(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
@@ -92,6 +93,7 @@ def check_request(
     estimates: Any,
     weights: Any = None,
     penalties: Any = None,
+    groups: Any = None,
 ) -> SelectionRequest:
     """Validate a selection request from public values alone (before the charge)."""
     cands = _sequence(candidates, "candidates")
@@ -107,16 +109,19 @@ def check_request(
     ests = _sequence(estimates, "estimates")
     if len(ests) != len(names):
         raise ValueError(f"{len(ests)} estimates for {len(names)} candidates")
+    maps = None if groups is None else _groups(groups, names, shapes)
+    sizes = [math.prod(s) for s in shapes] if maps is None else [
+        int(g.max()) + 1 for g in maps]
     flat: list[np.ndarray] = []
-    for c, shape, e in zip(names, shapes, ests, strict=True):
+    for c, size, e in zip(names, sizes, ests, strict=True):
         try:
             a = np.array(e, dtype=np.float64, copy=True).reshape(-1)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"the estimate for {list(c)} is not an array of numbers") from exc
-        if a.size != math.prod(shape) or not np.all(np.isfinite(a)):
+        if a.size != size or not np.all(np.isfinite(a)):
+            what = "cells" if maps is None else "groups"
             raise ValueError(
-                f"the estimate for {list(c)} must be {math.prod(shape)} finite numbers "
-                f"(shape {shape})"
+                f"the estimate for {list(c)} must be {size} finite numbers (one per {what[:-1]})"
             )
         a = _on_grid(a)
         a.setflags(write=False)
@@ -124,7 +129,33 @@ def check_request(
     w = _weights(weights, len(names))
     p = _penalties(penalties, len(names))
     columns = tuple(tuple(domain.index(n) for n in c) for c in names)
-    return SelectionRequest(names, columns, shapes, tuple(flat), w, p)
+    return SelectionRequest(names, columns, shapes, tuple(flat), w, p, maps)
+
+
+def _groups(
+    groups: Any, names: tuple[tuple[str, ...], ...], shapes: tuple[tuple[int, ...], ...]
+) -> tuple[np.ndarray, ...]:
+    """Each candidate's cell → group map, checked: integers 0..k−1 over the
+    candidate's cells, every group used (public values)."""
+    values = _sequence(groups, "groups")
+    if len(values) != len(names):
+        raise ValueError(f"{len(values)} group maps for {len(names)} candidates")
+    out = []
+    for c, shape, g in zip(names, shapes, values, strict=True):
+        try:
+            a = np.array(g, copy=True)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"the group map for {list(c)} is not an array of integers") from exc
+        if a.dtype.kind not in "iu" or a.ndim != 1 or a.size != math.prod(shape):
+            raise ValueError(
+                f"the group map for {list(c)} must be {math.prod(shape)} integers (one per cell)"
+            )
+        if a.size and (a.min() < 0 or np.unique(a).size != int(a.max()) + 1):
+            raise ValueError(f"the group map for {list(c)} must use every group 0..k−1")
+        a = a.astype(np.intp)
+        a.setflags(write=False)
+        out.append(a)
+    return tuple(out)
 
 
 def _weights(weights: Any, k: int) -> np.ndarray:
@@ -213,6 +244,10 @@ def scores(marginals: Iterable[Sparse], request: SelectionRequest) -> np.ndarray
         cells, nonzero = next(found)
         counts = np.zeros(math.prod(shape))
         counts[cells] = nonzero  # exact integers (< 2⁵³), as T-Vectorize's float64 counts
+        if request.groups is not None:  # G_r·M_r: sums of integers < 2⁵³, exact
+            counts = np.asarray(
+                np.bincount(request.groups[i], weights=counts, minlength=est.size), np.float64
+            )
         counts = np.clip(counts, 0.0, CLAMP)  # M2
         l1 = np.fmin(np.sum(np.abs(counts - est)), CLAMP)  # M3
         out[i] = float(request.weights[i]) * (l1 - request.penalties[i])  # M4

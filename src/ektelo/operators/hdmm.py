@@ -41,7 +41,14 @@ The workload enters only through its Gram WᵀW, which the matrix classes give
 
 `hdmm` runs OPT_0 on a workload without Kronecker structure, OPT_⊗ on one
 with it, and also OPT_M on marginal workloads, returning the candidate of
-least error. Randomness is a NumPy generator seeded by `seed` (public
+least error. The workload's own structure is a candidate too, so a strategy
+is never worse on paper than measuring the workload directly: OPT_M starts
+from the workload's marginals (θ_a ∝ √w_a, and each marginal once) and
+keeps them if nothing beats them, and the workload itself (scaled to
+sensitivity 1) is a candidate where its error ‖W‖²·rank(W) is cheap. Under
+the Gaussian mechanism (`mechanism="gaussian"`) the error's ‖A‖₁² becomes
+‖A‖₂² (for M(θ), Σθ_a²), OPT_M optimises that, and every candidate is
+ranked by it. Randomness is a NumPy generator seeded by `seed` (public
 computation: the seed only makes the selection reproducible). Being a
 deterministic function of public inputs that can take minutes, the strategy
 is memoised by `hdmm` (the library's one memo of strategies).
@@ -53,6 +60,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
@@ -93,6 +101,11 @@ __all__ = [
 _P_CAP = 64
 # Strategies kept by the memo of `hdmm` (least recently used dropped first).
 _CACHE_SIZE = 32
+# The workload itself is a candidate strategy when its factors have at most
+# this many cells (its error needs the rank of each factor's dense Gram).
+_OWN_MAX_CELLS = 1024
+
+Mechanism = Literal["laplace", "gaussian"]
 
 
 def hdmm(
@@ -103,6 +116,7 @@ def hdmm(
     seed: int = 0,
     maxiter: int = 1000,
     rounds: int = 4,
+    mechanism: Mechanism = "laplace",
 ) -> EMatrix:
     """HDMM's strategy optimisation (McKenna et al., PVLDB 2018) for `workload`.
 
@@ -129,11 +143,18 @@ def hdmm(
             10 iterations (within 0.9 % of running to 1500 iterations on the
             four workloads above, at an eighth to a sixth of the time).
         rounds: block coordinate descent sweeps for unions of products.
+        mechanism: the noise the strategy will be measured with: "laplace"
+            (error ∝ ‖A‖₁², HDMM's objective) or "gaussian" (∝ ‖A‖₂²). OPT_M
+            optimises the chosen norm; every candidate is ranked by it.
 
     Returns:
-        An implicit strategy with L1 sensitivity 1 (up to rounding) whose row
-        space contains the workload's: a p-Identity matrix, a `Kronecker` of
-        them, or a `VStack` of weighted marginals.
+        An implicit strategy with L1 (Laplace) or L2 (Gaussian) sensitivity 1
+        (up to rounding) whose row space contains the workload's: a
+        p-Identity matrix, a `Kronecker` of them, a `VStack` of weighted
+        marginals, or the workload itself (scaled), whichever errs least —
+        never worse on paper than measuring the workload directly when the
+        workload is a candidate (marginal workloads always; others whose
+        factors have at most 1024 cells).
 
     Memoised: the strategy is a public, deterministic function of the
     workload's value (matrices compare by their spec) and the arguments, so
@@ -150,9 +171,10 @@ def hdmm(
         hash(args)
     except TypeError:
         return optimise(
-            workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds
+            workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds,
+            mechanism=mechanism,
         ).strategy
-    return rebuild(_memo(workload, *args, maxiter, rounds).strategy)
+    return rebuild(_memo(workload, *args, maxiter, rounds, mechanism).strategy)
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -163,8 +185,12 @@ def _memo(
     seed: int,
     maxiter: int,
     rounds: int,
+    mechanism: Mechanism,
 ) -> HDMMResult:
-    return optimise(workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds)
+    return optimise(
+        workload, p=p, restarts=restarts, seed=seed, maxiter=maxiter, rounds=rounds,
+        mechanism=mechanism,
+    )
 
 
 # Like functools.lru_cache's own (experiments empty every `cache_clear` they find).
@@ -174,9 +200,11 @@ hdmm.cache_info = _memo.cache_info  # type: ignore[attr-defined]
 
 @dataclass(frozen=True)
 class HDMMResult:
-    """What `optimise` found: the strategy A (‖A‖₁ = 1), its exact error
-    tr((AᵀA)⁺ WᵀW) on the workload (the 2/ε² factor left out), and the
-    optimiser that won: "OPT_0" (§5.1), "OPT_kron" (§5.2) or "OPT_M" (§5.3)."""
+    """What `optimise` found: the strategy A, its exact error
+    ‖A‖_p²·tr((AᵀA)⁺ WᵀW) on the workload (p = 1 for Laplace, 2 for
+    Gaussian; the 2/ε² or 1/(2ρ) factor left out), and the candidate that
+    won: "OPT_0" (§5.1), "OPT_kron" (§5.2), "OPT_M" (§5.3), "identity" or
+    "workload" (the workload itself as the strategy)."""
 
     strategy: EMatrix
     error: float
@@ -191,17 +219,22 @@ def optimise(
     seed: int = 0,
     maxiter: int = 1000,
     rounds: int = 4,
+    mechanism: Mechanism = "laplace",
 ) -> HDMMResult:
     """HDMM's search for `workload`, not memoised: `hdmm`'s strategy with
-    its exact error and the optimiser it came from (McKenna et al., PVLDB
+    its exact error and the candidate it came from (McKenna et al., PVLDB
     2018, §5: OPT_0 or OPT_⊗ by the workload's structure, OPT_M as well on
-    marginal workloads, the candidate of least error kept). The arguments
-    are `hdmm`'s."""
+    marginal workloads — started from the workload's own marginals — and
+    the workload itself where its error is cheap to compute; the candidate
+    of least error under `mechanism` kept). The arguments are `hdmm`'s."""
     if not isinstance(workload, EMatrix):
         raise TypeError(f"workload must be an EMatrix, got {type(workload).__name__}")
     restarts = check.positive_int(restarts, "restarts")
     maxiter = check.positive_int(maxiter, "maxiter")
     rounds = check.positive_int(rounds, "rounds")
+    if mechanism not in ("laplace", "gaussian"):
+        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
+    norm = 1 if mechanism == "laplace" else 2
     rng = np.random.default_rng(check.integer(seed, "seed", minimum=0))
     terms = _product_terms(workload)
     if terms is None:
@@ -217,14 +250,53 @@ def optimise(
     # shared cores) — callers who see that pin BLAS to one thread themselves
     # (e.g. threadpoolctl's `threadpool_limits(1, "blas")` around the call).
     kron = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter, rounds=rounds)
-    best = kron
+    if norm == 2:  # OPT_0/OPT_⊗ normalise ‖A‖₁ = 1; rank them by ‖A‖₂²·trace
+        kron = _in_l2(kron)
+    candidates = [kron]
     if len(dims) > 1:
         marg = marginal_coefficients(workload, dims)
         if marg is not None:
-            opt_m = _opt_marginals(marg, dims, rng, restarts=restarts, maxiter=maxiter)
-            if opt_m.error < best.error:
-                best = opt_m
-    return best
+            candidates.append(
+                _opt_marginals(marg, dims, rng, restarts=restarts, maxiter=maxiter, norm=norm)
+            )
+    own = _workload_candidate(workload, terms, norm)
+    if own is not None:
+        candidates.append(own)
+    return min(candidates, key=lambda r: r.error)  # the first of equals: HDMM's own
+
+
+def _in_l2(result: HDMMResult) -> HDMMResult:
+    """A strategy with ‖A‖₁ = 1 rescaled to ‖A‖₂ = 1, its error ‖A‖₂²·trace."""
+    sens = result.strategy.sensitivity(2)
+    return HDMMResult(Weighted(result.strategy, 1.0 / sens), result.error * sens**2, result.method)
+
+
+def _workload_candidate(
+    W: EMatrix,
+    terms: tuple[tuple[int, ...], list[_Family], np.ndarray] | None,
+    norm: int,
+) -> HDMMResult | None:
+    """The workload itself as the strategy (it always supports itself), with
+    its exact error ‖W‖_p²·tr((WᵀW)⁺WᵀW) = ‖W‖_p²·rank(W): for a workload
+    without product structure, or a single Kronecker product (rank and norm
+    factorise), when every factor has at most `_OWN_MAX_CELLS` cells; else
+    None (a union of products' rank does not factorise; marginal workloads
+    are OPT_M's own candidates)."""
+    if terms is None:
+        factors, weight = [W], 1.0
+    else:
+        kron = _kron_terms(W)
+        if kron is None or len(kron) != 1 or isinstance(terms[1][0], _RangeFamily):
+            return None
+        weight, factors = math.sqrt(kron[0][0]), kron[0][1]
+    if any(f.shape[1] > _OWN_MAX_CELLS for f in factors):
+        return None
+    rank, sens = 1.0, weight
+    for f in factors:
+        eig = np.linalg.eigvalsh(f.gram().dense())
+        rank *= int(np.sum(eig > eig.max() * f.shape[1] * np.finfo(np.float64).eps))
+        sens *= f.sensitivity(norm)
+    return HDMMResult(Weighted(W, 1.0 / sens), sens**2 * rank, "workload")
 
 
 def _p_per_attribute(p: int | Sequence[int] | None, dims: tuple[int, ...]) -> tuple[int, ...]:
@@ -479,12 +551,15 @@ class MarginalSpectrum:
 
 
 def marginal_objective(
-    theta: np.ndarray, weight: np.ndarray, alg: MarginalSpectrum
+    theta: np.ndarray, weight: np.ndarray, alg: MarginalSpectrum, *, norm: int = 1
 ) -> tuple[float, np.ndarray]:
     """OPT_M's objective (HDMM §5.3) and its gradient in θ: the error
-    (Σθ)²·Σ_s c_s / λ_s(θ²) of the weighted marginals M(θ), with
+    ‖M(θ)‖_p²·Σ_s c_s / λ_s(θ²) of the weighted marginals M(θ), with
     c_s = mult_s·λ_s(w) passed as `weight` (w from `marginal_coefficients`);
-    +∞ (gradient 0) where some needed λ_s(θ²) is 0."""
+    +∞ (gradient 0) where some needed λ_s(θ²) is 0. Every cell lies in one
+    row of each marginal, so a column of M(θ) holds each θ_a once:
+    ‖M(θ)‖₁ = Σθ (`norm=1`, the Laplace mechanism) and ‖M(θ)‖₂² = Σθ²
+    (`norm=2`, the Gaussian mechanism)."""
     lam = alg.eigenvalues(theta**2)
     need = weight > 0
     if np.any(lam[need] <= 0):
@@ -492,12 +567,16 @@ def marginal_objective(
     inv = np.zeros_like(lam)
     inv[need] = weight[need] / lam[need]
     trace = float(inv.sum())
-    total = float(theta.sum())
     sq = np.zeros_like(lam)
     sq[need] = weight[need] / lam[need] ** 2
     d_trace_du = -alg.complement_size * _subset_sum(sq, alg.d)
-    grad = 2.0 * total * trace + total**2 * 2.0 * theta * d_trace_du
-    return total**2 * trace, grad
+    if norm == 1:
+        total = float(theta.sum())
+        sens, d_sens = total**2, 2.0 * total * np.ones_like(theta)
+    else:
+        sens, d_sens = float(np.dot(theta, theta)), 2.0 * theta
+    grad = d_sens * trace + sens * 2.0 * theta * d_trace_du
+    return sens * trace, grad
 
 
 def _opt_marginals(
@@ -507,22 +586,43 @@ def _opt_marginals(
     *,
     restarts: int,
     maxiter: int,
+    norm: int = 1,
 ) -> HDMMResult:
+    """OPT_M by L-BFGS-B. Candidates: the Identity (the full marginal), the
+    workload's own marginals — θ_a ∝ √w_a, which is the workload itself when
+    its terms are marginals, and θ_a ∝ [w_a > 0], each of its marginals
+    measured once — then L-BFGS-B started from the better of those and from
+    `restarts` random points; the least error is kept, so the result is never
+    worse on paper than measuring the workload's marginals directly."""
     alg = MarginalSpectrum.of(dims)
     weight = alg.multiplicity * alg.eigenvalues(w)
-    best = np.zeros(2**alg.d)
-    best[-1] = 1.0  # the full-dimensional marginal: the Identity strategy
-    best_value = marginal_objective(best, weight, alg)[0]
-    scale = 1.0 / best_value if best_value > 0 else 1.0
+
+    def objective(theta: np.ndarray) -> float:
+        return marginal_objective(theta, weight, alg, norm=norm)[0]
+
+    def normalised(theta: np.ndarray) -> np.ndarray:
+        return theta / (theta.sum() if norm == 1 else math.sqrt(float(np.dot(theta, theta))))
+
+    identity = np.zeros(2**alg.d)
+    identity[-1] = 1.0  # the full-dimensional marginal: the Identity strategy
+    own = [normalised(np.sqrt(np.maximum(w, 0.0))), normalised((w > 0).astype(np.float64))]
+    candidates = [identity, *own]
+    values = [objective(t) for t in candidates]
+    best_value = min(values)
+    best = candidates[values.index(best_value)]
+    finite = [v for v in values if math.isfinite(v)]
+    scale = 1.0 / min(finite) if finite and min(finite) > 0 else 1.0
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = marginal_objective(x, weight, alg)
+        value, grad = marginal_objective(x, weight, alg, norm=norm)
         return value * scale, grad * scale
 
-    for _ in range(restarts):
+    own_best = min(own, key=objective)
+    starts = [own_best] + [rng.uniform(0.0, 1.0, size=2**alg.d) for _ in range(restarts)]
+    for start in starts:
         res = minimize(
             fun,
-            rng.uniform(0.0, 1.0, size=2**alg.d),
+            start,
             jac=True,
             method="L-BFGS-B",
             bounds=Bounds(0.0, np.inf),
@@ -531,8 +631,8 @@ def _opt_marginals(
         theta = np.maximum(res.x, 0.0)
         if theta.sum() <= 0:
             continue
-        theta = theta / theta.sum()
-        value = marginal_objective(theta, weight, alg)[0]
+        theta = normalised(theta)
+        value = objective(theta)
         if value < best_value:
             best, best_value = theta, value
     return HDMMResult(marginals_strategy(best, dims), best_value, "OPT_M")

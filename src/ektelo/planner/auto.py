@@ -39,6 +39,7 @@ from ..plans.budget import split
 from ..plans.registry import get, register
 from ..plans.registry import run as run_plan
 from ..port import ProtectedVector
+from .evidence import grid_ratio
 from .features import KINDS, Features, check_kind, measure_features
 from .rules import DATA_DEPENDENT_MIN_CELLS, SIMPLEST_FIRST, Candidate, Choice, choose_plan
 from .table import TIER0, DecisionTable, default_table, group_of, walk_node
@@ -116,11 +117,14 @@ def auto_plan(
 
     Every data-independent candidate is ranked by Tier 0 (exact or
     Monte-Carlo expected error) and the best taken; a data-dependent plan is
-    kept instead only where `choose_plan`'s rules pick one *and* the domain
-    is large (`DATA_DEPENDENT_MIN_CELLS`, 256: DPBench finds DAWA's
-    partition paying off on large domains, while on a handful of cells it
-    only spends budget on a partition), since its error has no closed form
-    to compare. Under zCDP only the Gaussian-capable plans compete."""
+    kept instead only where `choose_plan`'s rules pick one, the domain is
+    large (`DATA_DEPENDENT_MIN_CELLS`, 256: DPBench finds DAWA's partition
+    paying off on large domains, while on a handful of cells it only spends
+    budget on a partition) *and* its error measured on the planner's
+    training grid is below the best data-independent plan's there, at the
+    nearest ε and at every scale (at the declared `rows`' scale when given):
+    it has no closed-form error to compare (`planner.evidence`). Under zCDP
+    only the Gaussian-capable plans compete."""
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
     if rows is not None:
@@ -138,17 +142,32 @@ def auto_plan(
     ranked = rank(W, kind, shape, eps=eps, rho=rho, mc_seeds=mc_seeds)
     found = list(ranked)
     unit = "ρ" if rho is not None else "ε"
+    best = tier0_best(ranked)
     if dependent:
         note = "data-dependent: no closed-form error"
+        keep = False
         if rho is not None:
             note = "data-dependent plans use the Laplace mechanism; zCDP runs Gaussian plans"
         elif n < DATA_DEPENDENT_MIN_CELLS:
             note += f"; domain of {n} cells < {DATA_DEPENDENT_MIN_CELLS}: partition not worth it"
+        elif best is None:
+            keep = True  # nothing to compare with
+        else:
+            assert eps is not None
+            evidence = grid_ratio(rule, group_of(len(shape), kind), eps, rows)
+            if evidence is None:
+                note += "; no training-grid evidence for this shape: Tier 0's best instead"
+            elif evidence[0] >= 1:
+                note += (f"; on the training grid {evidence[0]:.2f}× the best data-independent "
+                         f"plan's error ({evidence[1]}): Tier 0's best instead")
+            else:
+                keep = True
+                note += (f"; on the training grid at most {evidence[0]:.2f}× the best "
+                         f"data-independent plan's error ({evidence[1]})")
         found.append(Candidate(rule, True, None, note))
-        if rho is None and n >= DATA_DEPENDENT_MIN_CELLS:
-            return Choice(rule, f"{rule_why} (domain of {n:,} cells; no closed-form error)",
+        if keep:
+            return Choice(rule, f"{rule_why} (domain of {n:,} cells; {note.split('; ', 1)[-1]})",
                           tuple(found))
-    best = tier0_best(ranked)
     if best is None:
         if dependent and rho is None:
             return Choice(rule, f"{rule_why} (no expected error for any candidate)",

@@ -173,12 +173,12 @@ def hdmm(
     mechanism: Mechanism = "laplace",
 ) -> np.ndarray:
     """HDMM: the budget on the strategy optimised for the workload (public,
-    memoised by the operator), then LS. The strategy is optimised for the
-    Laplace mechanism's L1 error (HDMM §3); with mechanism="gaussian" it is
-    measured as is (valid, not optimised for L2)."""
+    memoised by the operator), then LS. The strategy is chosen for the
+    mechanism's error: ‖A‖₁² (Laplace, HDMM §3) or ‖A‖₂² (Gaussian)."""
     b = check_budget(budget, mechanism, x)
     x, W, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable
-    y = measure(x, selection.hdmm(W, seed=seed), b)  # Public, then Private→Public
+    A = selection.hdmm(W, seed=seed, mechanism=mechanism)  # Public
+    y = measure(x, A, b)  # Private→Public
     return estimate([y])  # Public: LS
 
 

@@ -152,15 +152,19 @@ class ProtectedTable(_Handle):
         rho: float | None = None,
         weights: Any = None,
         penalties: Any = None,
+        groups: Any = None,
     ) -> tuple[str, ...]:
         """Private→Public (MST/AIM selection): one of `candidates` (attribute
         tuples) chosen by the exponential mechanism with quality
         w_r·(‖M_r(D) − est_r‖₁ − penalty_r), est_r = estimates[r] a public array
         over the marginal's cells (C order over r as given), integer weights
-        (default 1) and penalties (default 0). Charged `eps` (pure ε), or on a
-        zCDP kernel `rho` (ε = √(8ρ)) or ε²/8."""
+        (default 1) and penalties (default 0). With `groups` (one public
+        integer array per candidate, mapping each of its cells to a group
+        0..k−1; None for no grouping), M_r is the marginal summed by group
+        and est_r has k entries (MST scoring on a compressed domain).
+        Charged `eps` (pure ε), or on a zCDP kernel `rho` (ε = √(8ρ)) or ε²/8."""
         request = msg.SelectMarginal(
-            self._node, candidates, estimates, eps, rho, weights, penalties
+            self._node, candidates, estimates, eps, rho, weights, penalties, groups=groups
         )
         chosen: tuple[str, ...] = self._port.submit(request)
         return chosen

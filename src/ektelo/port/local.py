@@ -104,7 +104,7 @@ class LocalPort:
             ),
             port.SelectMarginal: lambda r: k.select_marginal(
                 r.source, r.candidates, r.estimates, eps=r.eps, rho=r.rho, weights=r.weights,
-                penalties=r.penalties, request_id=r.request_id,
+                penalties=r.penalties, request_id=r.request_id, groups=r.groups,
             ),
         }
 

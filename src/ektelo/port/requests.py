@@ -230,3 +230,4 @@ class SelectMarginal:
     weights: Any = None
     penalties: Any = None
     request_id: str | None = None  # idempotent retries (None: a fresh id)
+    groups: Any = None  # per candidate, a public map of its cells to groups (or None)

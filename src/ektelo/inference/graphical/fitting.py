@@ -354,6 +354,7 @@ def mirror_descent(
     callback: Callable[[int, float], Any] | None,
     *,
     momentum: bool = True,
+    stop_loss: float | None = None,
 ) -> tuple[list[np.ndarray], FitInfo]:
     """Entropic mirror descent on the log-potentials with backtracking (the
     module docstring); stops when the last `_WINDOW` iterations lowered the
@@ -367,7 +368,12 @@ def mirror_descent(
     θ + β(θ − θ_prev) (Nesterov's sequence, β = (t_{k−1} − 1)/t_k), and the
     momentum restarts whenever a step would raise the loss (O'Donoghue &
     Candès, "Adaptive restart for accelerated gradient schemes", 2015): the
-    loss still never increases."""
+    loss still never increases.
+
+    With `stop_loss`, the descent also stops at the first iterate whose loss
+    is at most `stop_loss` (early stopping by the discrepancy principle:
+    Morozov 1966; for gradient iterations on noisy least squares, Engl, Hanke
+    & Neubauer, "Regularization of Inverse Problems", 1996, §6)."""
     start = time.perf_counter()
     if not problem.groups:  # only the total was measured: the uniform model
         return theta, FitInfo(iterations=0, loss=0.0, converged=True, message="nothing to fit")
@@ -381,6 +387,7 @@ def mirror_descent(
     grow = 2.0
     t_prev, t_now = 1.0, 1.0
     history = [here.loss]
+    message = "maxiter reached"
     for it in range(1, maxiter + 1):
         beta = (t_prev - 1.0) / t_now if momentum else 0.0
         if beta > 0:
@@ -418,6 +425,9 @@ def mirror_descent(
         history.append(here.loss)
         if callback is not None:
             callback(it, here.loss)
+        if stop_loss is not None and here.loss <= stop_loss:
+            message = "loss reached the discrepancy level"
+            break
         if len(history) > _WINDOW and (history[-_WINDOW - 1] - here.loss) <= _WINDOW * tol * max(
             here.loss, problem.answers
         ):
@@ -429,7 +439,7 @@ def mirror_descent(
         converged=converged,
         stepsize=step,
         seconds=time.perf_counter() - start,
-        message="loss decrease below tol" if converged else "maxiter reached",
+        message="loss decrease below tol" if converged else message,
         evaluations=evaluations,
     )
     return here.theta, info
