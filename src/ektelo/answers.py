@@ -15,7 +15,7 @@ import pandas as pd
 
 from .workload import spec as questions
 
-__all__ = ["consistent_nonnegative", "half_width", "noise_only_std", "tidy"]
+__all__ = ["consistent_nonnegative", "half_width", "noise_factor", "noise_only_std", "tidy"]
 
 
 def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
@@ -23,6 +23,15 @@ def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
     the noise's standard error of W x̂ for the minimum-norm least-squares x̂
     (what the plans' LS returns, spreading each group evenly), conditional on
     the public partition/selection the measurements were taken on."""
+    WZ = noise_factor(W, measurements)
+    return np.asarray(np.sqrt(np.sum(WZ**2, axis=1)), dtype=np.float64)
+
+
+def noise_factor(W: Any, measurements: list[Any]) -> np.ndarray:
+    """F = W Z with Z Zᵀ = G⁺ (see `noise_only_std`): the noise covariance of
+    the least-squares answers W x̂ is F Fᵀ, so that of any linear combination
+    c of them is ‖cᵀF‖² — what the intervals of means (a sum and a count)
+    and quantiles (a CDF value against the total) need (`ektelo.derived`)."""
     n = W.shape[1]
     G = np.zeros((n, n))
     for m in measurements:
@@ -33,8 +42,7 @@ def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
     lam, V = np.linalg.eigh(0.5 * (G + G.T))
     keep = lam > lam.max(initial=0.0) * n * np.finfo(np.float64).eps * 10
     Z = V[:, keep] / np.sqrt(lam[keep])  # G⁺ = Z Zᵀ
-    WZ = np.asarray(W.matmat(Z))
-    return np.asarray(np.sqrt(np.sum(WZ**2, axis=1)), dtype=np.float64)
+    return np.asarray(W.matmat(Z), dtype=np.float64)
 
 
 def half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:

@@ -539,7 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--domain", required=True, help="domain description (JSON; see README)")
     run.add_argument("--workload", required=True,
                      help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c|all | "
-                          "random-ranges:a,b:N | file:ranges.csv")
+                          "random-ranges:a,b:N | file:ranges.csv | sum:a [by b,c] | "
+                          "mean:a [by b,c] | sum,count,mean:a by b,c [with totals] | "
+                          "quantile:a@0.5,0.9 [by b]")
     run.add_argument("--plan", default="auto",
                      help="plan name or 'auto' (default); graphical models for marginals: "
                           "mst, aim (with --delta), privbayes_pgm (pure ε: no --delta), "
