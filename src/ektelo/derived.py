@@ -90,7 +90,8 @@ def finish(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | N
     base = tidy(q, answers, std, method, alpha, nonnegative and bool(values.min() >= 0),
                 rounded, False)
     base["ci_method"] = base["ci_method"].astype(str) + f"; {NOISE_ONLY}"
-    measured = list(dict.fromkeys(base["statistic"].astype(str)))
+    measured = ([] if d.basis == "ends"
+                else list(dict.fromkeys(base["statistic"].astype(str))))
     parts = []
     for stat in d.statistics:
         if stat in measured:
@@ -110,8 +111,16 @@ def _mean_rows(q: questions.ParsedWorkload, base: pd.DataFrame, answers: np.ndar
                method: str, alpha: float, factor: np.ndarray | None,
                values: np.ndarray) -> pd.DataFrame:
     g = q.derived.groups if q.derived is not None else 1
-    S, C = answers[:g], answers[g:2 * g]
     lo, hi = float(values.min()), float(values.max())
+    S, C = answers[:g], answers[g:2 * g]
+    if q.derived is not None and q.derived.basis == "ends":
+        # rows Σ(v − lo)x and Σ(hi − v)x: C = (r₁ + r₂)/(hi − lo), S = r₁ + lo·C
+        # (linear maps of the answers, and of their noise factor alike)
+        C = (answers[:g] + answers[g:2 * g]) / (hi - lo)
+        S = answers[:g] + lo * C
+        if factor is not None:
+            fc = (factor[:g] + factor[g:2 * g]) / (hi - lo)
+            factor = np.vstack([factor[:g] + lo * fc, fc])
     rows = base.iloc[:g].copy()
     rows["statistic"] = "mean"
     k = float(half_width(np.ones(1), method, alpha)[0])

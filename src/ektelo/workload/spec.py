@@ -87,7 +87,14 @@ class Derived:
     (post-processing, free): "aggregates" keeps the requested `statistics`
     of sums and counts and divides sums by counts for "mean"; "quantile"
     inverts the CDF at `levels`. `values` are the representative values of
-    `attribute`'s codes (`ektelo.workload.values`)."""
+    `attribute`'s codes (`ektelo.workload.values`). `basis` says what the
+    value factor's rows are: "sum,count", or for a mean alone "ends" — the
+    sums of distances to the value range's ends, Σ(v − lo)x and Σ(hi − v)x,
+    whose sum is (hi − lo)·count: measured jointly (each row's sensitivity
+    adds to hi − lo) the mean's noise e_S − m·e_C = (1 − t)e₁ − t·e₂,
+    t = (m − lo)/(hi − lo), has variance 2b²((1 − t)² + t²) ≤ 2b², where the
+    peers' clamped mean (a centred sum and a count, ε/2 each) has
+    2b²(1 + 4(m − mid)²/(hi − lo)²) ≥ 2b² (b = (hi − lo)/ε)."""
 
     what: str
     attribute: str
@@ -95,6 +102,7 @@ class Derived:
     statistics: tuple[str, ...] = ()
     levels: tuple[float, ...] = ()
     groups: int = 1
+    basis: str = "sum,count"
 
 
 @dataclass(frozen=True)
@@ -389,6 +397,10 @@ def aggregates(domain: Domain, attr: str, by: Any = (), statistics: Any = ("sum"
     values = representatives(a) if wants_sum else np.ones(a.size)
     rows_v = ([values] if wants_sum else []) + ([np.ones(a.size)] if wants_count else [])
     measured = (["sum"] if wants_sum else []) + (["count"] if wants_count else [])
+    lo, hi = float(values.min()), float(values.max())
+    ends = stats == ("mean",) and hi > lo
+    if ends:  # a mean alone: the sums of distances to the range's two ends (see Derived)
+        rows_v = [values - lo, hi - values]
     from ..matrix import Dense
 
     factors, grid = _group_codes(domain, others, totals)
@@ -398,11 +410,12 @@ def aggregates(domain: Domain, attr: str, by: Any = (), statistics: Any = ("sum"
     tiled: dict[str, Any] = {}
     for j, o in enumerate(others):  # the groups once per measured statistic
         tiled.update(_cell_columns(domain[o], np.tile(grid[:, j], len(measured))))
-    stat = pd.Categorical(np.repeat(measured, groups), categories=list(STATISTICS))
+    stat = pd.Categorical(np.repeat(["mean"] * 2 if ends else measured, groups),
+                          categories=list(STATISTICS))
     shape = (a.size, *(domain[o].size for o in others))
     rows = _frame({"statistic": stat, **tiled}, shape)
     derived = Derived("aggregates", name, tuple(float(v) for v in values), stats,
-                      groups=groups)
+                      groups=groups, basis="ends" if ends else "sum,count")
     return ParsedWorkload((name, *others), matrix, rows, "aggregates", derived=derived)
 
 
