@@ -130,7 +130,7 @@ def part_b(df: pd.DataFrame, eps_list: list[float], draws: int) -> None:
         r_ls = math.sqrt(np.mean(rng.laplace(0, hi / eps, shape) ** 2))
         print(f"{eps:6g} | {r_e:11.5f} {r_sc:10.5f} {r_cm:13.5f} | {r_sc / r_e:9.2f} "
               f"{r_cm / r_e:8.2f} | {r_es:10.1f} {r_ls:12.1f} {r_ls / r_es:6.2f}")
-    print("  (ektelo: {} draws; peers: {} draws)".format(draws, draws * 50))
+    print(f"  (ektelo: {draws} draws; peers: {draws * 50} draws)")
 
 
 def _cov_line(label: str, hits: np.ndarray) -> str:

@@ -58,7 +58,7 @@ def test_noiseless_sums_and_means_equal_pandas(noiseless) -> None:
                                        rtol=1e-9, atol=1e-4, err_msg=f"{stat} of {attr}")
         alone = s.mean(attr, by="grp", epsilon=1e7).set_index("grp")  # the "ends" basis
         np.testing.assert_allclose(alone.loc[["a", "b", "c"], "answer"], want["mean"],
-                                   rtol=1e-9, err_msg=f"mean alone of {attr}")
+                                   rtol=1e-7, err_msg=f"mean alone of {attr}")
         means = got[got["statistic"] == "mean"]
         assert (means["ci_low"] <= means["answer"] + 1e-9).all()
         assert (means["answer"] <= means["ci_high"] + 1e-9).all()
