@@ -519,7 +519,8 @@ class Session:
         if q.derived is not None:  # sums, means, quantiles: post-processing (issue #38)
             from .derived import finish
 
-            factor = self._noise_factor(q, name, taken, params)
+            needs = q.derived.what == "quantile" or "mean" in q.derived.statistics
+            factor = self._noise_factor(q, name, taken, params) if needs else None
             frame = finish(q, answers, std, method, alpha, factor, nonnegative=nonnegative,
                            rounded=round)
             method = "; ".join(str(c) for c in frame["ci_method"].cat.categories)
