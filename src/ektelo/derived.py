@@ -53,6 +53,8 @@ from .workload import spec as questions
 __all__ = ["fieller", "finish", "quantile_rows"]
 
 NOISE_ONLY = "noise only: not clamping to the domain or binning bias"
+PARTITION = ("conditional on the plan's released partition (the bias of spreading a group's "
+             "count over its cells is not covered)")
 EMPTY_NOTE = "noisy count ≤ 0: no mean (the group may be empty)"
 UNBOUNDED_NOTE = "count not significantly positive: the interval is the value range"
 
@@ -153,7 +155,8 @@ def _mean_rows(q: questions.ParsedWorkload, base: pd.DataFrame, answers: np.ndar
         noise = "exact Gaussian" if "Gaussian" in method else "Laplace-tail width"
         rows["ci_method"] = (f"Fieller ratio of the jointly measured sum and count ({noise}), "
                              f"within the value range; std_error by the delta method; "
-                             f"{NOISE_ONLY}")
+                             f"{NOISE_ONLY}" + (f"; {PARTITION}" if "partition" in method
+                                                else ""))
     rows["note"] = notes
     return rows
 
@@ -210,6 +213,6 @@ def quantile_rows(q: questions.ParsedWorkload, answers: np.ndarray, method: str,
         noise = "exact Gaussian" if "Gaussian" in method else "Laplace-tail width"
         how = (f"noisy CDF inverted: bins whose CDF band ({noise}) admits the level; "
                f"values at bin representatives; no std_error (not linear in the noise); "
-               f"{NOISE_ONLY}")
+               f"{NOISE_ONLY}" + (f"; {PARTITION}" if "partition" in method else ""))
     frame["ci_method"] = pd.Categorical([how] * len(frame))
     return frame

@@ -373,9 +373,16 @@ def aggregates(domain: Domain, attr: str, by: Any = (), statistics: Any = ("sum"
     attributes (and with `totals` every sub-breakdown: NA rows), as ONE
     linear workload: value factor ([vᵀ], [1ᵀ] or [vᵀ; 1ᵀ]) ⊗ the groups'
     factors (`workload.builders.group_sums`). A mean is derived after
-    measuring as the ratio of its group's sum and count (`ektelo.derived`).
-    A categorical or unbounded `attr` is refused here, before anything is
-    spent."""
+    measuring as the ratio of its group's sum and count (`ektelo.derived`);
+    a mean alone is measured as the distances to the value range's ends
+    (`Derived.basis`), a better basis for a ratio. A categorical or
+    unbounded `attr` is refused here, before anything is spent.
+
+    Neighbours are one row here, as for every question: a row moves a sum
+    by at most max|v|, which the strategy's sensitivity accounts for. Under
+    privacy units (one person, up to k rows: the units issue) a sum must be
+    measured on the unit-bounded table (the kernel's k-stable
+    transformation multiplies its sensitivity), never with this row bound."""
     from .values import representatives
 
     if not isinstance(attr, str):
