@@ -145,3 +145,17 @@ def test_cli_mean_and_quantile_specs(tmp_path, capsys) -> None:
     assert list(frame["quantile"]) == [0.5, 0.9]
     assert frame["answer"].isin([5.0, 15.0, 35.0]).all()
     capsys.readouterr()
+
+
+def test_cli_plots_a_mean_and_a_quantile_as_bars_with_intervals(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    data, domain = tmp_path / "t.csv", tmp_path / "t.json"
+    _table(300).assign(pay=lambda f: f["pay"].clip(0, 49)).to_csv(data, index=False)
+    domain.write_text(Domain.from_dict(DOMAIN).to_json())
+    for spec_text in ("mean:pay by grp", "quantile:pay@0.5 by grp"):
+        png = tmp_path / f"{spec_text.split(':')[0]}.png"
+        assert main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain),
+                     "--workload", spec_text, "--epsilon", "1", "--seed", "2",
+                     "--plot", str(png)]) == 0
+        assert png.stat().st_size > 1000
+    capsys.readouterr()
