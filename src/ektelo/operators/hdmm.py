@@ -230,9 +230,10 @@ def optimise(
     # more time synchronising than computing (measured 10–40× slower on two
     # shared cores) — callers who see that pin BLAS to one thread themselves
     # (e.g. threadpoolctl's `threadpool_limits(1, "blas")` around the call).
-    kron = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter, rounds=rounds)
+    kron, thetas = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter,
+                             rounds=rounds)
     if coefs.size == 1:
-        kron = _with_row_space_factors(kron, families)
+        kron = _with_row_space_factors(kron, families, thetas)
     best = kron
     if len(dims) > 1:
         marg = marginal_coefficients(workload, dims)
@@ -372,7 +373,8 @@ def _opt_kron(
     restarts: int,
     maxiter: int,
     rounds: int,
-) -> HDMMResult:
+) -> tuple[HDMMResult, list[np.ndarray]]:
+    """OPT_⊗ (module docstring): the strategy and each attribute's Θ."""
     d = len(families)
     thetas = [np.zeros((0, f.n)) for f in families]  # Θ with no rows: the Identity
     # values[i, j] = tr((A_iᵀA_i)⁻¹ G_i⁽ʲ⁾) for the current strategies.
@@ -401,7 +403,7 @@ def _opt_kron(
             break
     factors = [p_identity_strategy(t) for t in thetas]
     strategy = factors[0] if d == 1 else Kronecker(factors)
-    return HDMMResult(strategy, total, "OPT_0" if d == 1 else "OPT_kron")
+    return HDMMResult(strategy, total, "OPT_0" if d == 1 else "OPT_kron"), thetas
 
 
 # -- Row-space factors (issue #38) -------------------------------------------------
@@ -452,12 +454,16 @@ def row_space_strategy(W: EMatrix) -> tuple[EMatrix, float] | None:
                 best_flat, best = flat, value
     A = best_flat.reshape(r, r) @ R
     A /= np.abs(A).sum(axis=0).max()
+    if r == 1 and np.allclose(np.abs(A), 1.0):  # the total (up to sign): keep its structure
+        return Total(n), error(best_flat)
     return Dense(A), error(best_flat)
 
 
-def _with_row_space_factors(kron: HDMMResult, families: Sequence[_Family]) -> HDMMResult:
+def _with_row_space_factors(kron: HDMMResult, families: Sequence[_Family],
+                            thetas: Sequence[np.ndarray]) -> HDMMResult:
     """A single product's strategy with each small-rank factor replaced by
-    its row-space strategy where that errs less (factors' errors multiply)."""
+    its row-space strategy where that errs less (factors' errors multiply;
+    p-Identity's error is OPT_0's closed form at the factor's Θ)."""
     factors = (list(kron.strategy.factors) if isinstance(kron.strategy, Kronecker)
                and len(families) > 1 else [kron.strategy])
     if len(factors) != len(families):
@@ -471,11 +477,7 @@ def _with_row_space_factors(kron: HDMMResult, families: Sequence[_Family]) -> HD
         if found is None:
             continue
         A_r, err_r = found
-        A_p = factors[i]
-        sens = A_p.sensitivity(1)
-        G = np.asarray(A_p.gram().dense(), dtype=np.float64)
-        Wd = np.asarray(fam.factors[0].dense(), dtype=np.float64)
-        err_p = sens**2 * float(np.sum(Wd * (Wd @ np.linalg.pinv(G, hermitian=True))))
+        err_p = float(fam.values(thetas[i])[0])
         if err_r < err_p * (1 - 1e-9) and err_p > 0:
             factors[i] = A_r
             total *= err_r / err_p
