@@ -736,17 +736,16 @@ class Session:
     def _noise_factor(self, q: questions.ParsedWorkload, name: str, taken: list[Any],
                       params: dict[str, Any]) -> np.ndarray | None:
         """F with the answers' noise covariance F Fᵀ, from the measurements the
-        plan took (least-squares plans on up to `_DENSE_CELLS` cells), else
-        None: what a mean's or quantile's interval needs."""
+        plan took (least-squares plans: a Kronecker strategy on a Kronecker
+        workload at any size, others up to `_DENSE_CELLS` cells), else None:
+        what a mean's or quantile's interval needs."""
         from . import plans
 
         if name in wide.MODEL_PLANS or name == DIRECT_MARGINALS or not taken:
             return None
         if plans.get(name).data_dependent and name not in _LS_DEPENDENT:
             return None
-        if q.matrix.shape[1] > _DENSE_CELLS:
-            return None
-        return noise_factor(q.matrix, taken)
+        return noise_factor(q.matrix, taken, max_dense=_DENSE_CELLS)
 
     def _observed_std(self, q: questions.ParsedWorkload, name: str, budget: dict[str, float],
                       taken: list[Any], params: dict[str, Any]) -> tuple[np.ndarray | None, str]:

@@ -159,3 +159,22 @@ def test_cli_plots_a_mean_and_a_quantile_as_bars_with_intervals(tmp_path, capsys
                      "--plot", str(png)]) == 0
         assert png.stat().st_size > 1000
     capsys.readouterr()
+
+
+def test_the_kronecker_noise_factor_equals_the_dense_one(monkeypatch) -> None:
+    from ektelo import answers
+
+    s = Session(_table(400), DOMAIN, epsilon=10.0, seed=5, on_invalid="clamp", progress=False)
+    for text in ("mean:pay by grp,lvl with totals", "quantile:n@0.5 by grp"):
+        q = s.question(text)
+        before = len(s._recorder.measurements)
+        s.ask(q, epsilon=1.0, plan="hdmm")
+        taken = s._recorder.measurements[before:]
+        fast = answers._kron_noise_factor(q.matrix, taken)
+        assert fast is not None, text  # HDMM's OPT_⊗ strategy on a Kronecker workload
+        with monkeypatch.context() as m:
+            m.setattr(answers, "_kron_noise_factor", lambda W, ms: None)
+            dense = answers.noise_factor(q.matrix, taken)
+        assert dense is not None
+        np.testing.assert_allclose(fast @ fast.T, dense @ dense.T, rtol=1e-8,
+                                   atol=1e-10 * float(np.abs(dense @ dense.T).max()))
