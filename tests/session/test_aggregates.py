@@ -161,20 +161,24 @@ def test_cli_plots_a_mean_and_a_quantile_as_bars_with_intervals(tmp_path, capsys
     capsys.readouterr()
 
 
-def test_the_kronecker_noise_factor_equals_the_dense_one(monkeypatch) -> None:
-    from ektelo import answers
+def test_the_kronecker_noise_factor_equals_the_dense_covariance() -> None:
+    from ektelo.answers import noise_factor
+    from ektelo.kernel import protect
+    from ektelo.matrix import Kronecker
+    from ektelo.operators.selection import hdmm
+    from ektelo.workload import group_sums
 
-    s = Session(_table(400), DOMAIN, epsilon=10.0, seed=5, on_invalid="clamp", progress=False)
-    for text in ("mean:pay by grp,lvl with totals", "quantile:n@0.5 by grp"):
-        q = s.question(text)
-        before = len(s._recorder.measurements)
-        s.ask(q, epsilon=1.0, plan="hdmm")
-        taken = s._recorder.measurements[before:]
-        fast = answers._kron_noise_factor(q.matrix, taken)
-        assert fast is not None, text  # HDMM's OPT_⊗ strategy on a Kronecker workload
-        with monkeypatch.context() as m:
-            m.setattr(answers, "_kron_noise_factor", lambda W, ms: None)
-            dense = answers.noise_factor(q.matrix, taken)
-        assert dense is not None
-        np.testing.assert_allclose(fast @ fast.T, dense @ dense.T, rtol=1e-8,
-                                   atol=1e-10 * float(np.abs(dense @ dense.T).max()))
+    shape = (12, 3, 4)
+    W = group_sums(shape, 0, np.linspace(0, 11, 12), by=(1, 2), counts=True, totals=True)
+    A = hdmm(W)
+    assert isinstance(A, Kronecker)  # OPT_⊗ with a row-space value factor: the fast path
+    x = protect(np.zeros(shape), epsilon=1.0, seed=0, integral=True)
+    m = x.laplace(A, eps=1.0)
+    F = noise_factor(W, [m])
+    assert F is not None
+    G = np.asarray(A.gram().dense()) / m.variance
+    lam, V = np.linalg.eigh(G)
+    keep = lam > lam.max() * 1e-10
+    Gp = (V[:, keep] / lam[keep]) @ V[:, keep].T
+    want = W.dense() @ Gp @ W.dense().T
+    np.testing.assert_allclose(F @ F.T, want, rtol=1e-7, atol=1e-9 * float(np.abs(want).max()))
