@@ -159,7 +159,7 @@ def part_c(df: pd.DataFrame, eps_list: list[float], draws: int) -> None:
     for eps in eps_list:
         s = _session(df, seed=int(eps * 1000) + 3)
         h1, h2, h3 = [], [], []
-        width1 = []
+        width1, width3 = [], []
         for _ in range(draws):
             f = s.mean(V, by="sex", epsilon=eps)
             h1.append((f["ci_low"] <= true_mean) & (true_mean <= f["ci_high"]))
@@ -170,11 +170,13 @@ def part_c(df: pd.DataFrame, eps_list: list[float], draws: int) -> None:
             truth = np.array([true_q[(q, None if pd.isna(x) else int(x))]
                               for q, x in zip(r["quantile"], r["sex"], strict=True)])
             h3.append((r["ci_low"].to_numpy() <= truth) & (truth <= r["ci_high"].to_numpy()))
+            width3.append((r["ci_high"] - r["ci_low"]).to_numpy())
         print(f" ε = {eps:g}")
         print(_cov_line("mean hours by sex (Fieller)", np.concatenate(h1)) +
               f"  median width {np.median(width1):.3g}")
         print(_cov_line("mean hours by sex × race with totals", np.concatenate(h2)))
-        print(_cov_line("quantiles of age at 0.5, 0.9 by sex (CDF band)", np.concatenate(h3)))
+        print(_cov_line("quantiles of age at 0.5, 0.9 by sex (CDF band)", np.concatenate(h3)) +
+              f"  mean width {np.mean(width3):.3g} years")
 
 
 def main() -> None:
