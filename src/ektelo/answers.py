@@ -15,7 +15,7 @@ import pandas as pd
 
 from .workload import spec as questions
 
-__all__ = ["consistent_nonnegative", "half_width", "noise_only_std", "tidy"]
+__all__ = ["consistent_nonnegative", "half_width", "noise_factor", "noise_only_std", "tidy"]
 
 
 def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
@@ -23,7 +23,30 @@ def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
     the noise's standard error of W x̂ for the minimum-norm least-squares x̂
     (what the plans' LS returns, spreading each group evenly), conditional on
     the public partition/selection the measurements were taken on."""
+    WZ = noise_factor(W, measurements)
+    assert WZ is not None  # (no max_dense: always computed)
+    return np.asarray(np.sqrt(np.sum(WZ**2, axis=1)), dtype=np.float64)
+
+
+def noise_factor(W: Any, measurements: list[Any], *,
+                 max_dense: int | None = None) -> np.ndarray | None:
+    """F = W Z with Z Zᵀ = G⁺ (see `noise_only_std`): the noise covariance of
+    the least-squares answers W x̂ is F Fᵀ, so that of any linear combination
+    c of them is ‖cᵀF‖² — what the intervals of means (a sum and a count)
+    and quantiles (a CDF value against the total) need (`ektelo.derived`).
+
+    One measurement of a Kronecker strategy Q = ⊗Qᵢ answering a Kronecker
+    workload W = ⊗Wᵢ over the same factors (HDMM's OPT_⊗ on sums and counts
+    by groups) factorises: (QᵀQ)⁺ = ⊗(QᵢᵀQᵢ)⁺, so F = √v·⊗(Wᵢ Zᵢ) from one
+    small eigendecomposition per attribute instead of one of n × n.
+    Otherwise G is formed densely, up to `max_dense` cells (None: no limit;
+    above it the result is None)."""
+    fast = _kron_noise_factor(W, measurements)
+    if fast is not None:
+        return fast
     n = W.shape[1]
+    if max_dense is not None and n > max_dense:
+        return None
     G = np.zeros((n, n))
     for m in measurements:
         Q = m.query_on_root
@@ -33,8 +56,32 @@ def noise_only_std(W: Any, measurements: list[Any]) -> np.ndarray:
     lam, V = np.linalg.eigh(0.5 * (G + G.T))
     keep = lam > lam.max(initial=0.0) * n * np.finfo(np.float64).eps * 10
     Z = V[:, keep] / np.sqrt(lam[keep])  # G⁺ = Z Zᵀ
-    WZ = np.asarray(W.matmat(Z))
-    return np.asarray(np.sqrt(np.sum(WZ**2, axis=1)), dtype=np.float64)
+    return np.asarray(W.matmat(Z), dtype=np.float64)
+
+
+def _kron_noise_factor(W: Any, measurements: list[Any]) -> np.ndarray | None:
+    from .matrix import Kronecker
+
+    n = W.shape[1]
+    on_root = [m for m in measurements if m.query_on_root.shape[1] == n]
+    if len(on_root) != 1:
+        return None
+    Q = on_root[0].query_on_root
+    if not (isinstance(Q, Kronecker) and isinstance(W, Kronecker)):
+        return None
+    if len(Q.factors) != len(W.factors) or any(
+            q.shape[1] != w.shape[1] for q, w in zip(Q.factors, W.factors, strict=True)):
+        return None
+    parts = []
+    for q, w in zip(Q.factors, W.factors, strict=True):
+        G = np.asarray(q.gram().dense(), dtype=np.float64)
+        lam, V = np.linalg.eigh(0.5 * (G + G.T))
+        keep = lam > lam.max(initial=0.0) * G.shape[0] * np.finfo(np.float64).eps * 10
+        parts.append(np.asarray(w.matmat(V[:, keep] / np.sqrt(lam[keep])), dtype=np.float64))
+    F = parts[0]
+    for part in parts[1:]:
+        F = np.asarray(np.kron(F, part), dtype=np.float64)
+    return np.asarray(F * math.sqrt(on_root[0].variance), dtype=np.float64)
 
 
 def half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:

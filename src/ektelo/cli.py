@@ -447,6 +447,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 1
 
 
+def _public_range(text: str) -> tuple[str, tuple[float, float]]:
+    """COL=LO:HI (a public range typed by the user) for `domain init --range`."""
+    name, eq, bounds = text.partition("=")
+    lo, colon, hi = bounds.partition(":")
+    try:
+        if not (eq and colon and name.strip()):
+            raise ValueError
+        return name.strip(), (float(lo), float(hi))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--range takes COL=LO:HI, got {text!r}") from None
+
+
 def cmd_domain_init(args: argparse.Namespace) -> int:
     import json
 
@@ -465,10 +477,23 @@ def cmd_domain_init(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else data.with_suffix(".domain.json")
     if out.exists() and not args.force:
         raise CLIError(f"{out} exists; --force overwrites it")
+    spent = 0.0
+    if args.range_epsilon is not None or args.range:  # numeric ranges, privately (#38)
+        from .domain_ranges import private_ranges
+
+        try:
+            spec, more, spent = private_ranges(frame, spec, epsilon=args.range_epsilon,
+                                               public=dict(args.range or []))
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        notes += more
     out.write_text(json.dumps(spec, indent=1) + "\n")
     print(f"wrote a domain template for {len(spec) - 1} columns to {out}")
     for note in notes:
         print(f"  note: {note}")
+    if spent:
+        print(f"  spent ε={spent:g} on numeric ranges (no ledger: count it against the "
+              "dataset's budget)")
     print(f"WARNING: {TEMPLATE_NOTE}", file=sys.stderr)
     return 0
 
@@ -574,7 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--domain", required=True, help="domain description (JSON; see README)")
     run.add_argument("--workload", required=True,
                      help="histogram:a,b | cdf:a [by b,c] | ranges:a | marginals:K:a,b,c|all | "
-                          "random-ranges:a,b:N | file:ranges.csv")
+                          "random-ranges:a,b:N | file:ranges.csv | sum:a [by b,c] | "
+                          "mean:a [by b,c] | sum,count,mean:a by b,c [with totals] | "
+                          "quantile:a@0.5,0.9 [by b]")
     run.add_argument("--plan", default="auto",
                      help="plan name or 'auto' (default); graphical models for marginals: "
                           "mst, aim (with --delta), privbayes_pgm (pure ε: no --delta), "
@@ -668,6 +695,11 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("data", help="CSV or Parquet file")
     init.add_argument("--out", help="domain JSON (default: DATA.domain.json)")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.add_argument("--range-epsilon", type=_positive("range-epsilon"), metavar="E",
+                      help="numeric columns' ranges from their noisy 1%%/99%% quantiles at ε=E "
+                           "each, on a grid of round numbers (never the raw min/max)")
+    init.add_argument("--range", action="append", type=_public_range, metavar="COL=LO:HI",
+                      help="a public range for a numeric column (repeatable; no ε spent)")
     init.set_defaults(func=cmd_domain_init)
 
     for name, what in (("serve", "serve protected datasets over HTTP (= ektelo-serve)"),

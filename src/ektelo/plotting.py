@@ -24,12 +24,15 @@ def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     level = 100 * (1 - float(frame.attrs.get("alpha", 0.05)))
     over = " × ".join(question.attributes)
+    derived = getattr(question, "derived", None)
     kind = {"identity": "histogram", "prefix": "CDF"}.get(question.kind, question.kind)
+    if derived is not None:  # sums, means, quantiles: bars with their intervals
+        kind = "quantiles" if derived.what == "quantile" else "aggregates"
     title = f"{kind} over {over} — plan {frame.attrs.get('plan')}"
     has_ci = frame["ci_low"].notna().any()
     label_cols = [c for c in frame.columns if c not in
-                  ("answer", "std_error", "ci_low", "ci_high", "ci_method", "marginal")]
-    if question.kind == "prefix":
+                  ("answer", "std_error", "ci_low", "ci_high", "ci_method", "marginal", "note")]
+    if question.kind == "prefix" and derived is None:
         x_col = label_cols[0]
         for key, part in _groups(frame, label_cols[1:]):
             xs = np.arange(len(part)) if part[x_col].dtype == object else part[x_col]
@@ -41,7 +44,8 @@ def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
         ax.set_ylabel("count ≤ x")
         if len(label_cols) > 1:
             ax.legend(fontsize=8)
-    elif len(question.attributes) == 2 and question.kind in ("identity", "marginals") and (
+    elif derived is None and len(question.attributes) == 2 and question.kind in (
+            "identity", "marginals") and (
         "marginal" not in frame or frame["marginal"].nunique() == 1
     ):
         rows, cols = question.shape
@@ -66,7 +70,7 @@ def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
         ax.bar(xs, frame["answer"], yerr=yerr, capsize=2, color="tab:blue", ecolor="black")
         if len(frame) <= 40:
             ax.set_xticks(xs, names, rotation=60, ha="right", fontsize=8)
-        ax.set_ylabel("count")
+        ax.set_ylabel(question.derived.attribute if derived is not None else "count")
     if not ax.get_title():
         ax.set_title(f"{title}" + (f" ({level:g}% intervals)" if has_ci else
                                    " (no interval: see ci_method)"), fontsize=9)

@@ -64,7 +64,7 @@ import pandas as pd
 from . import _validate as check
 from . import wide
 from .answers import half_width as _half_width
-from .answers import noise_only_std
+from .answers import noise_factor, noise_only_std
 from .answers import tidy as _tidy
 from .domain import Domain, DomainValueError
 from .loading import diagnosable as _diagnosable
@@ -327,6 +327,38 @@ class Session:
         other attributes (each value, and all of them: NA)."""
         return self.ask(questions.cdf(self.domain, attr, by), where=where, **options)
 
+    def sum(self, attr: str, *, by: str | Sequence[str] = (), where: Any = None,
+            totals: bool = False, **options: Any) -> pd.DataFrame:
+        """The sum of numeric `attr` (each row at its cell's representative
+        value, `ektelo.workload.values`) for every cell of the `by`
+        attributes (`totals`: every sub-breakdown too, NA rows); one linear
+        workload, intervals from its exact noise variance."""
+        return self.aggregates(attr, by=by, statistics=("sum",), where=where, totals=totals,
+                               **options)
+
+    def mean(self, attr: str, *, by: str | Sequence[str] = (), where: Any = None,
+             totals: bool = False, **options: Any) -> pd.DataFrame:
+        """The mean of numeric `attr` per cell of `by`: the ratio of a sum and
+        a count measured jointly by one plan, with Fieller intervals from
+        their joint noise covariance (`ektelo.derived`)."""
+        return self.aggregates(attr, by=by, statistics=("mean",), where=where, totals=totals,
+                               **options)
+
+    def aggregates(self, attr: str, *, by: str | Sequence[str] = (),
+                   statistics: str | Sequence[str] = ("sum", "count", "mean"),
+                   where: Any = None, totals: bool = False, **options: Any) -> pd.DataFrame:
+        """Sums, counts and means of `attr` by `by` from ONE workload (one
+        row per statistic and group: the ``statistic`` column)."""
+        return self.ask(questions.aggregates(self.domain, attr, by, statistics, totals=totals),
+                        where=where, **options)
+
+    def quantile(self, attr: str, q: float | Sequence[float] = (0.5,), *,
+                 by: str | Sequence[str] = (), where: Any = None,
+                 **options: Any) -> pd.DataFrame:
+        """Quantiles of numeric `attr` at levels `q`, per value of `by` and
+        overall, by inverting the noisy CDF (`ektelo.derived`)."""
+        return self.ask(questions.quantiles(self.domain, attr, q, by), where=where, **options)
+
     def ranges(self, attrs: str | Sequence[str], bounds: Sequence[Any], *, where: Any = None,
                **options: Any) -> pd.DataFrame:
         """Counts in ranges: `bounds` holds (lo, hi) per query (per attribute
@@ -428,8 +460,16 @@ class Session:
         if name == "workload":
             W, attrs = args
             return questions.custom(self.domain, W, attrs)
+        if name in questions.STATISTICS:
+            kwargs["statistics"] = (name,)
+            return questions.aggregates(self.domain, *args, **kwargs)
+        if name == "aggregates":
+            return questions.aggregates(self.domain, *args, **kwargs)
+        if name == "quantile":
+            return questions.quantiles(self.domain, *args, **kwargs)
         raise ValueError(f"unknown question {name!r}: histogram, cdf, ranges, marginals, "
-                         "workload, or a spec string such as 'cdf:age by sex'")
+                         "workload, sum, count, mean, aggregates, quantile, or a spec string "
+                         "such as 'cdf:age by sex'")
 
     # -- before spending -------------------------------------------------------------
     def preview(self, question: Any, *args: Any, plan: str = "auto",
@@ -488,7 +528,16 @@ class Session:
         taken = self._recorder.measurements[before:]
         std, method = self._observed_std(q, name, budget, taken, params)
         answers = np.asarray(estimate, dtype=np.float64)
-        frame = _tidy(q, answers, std, method, alpha, nonnegative, round, consistent)
+        if q.derived is not None:  # sums, means, quantiles: post-processing (issue #38)
+            from .derived import finish
+
+            needs = q.derived.what == "quantile" or "mean" in q.derived.statistics
+            factor = self._noise_factor(q, name, taken, params) if needs else None
+            frame = finish(q, answers, std, method, alpha, factor, nonnegative=nonnegative,
+                           rounded=round)
+            method = "; ".join(str(c) for c in frame["ci_method"].cat.categories)
+        else:
+            frame = _tidy(q, answers, std, method, alpha, nonnegative, round, consistent)
         after = self.budget
         frame.attrs.update(plan=name, why=why, alpha=alpha, ci_method=method,
                            budget={"unit": after.unit, "total": after.total,
@@ -704,6 +753,20 @@ class Session:
         single = isinstance(A, Identity) and isinstance(q.matrix, Identity)
         return (np.sqrt(np.asarray(var, dtype=np.float64)),
                 "exact Laplace" if single else LAPLACE_SUM)
+
+    def _noise_factor(self, q: questions.ParsedWorkload, name: str, taken: list[Any],
+                      params: dict[str, Any]) -> np.ndarray | None:
+        """F with the answers' noise covariance F Fᵀ, from the measurements the
+        plan took (least-squares plans: a Kronecker strategy on a Kronecker
+        workload at any size, others up to `_DENSE_CELLS` cells), else None:
+        what a mean's or quantile's interval needs."""
+        from . import plans
+
+        if name in wide.MODEL_PLANS or name == DIRECT_MARGINALS or not taken:
+            return None
+        if plans.get(name).data_dependent and name not in _LS_DEPENDENT:
+            return None
+        return noise_factor(q.matrix, taken, max_dense=_DENSE_CELLS)
 
     def _observed_std(self, q: questions.ParsedWorkload, name: str, budget: dict[str, float],
                       taken: list[Any], params: dict[str, Any]) -> tuple[np.ndarray | None, str]:

@@ -26,6 +26,18 @@ The workload enters only through its Gram WᵀW, which the matrix classes give
   `RangeQueries` is treated as the union of its m queries, each a product of
   1-D intervals. (HDMM's OPT_+, several Kronecker strategies side by side,
   is not implemented.)
+* Row-space factors (issue #38; our addition, not in HDMM): a factor
+  workload of small rank r — the value factor [vᵀ; 1ᵀ] of sums and counts —
+  is served badly by p-Identity, whose identity block spends sensitivity on
+  every cell. A strategy in the factor's row space, A_i = M·R with
+  R (r×n) a basis of it (W_iᵀW_i = RᵀR), has error
+  ‖M R‖₁²·tr((MᵀM)⁻¹) (since W_i A_i⁺ has the Gram of M⁻¹); M (r×r) is
+  found by Nelder–Mead from M = W_i R⁺ (measuring W_i itself) and from I.
+  For [vᵀ; 1ᵀ] this finds the centred sum Σ(v − c)x beside a weighted
+  count — the peers' clamped-mean trick, with the split optimised. On a
+  single product (or a workload without product structure) the factors'
+  errors multiply, so each factor keeps whichever of p-Identity and its
+  row-space strategy errs less; unions of products keep p-Identity.
 * OPT_M (HDMM §5.3), marginal workloads (unions of Kronecker products of
   Identity and Total): the strategy is a weighted set of all 2^d marginals,
   M(θ) = [θ_a·M_a]_{a ⊆ [d]}, with ‖M(θ)‖₁ = Σθ_a. Every Gram in play is a
@@ -67,6 +79,7 @@ from scipy.optimize import Bounds, minimize
 
 from .. import _validate as check
 from ..matrix import (
+    Dense,
     EMatrix,
     Identity,
     Kronecker,
@@ -95,6 +108,7 @@ __all__ = [
     "marginal_objective",
     "marginals_strategy",
     "optimise",
+    "row_space_strategy",
 ]
 
 # Default p: n/16 extra rows (the paper's choice), at most _P_CAP (see `hdmm`).
@@ -249,7 +263,10 @@ def optimise(
     # more time synchronising than computing (measured 10–40× slower on two
     # shared cores) — callers who see that pin BLAS to one thread themselves
     # (e.g. threadpoolctl's `threadpool_limits(1, "blas")` around the call).
-    kron = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter, rounds=rounds)
+    kron, thetas = _opt_kron(families, coefs, ps, rng, restarts=restarts, maxiter=maxiter,
+                             rounds=rounds)
+    if coefs.size == 1:
+        kron = _with_row_space_factors(kron, families, thetas)
     if norm == 2:  # OPT_0/OPT_⊗ normalise ‖A‖₁ = 1; rank them by ‖A‖₂²·trace
         kron = _in_l2(kron)
     candidates = [kron]
@@ -428,7 +445,8 @@ def _opt_kron(
     restarts: int,
     maxiter: int,
     rounds: int,
-) -> HDMMResult:
+) -> tuple[HDMMResult, list[np.ndarray]]:
+    """OPT_⊗ (module docstring): the strategy and each attribute's Θ."""
     d = len(families)
     thetas = [np.zeros((0, f.n)) for f in families]  # Θ with no rows: the Identity
     # values[i, j] = tr((A_iᵀA_i)⁻¹ G_i⁽ʲ⁾) for the current strategies.
@@ -457,7 +475,89 @@ def _opt_kron(
             break
     factors = [p_identity_strategy(t) for t in thetas]
     strategy = factors[0] if d == 1 else Kronecker(factors)
-    return HDMMResult(strategy, total, "OPT_0" if d == 1 else "OPT_kron")
+    return HDMMResult(strategy, total, "OPT_0" if d == 1 else "OPT_kron"), thetas
+
+
+# -- Row-space factors (issue #38) -------------------------------------------------
+# A factor workload is given a row-space strategy when its rank is at most this
+# (sums and counts: 2) and it has at most _ROW_SPACE_ROWS rows.
+_ROW_SPACE_RANK = 4
+_ROW_SPACE_ROWS = 16
+_ROW_SPACE_CELLS = 1 << 14
+
+
+def row_space_strategy(W: EMatrix) -> tuple[EMatrix, float] | None:
+    """A strategy in the row space of a small-rank workload W and its error
+    tr((AᵀA)⁺WᵀW) at ‖A‖₁ = 1, or None when W has more than
+    `_ROW_SPACE_RANK` independent rows (see the module docstring)."""
+    m, n = W.shape
+    if m > _ROW_SPACE_ROWS or n > _ROW_SPACE_CELLS:
+        return None
+    Wd = np.asarray(W.dense(), dtype=np.float64)
+    _, sv, Vt = np.linalg.svd(Wd, full_matrices=False)
+    r = int(np.sum(sv > sv.max(initial=0.0) * max(m, n) * np.finfo(np.float64).eps * 10))
+    if r == 0 or r > _ROW_SPACE_RANK:
+        return None
+    R = sv[:r, None] * Vt[:r]  # WᵀW = RᵀR
+
+    def error(flat: np.ndarray) -> float:
+        M = flat.reshape(r, r)
+        try:
+            inv = np.linalg.inv(M)
+        except np.linalg.LinAlgError:
+            return math.inf
+        sens = float(np.abs(M @ R).sum(axis=0).max())
+        value = sens**2 * float(np.sum(inv**2))
+        return value if math.isfinite(value) else math.inf
+
+    from scipy.optimize import minimize as _minimize
+
+    starts = [np.eye(r)]
+    own = Wd @ np.linalg.pinv(R)  # W = own · R: measuring W itself (its independent rows)
+    if r == m:
+        starts.append(own)
+    best_flat, best = starts[0].ravel(), error(starts[0].ravel())
+    for start in starts:
+        found = _minimize(error, start.ravel(), method="Nelder-Mead",
+                          options={"maxiter": 400 * r * r, "xatol": 1e-9, "fatol": 1e-12})
+        for flat in (start.ravel(), found.x):
+            value = error(flat)
+            if value < best:
+                best_flat, best = flat, value
+    A = best_flat.reshape(r, r) @ R
+    A /= np.abs(A).sum(axis=0).max()
+    if r == 1 and np.allclose(np.abs(A), 1.0):  # the total (up to sign): keep its structure
+        return Total(n), error(best_flat)
+    return Dense(A), error(best_flat)
+
+
+def _with_row_space_factors(kron: HDMMResult, families: Sequence[_Family],
+                            thetas: Sequence[np.ndarray]) -> HDMMResult:
+    """A single product's strategy with each small-rank factor replaced by
+    its row-space strategy where that errs less (factors' errors multiply;
+    p-Identity's error is OPT_0's closed form at the factor's Θ)."""
+    factors = (list(kron.strategy.factors) if isinstance(kron.strategy, Kronecker)
+               and len(families) > 1 else [kron.strategy])
+    if len(factors) != len(families):
+        return kron
+    total = kron.error
+    changed = False
+    for i, fam in enumerate(families):
+        if not isinstance(fam, _FactorFamily) or len(fam.factors) != 1:
+            continue
+        found = row_space_strategy(fam.factors[0])
+        if found is None:
+            continue
+        A_r, err_r = found
+        err_p = float(fam.values(thetas[i])[0])
+        if err_r < err_p * (1 - 1e-9) and err_p > 0:
+            factors[i] = A_r
+            total *= err_r / err_p
+            changed = True
+    if not changed:
+        return kron
+    strategy = factors[0] if len(factors) == 1 else Kronecker(factors)
+    return HDMMResult(strategy, total, kron.method + "+row-space")
 
 
 # -- OPT_M: weighted marginals ----------------------------------------------------

@@ -34,7 +34,7 @@ __all__ = ["FEATURE_NAMES", "KINDS", "MAX_BLOCKS", "PUBLIC_FEATURES", "Features"
 # The workload kinds of `ektelo.workload.spec` (with its friendly aliases):
 # the planner refuses anything else before spending.
 KINDS = ("identity", "histogram", "prefix", "cdf", "ranges", "random-ranges", "file",
-         "marginals", "custom")
+         "marginals", "custom", "aggregates")
 # At most this many coarse blocks: enough to see where the mass is, few
 # enough that each noisy count stays large against its noise.
 MAX_BLOCKS = 16

@@ -53,6 +53,9 @@ def choose_plan(kind: str, shape: Sequence[int]) -> tuple[str, str]:
     n = math.prod(shape)
     if kind == "marginals":
         return "hdmm", "marginal workloads are answered best by HDMM's optimised strategy"
+    if kind == "aggregates":
+        return "hdmm", ("sums and counts: HDMM's strategy, the value factor in its row space "
+                        "(a centred sum beside a weighted count)")
     if len(shape) == 1 and kind in RANGE_KINDS:
         if n <= 2**16:
             return "dawa", ("DAWA adapts to the data and is among the most accurate for 1-D "

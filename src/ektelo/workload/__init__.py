@@ -2,6 +2,7 @@
 
 from .builders import (
     all_range,
+    group_sums,
     identity,
     marginal,
     marginals,
@@ -9,12 +10,15 @@ from .builders import (
     prefix_marginal,
     random_range,
     range_queries,
+    range_sums,
     total,
+    value_factor,
 )
 from .metrics import scaled_l2_error
 
 __all__ = [
     "all_range",
+    "group_sums",
     "identity",
     "marginal",
     "marginals",
@@ -22,6 +26,8 @@ __all__ = [
     "prefix_marginal",
     "random_range",
     "range_queries",
+    "range_sums",
     "scaled_l2_error",
     "total",
+    "value_factor",
 ]

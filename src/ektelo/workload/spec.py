@@ -20,6 +20,15 @@ Spec strings (``ektelo run --workload``):
 * ``marginals:K:all``                         all K-way marginals of every attribute
 * ``file:PATH``                               ranges from a CSV with columns
                                               ``<attr>_lo,<attr>_hi`` per attribute
+* ``sum:a by b,c``                            the sum of numeric a for every cell
+                                              of b × c (``sum:a``: over all rows)
+* ``mean:a by b,c``                           the mean of a per cell: the ratio of
+                                              a sum and a count measured jointly
+* ``sum,count,mean:a by b,c``                 any of the three, from one workload
+  (``… by b,c with totals``: also every sub-breakdown — b's cells summed over c,
+  c's over b, and all rows — as the NA rows of a CDF breakdown)
+* ``quantile:a@0.5,0.9 [by b,c]``             quantiles of numeric a, by inverting
+                                              the noisy CDF (``cdf:a by b,c``)
 
 Range bounds are in the domain's own units: labels and integer codes
 inclusive (``age_lo=30, age_hi=39``); on a binned attribute the half-open bin
@@ -31,6 +40,10 @@ Tidy columns: a CDF row's attribute column is ``<a>_at_most`` (labels and
 codes: the count of values ≤ it) or ``<a>_below`` (bins: values < that edge);
 a breakdown or marginal leaves an attribute it sums over as missing (NA,
 read "all"), and marginal rows carry a ``marginal`` column ("a×b").
+Sums, counts and means (issue #38) carry a ``statistic`` column; a sum adds
+each row's representative value of a (`ektelo.workload.values`: a bin's
+midpoint, a numeric label, an integer code) over the clamped, binned table.
+Quantile rows carry ``quantile`` (the level).
 """
 
 from __future__ import annotations
@@ -52,12 +65,15 @@ from . import builders
 
 __all__ = [
     "ALIASES",
+    "Derived",
     "ParsedWorkload",
+    "aggregates",
     "cdf",
     "custom",
     "histogram",
     "marginals",
     "parse",
+    "quantiles",
     "ranges",
 ]
 
@@ -66,15 +82,42 @@ ALIASES = {"histogram": "identity", "counts": "identity", "cdf": "prefix"}
 
 
 @dataclass(frozen=True)
+class Derived:
+    """What is derived from a question's linear answers after measuring
+    (post-processing, free): "aggregates" keeps the requested `statistics`
+    of sums and counts and divides sums by counts for "mean"; "quantile"
+    inverts the CDF at `levels`. `values` are the representative values of
+    `attribute`'s codes (`ektelo.workload.values`). `basis` says what the
+    value factor's rows are: "sum,count", or for a mean alone "ends" — the
+    sums of distances to the value range's ends, Σ(v − lo)x and Σ(hi − v)x,
+    whose sum is (hi − lo)·count: measured jointly (each row's sensitivity
+    adds to hi − lo) the mean's noise e_S − m·e_C = (1 − t)e₁ − t·e₂,
+    t = (m − lo)/(hi − lo), has variance 2b²((1 − t)² + t²) ≤ 2b², where the
+    peers' clamped mean (a centred sum and a count, ε/2 each) has
+    2b²(1 + 4(m − mid)²/(hi − lo)²) ≥ 2b² (b = (hi − lo)/ε)."""
+
+    what: str
+    attribute: str
+    values: tuple[float, ...]
+    statistics: tuple[str, ...] = ()
+    levels: tuple[float, ...] = ()
+    groups: int = 1
+    basis: str = "sum,count"
+
+
+@dataclass(frozen=True)
 class ParsedWorkload:
     """A question: a workload over the vectorization of `attributes` (in that
-    order), its kind (for the planner), and one tidy row per query."""
+    order), its kind (for the planner), and one tidy row per query; with
+    `derived`, the answers the analyst sees are derived from these
+    (`ektelo.derived`)."""
 
     attributes: tuple[str, ...]
     matrix: EMatrix
     rows: pd.DataFrame
     kind: str
     shape: tuple[int, ...] = ()
+    derived: Derived | None = None
 
     def __post_init__(self) -> None:
         if not self.shape:  # the vector's shape: the attributes' sizes, from the rows
@@ -307,6 +350,109 @@ def custom(domain: Domain, W: EMatrix, attrs: Any) -> ParsedWorkload:
     return ParsedWorkload(names, W, _frame({"query": list(range(W.shape[0]))}, shape), "custom")
 
 
+STATISTICS = ("sum", "count", "mean")
+
+
+def _group_codes(domain: Domain, others: tuple[str, ...], totals: bool) -> tuple[
+        list[EMatrix], np.ndarray]:
+    """The group factors (Identity, or [Identity; Total] with totals) and the
+    groups' codes in C order (one column per attribute, -1: all values)."""
+    factors: list[EMatrix] = []
+    sizes = [domain[o].size + (1 if totals else 0) for o in others]
+    grid = _grid(sizes) if others else np.zeros((1, 0), dtype=np.int64)
+    for j, o in enumerate(others):
+        a = domain[o]
+        factors.append(VStack([Identity(a.size), Total(a.size)]) if totals else Identity(a.size))
+        grid[:, j] = np.where(grid[:, j] == a.size, -1, grid[:, j])
+    return factors, grid
+
+
+def aggregates(domain: Domain, attr: str, by: Any = (), statistics: Any = ("sum",),
+               *, totals: bool = False) -> ParsedWorkload:
+    """Sums, counts and means of numeric `attr` for every cell of the `by`
+    attributes (and with `totals` every sub-breakdown: NA rows), as ONE
+    linear workload: value factor ([vᵀ], [1ᵀ] or [vᵀ; 1ᵀ]) ⊗ the groups'
+    factors (`workload.builders.group_sums`). A mean is derived after
+    measuring as the ratio of its group's sum and count (`ektelo.derived`);
+    a mean alone is measured as the distances to the value range's ends
+    (`Derived.basis`), a better basis for a ratio. A categorical or
+    unbounded `attr` is refused here, before anything is spent.
+
+    Neighbours are one row here, as for every question: a row moves a sum
+    by at most max|v|, which the strategy's sensitivity accounts for. Under
+    privacy units (one person, up to k rows: the units issue) a sum must be
+    measured on the unit-bounded table (the kernel's k-stable
+    transformation multiplies its sensitivity), never with this row bound."""
+    from .values import representatives
+
+    if not isinstance(attr, str):
+        raise TypeError(f"a sum or mean takes one attribute name, got {attr!r}")
+    (name,) = _names(domain, [attr])
+    if isinstance(statistics, str):
+        statistics = [s.strip() for s in statistics.split(",") if s.strip()]
+    stats = tuple(dict.fromkeys(str(s).lower() for s in statistics))
+    unknown = [s for s in stats if s not in STATISTICS]
+    if not stats or unknown:
+        raise ValueError(f"unknown statistic(s) {unknown or list(statistics)}; use "
+                         f"{', '.join(STATISTICS)}")
+    others = _names(domain, by) if (by and len(by)) else ()
+    if name in others:
+        raise ValueError(f"the summed attribute {name!r} is repeated in by=")
+    a = domain[name]
+    wants_sum = "sum" in stats or "mean" in stats
+    wants_count = "count" in stats or "mean" in stats
+    values = representatives(a) if wants_sum else np.ones(a.size)
+    rows_v = ([values] if wants_sum else []) + ([np.ones(a.size)] if wants_count else [])
+    measured = (["sum"] if wants_sum else []) + (["count"] if wants_count else [])
+    lo, hi = float(values.min()), float(values.max())
+    ends = stats == ("mean",) and hi > lo
+    if ends:  # a mean alone: the sums of distances to the range's two ends (see Derived)
+        rows_v = [values - lo, hi - values]
+    from ..matrix import Dense
+
+    factors, grid = _group_codes(domain, others, totals)
+    groups = int(grid.shape[0])
+    first: EMatrix = Total(a.size) if measured == ["count"] else Dense(np.vstack(rows_v))
+    matrix = first if not factors else Kronecker([first, *factors])
+    tiled: dict[str, Any] = {}
+    for j, o in enumerate(others):  # the groups once per measured statistic
+        tiled.update(_cell_columns(domain[o], np.tile(grid[:, j], len(measured))))
+    stat = pd.Categorical(np.repeat(["mean"] * 2 if ends else measured, groups),
+                          categories=list(STATISTICS))
+    shape = (a.size, *(domain[o].size for o in others))
+    rows = _frame({"statistic": stat, **tiled}, shape)
+    derived = Derived("aggregates", name, tuple(float(v) for v in values), stats,
+                      groups=groups, basis="ends" if ends else "sum,count")
+    return ParsedWorkload((name, *others), matrix, rows, "aggregates", derived=derived)
+
+
+def quantiles(domain: Domain, attr: str, levels: Any = (0.5,), by: Any = ()) -> ParsedWorkload:
+    """Quantiles of numeric `attr` at `levels` (each in (0, 1)), for every
+    value of the `by` attributes and for all of them: the CDF question
+    (`cdf`) measured, then inverted after measuring (`ektelo.derived`)."""
+    from .values import representatives
+
+    if isinstance(levels, int | float):
+        levels = [levels]
+    if isinstance(levels, str):
+        levels = [t for t in levels.split(",") if t.strip()]
+    try:
+        qs = tuple(float(v) for v in levels)
+    except (TypeError, ValueError):
+        raise ValueError(f"quantile levels must be numbers in (0, 1), got {levels!r}") from None
+    if not qs or not all(0 < v < 1 for v in qs):
+        raise ValueError(f"quantile levels must be numbers in (0, 1), got {list(levels)}")
+    if not isinstance(attr, str):
+        raise TypeError(f"a quantile takes one attribute name, got {attr!r}")
+    (name,) = _names(domain, [attr])
+    values = representatives(domain[name])
+    q = cdf(domain, name, by)
+    groups = q.matrix.shape[0] // domain[name].size
+    return ParsedWorkload(q.attributes, q.matrix, q.rows, q.kind, q.shape,
+                          Derived("quantile", name, tuple(float(v) for v in values),
+                                  levels=qs, groups=groups))
+
+
 # -- spec strings ----------------------------------------------------------------------
 def _from_file(domain: Domain, path: str) -> ParsedWorkload:
     file = Path(path)
@@ -342,6 +488,24 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
     kind = ALIASES.get(kind, kind)
     if kind == "file":
         return _from_file(domain, rest)
+    stats = [k.strip() for k in kind.split(",")]
+    if all(k in STATISTICS for k in stats):
+        target, *by = _BY.split(rest, maxsplit=1)
+        totals = bool(by) and bool(re.search(r"\s+with\s+totals\s*$", by[0]))
+        group = re.sub(r"\s+with\s+totals\s*$", "", by[0]) if by else ""
+        targets = _names(domain, target)
+        if len(targets) != 1:
+            raise ValueError(f"{kind} takes one attribute ({kind}:a, or {kind}:a by b,c)")
+        return aggregates(domain, targets[0], group or (), stats, totals=totals)
+    if kind == "quantile":
+        target, *by = _BY.split(rest, maxsplit=1)
+        attr_text, at, level_text = target.partition("@")
+        if not at:
+            raise ValueError("quantile spec is quantile:a@0.5,0.9 [by b,c]")
+        targets = _names(domain, attr_text)
+        if len(targets) != 1:
+            raise ValueError("quantile takes one attribute (quantile:a@0.5, or … by b,c)")
+        return quantiles(domain, targets[0], level_text, by[0] if by else ())
     if kind == "identity":
         return histogram(domain, rest)
     if kind == "prefix":
@@ -383,5 +547,6 @@ def parse(spec: str, domain: Domain) -> ParsedWorkload:
         return marginals(domain, attr_text, k)
     raise ValueError(
         f"unknown workload kind {kind!r}; use histogram, cdf, ranges, random-ranges, "
-        "marginals or file (identity and prefix are the same as histogram and cdf)"
+        "marginals, file, sum, mean, count (or a list: sum,count,mean) or quantile "
+        "(identity and prefix are the same as histogram and cdf)"
     )
