@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...domain import Domain
+from ...domain import Domain, csv_delimiter
 from .base import ON_INVALID, EngineError, TableEngine, check_on_invalid, each_marginal
 from .duckdb import DuckDBEngine, is_duckdb_url
 from .memory import MemoryEngine, open_frame
@@ -155,7 +155,8 @@ def open_table(
         return chosen, chosen.open_source(
             data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
         )
-    assert isinstance(chosen, SparkEngine)
+    if not isinstance(chosen, SparkEngine):
+        raise TypeError(f"unknown table engine {chosen!r}")
     if isinstance(data, pd.DataFrame):
         return chosen, chosen.open_frame(
             data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values
@@ -175,12 +176,14 @@ def _read(source: Any, domain: Domain) -> pd.DataFrame:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in (".parquet", ".pq"):
         return pd.read_parquet(path, columns=list(domain.names))
-    if ".csv" in suffixes:  # as Domain.read_csv: string labels as text, blanks kept
+    if ".csv" in suffixes or ".tsv" in suffixes:  # as Domain.read_csv: labels text, blanks kept
         text = {
             a.name: str
             for a in domain.attributes
             if a.values is not None and all(isinstance(v, str) for v in a.values)
         }
         names = list(domain.names)
-        return pd.read_csv(path, usecols=names, dtype=text, keep_default_na=False)[names]
-    raise ValueError(f"{path}: the memory engine reads .parquet and .csv files")
+        sep = csv_delimiter(path, names)  # as DuckDB sniffs it
+        return pd.read_csv(path, usecols=names, dtype=text, keep_default_na=False,
+                           sep=sep)[names]
+    raise ValueError(f"{path}: the memory engine reads .parquet, .csv and .tsv files")
