@@ -96,9 +96,8 @@ def _numeric_spec(present: pd.Series, bins: int, max_categories: int) -> dict[st
         return {"values": [_plain(v) for v in distinct]}
     lo, hi = float(distinct[0]), float(distinct[-1])
     if integral and hi - lo + 1 <= 1000:  # one cell per integer, bounds on a grid of 10
-        start = math.floor(lo / 10) * 10
-        end = math.floor(hi / 10) * 10 + 9
-        return {"range": [int(start), int(end)], "width": 1}
+        first, last = math.floor(lo / 10) * 10, math.floor(hi / 10) * 10 + 9
+        return {"range": [first, last], "width": 1}
     width = _round_width((hi - lo) / bins if hi > lo else 1.0)
     start = math.floor(lo / width) * width
     end = math.ceil(hi / width) * width  # a grid edge at or above the maximum
