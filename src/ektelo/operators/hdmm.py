@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
 
 from .. import _validate as check
 from ..matrix import (
@@ -518,6 +517,8 @@ def _opt_marginals(
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = marginal_objective(x, weight, alg)
         return value * scale, grad * scale
+
+    from scipy.optimize import Bounds, minimize  # lazy: only where used
 
     for _ in range(restarts):
         res = minimize(
