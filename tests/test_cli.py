@@ -702,3 +702,38 @@ def test_a_zcdp_budget_shows_its_epsilon_equivalents(tmp_path, capsys):
     assert code == 0, err  # the printed ε is granted (rounded down) ...
     left = out.split("one more run can spend up to ε=")[1].split("]")[0]
     assert float(left) < 0.01  # ... and next to nothing is left
+
+
+def test_plots_label_the_values_and_draw_many_marginals_as_a_grid(tmp_path):
+    """Issue #41: a heat map's ticks are the values (1..5, not 0..4 nor
+    −0.5, 0, 0.5); many marginals are a grid of small titled panels."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from ektelo.plotting import answer_figure
+    from ektelo.session import Session
+    from ektelo.workload.spec import parse
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"rate": rng.integers(1, 6, 300), "religious": rng.integers(1, 5, 300),
+                          "sex": rng.choice(["F", "M"], 300), "age": rng.integers(20, 60, 300)})
+    spec = {"rate": {"range": [1, 5]}, "religious": {"range": [1, 4]},
+            "sex": {"values": ["F", "M"]}, "age": {"bins": [20, 30, 40, 60]}}
+    s = Session(frame, spec, epsilon=10.0, seed=1, progress=False)
+    one = s.marginals(["rate", "religious"], epsilon=1)
+    fig = answer_figure(one, parse("marginals:2:rate,religious", s.domain))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2", "3", "4", "5"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert list(ax.get_xticks()) == [0, 1, 2, 3] and ax.get_ylabel() == "rate"
+    plt.close(fig)
+    many = s.marginals(["rate", "religious", "sex", "age"], k=2, epsilon=1)
+    fig = answer_figure(many, parse("marginals:2:rate,religious,sex,age", s.domain))
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [
+        "rate × religious", "rate × sex", "rate × age", "religious × sex", "religious × age",
+        "sex × age"]
+    ages = [t.get_text() for t in panels[2].get_xticklabels()]
+    assert ages == ["[20, 30)", "[30, 40)", "[40, 60)"]  # bins, not codes
+    assert "6 marginals" in fig._suptitle.get_text()
+    plt.close(fig)
