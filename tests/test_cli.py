@@ -476,6 +476,16 @@ def test_domain_init_writes_a_template_with_a_loud_note(tmp_path, capsys):
     assert code == 0, err
 
 
+def test_domain_init_reads_the_delimiter_and_calls_an_empty_file_empty(tmp_path, capsys):
+    (tmp_path / "semi.csv").write_text("a;b\n1;x\n2;y\n")
+    assert call(capsys, "domain", "init", str(tmp_path / "semi.csv"))[0] == 0
+    spec = json.loads((tmp_path / "semi.domain.json").read_text())
+    assert spec["a"] == {"range": [1, 2], "width": 1} and spec["b"] == {"values": ["x", "y"]}
+    (tmp_path / "empty.csv").write_text("")
+    code, _, err = call(capsys, "domain", "init", str(tmp_path / "empty.csv"))
+    assert code == 2 and "the file is empty" in err
+
+
 def test_domain_init_proposes_categories_and_writes_no_private_extreme(tmp_path, capsys):
     """Issue #41: few-valued numeric columns become categories (not equal-width
     ranges of empty bins); other bounds are rounded outward to a grid, so the

@@ -470,7 +470,19 @@ def cmd_domain_init(args: argparse.Namespace) -> int:
     if data.suffix.lower() in (".parquet", ".pq"):
         frame = pd.read_parquet(data)
     else:
-        frame = pd.read_csv(data, keep_default_na=True)
+        import csv
+
+        from .domain import DELIMITERS
+
+        with open(data, encoding="utf-8", errors="replace", newline="") as fh:
+            header = fh.readline()
+        if not header.strip():
+            raise CLIError(f"{data}: the file is empty (no header line naming the columns)")
+        try:  # the delimiter as `ektelo run` reads it (comma, semicolon, tab or bar)
+            sep = csv.Sniffer().sniff(header, delimiters="".join(DELIMITERS)).delimiter
+        except csv.Error:
+            sep = ","
+        frame = pd.read_csv(data, keep_default_na=True, sep=sep)
     spec, notes = domain_template(frame)
     out = Path(args.out) if args.out else data.with_suffix(".domain.json")
     if out.exists() and not args.force:
