@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean pg
+.PHONY: run test stress lint bench clean pg
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+# the load and crash tests at the full scale of issue #26 (16 × 200 requests, 50
+# kill rounds); `make test` runs them at a quick scale
+stress: $(STAMP_DEV)
+	EKTELO_STRESS=full $(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests benchmarks experiments

@@ -4,15 +4,16 @@ every bad input gives one clear line on stderr and a non-zero exit."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from ektelo.cli import main, parse_where
+from ektelo.domain import Domain
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -49,7 +50,7 @@ def test_run_writes_csv_with_exact_error_bars(census, tmp_path, capsys):
     out = tmp_path / "answers.csv"
     code = main(["run", "--no-ledger", "--data", str(data), "--domain", str(domain),
                  "--workload", "cdf:salary by sex", "--plan", "hb_striped_kron",
-                 "--epsilon", "0.5", "--out", str(out)])
+                 "--epsilon", "0.5", "--out", str(out), "--seed", "3"])
     assert code == 0
     frame = pd.read_csv(out)
     assert list(frame.columns) == ["salary_below", "sex", "answer", "std_error", "ci_low",
@@ -114,7 +115,7 @@ def test_adult_end_to_end_through_the_console(tmp_path):
     out = tmp_path / "adult.csv"
     result = run_cli("run", "--no-ledger", "--data", str(ADULT / "adult.csv"), "--domain",
                      str(ADULT / "adult-domain.json"), "--workload", "identity:race,sex",
-                     "--plan", "identity", "--epsilon", "1", "--out", str(out))
+                     "--plan", "identity", "--epsilon", "1", "--out", str(out), "--seed", "3")
     assert result.returncode == 0, result.stderr
     frame = pd.read_csv(out)
     assert len(frame) == 10
@@ -459,13 +460,61 @@ def test_domain_init_writes_a_template_with_a_loud_note(tmp_path, capsys):
     assert "private" in spec["$comment"]
     assert spec["rate_marriage"] == {"range": [1, 5], "width": 1}
     assert spec["religious"] == {"values": ["no", "yes"]}
-    assert spec["affairs"]["width"] == 1
+    assert spec["affairs"] == {"values": [0, 0.4, 2.3, 16.5]}  # few values: categories
     assert call(capsys, "domain", "init", str(data))[0] == 2  # no silent overwrite
-    # the template is a working domain
-    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(data), "--domain",
-                        str(tmp_path / "survey.domain.json"), "--workload",
-                        "histogram:rate_marriage", "--epsilon", "1", "--on-invalid", "drop")
+    # the template is refused as it is: one line saying what to do
+    template = tmp_path / "survey.domain.json"
+    args = ("run", "--no-ledger", "--data", str(data), "--domain", str(template),
+            "--workload", "histogram:rate_marriage", "--epsilon", "1", "--on-invalid", "drop")
+    code, _, err = call(capsys, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "template read from the private data" in err and "delete" in err
+    # reviewed (the note deleted), it is a working domain
+    del spec["$comment"]
+    template.write_text(json.dumps(spec))
+    code, _, err = call(capsys, *args)
     assert code == 0, err
+
+
+def test_domain_init_reads_the_delimiter_and_calls_an_empty_file_empty(tmp_path, capsys):
+    (tmp_path / "semi.csv").write_text("a;b\n1;x\n2;y\n")
+    assert call(capsys, "domain", "init", str(tmp_path / "semi.csv"))[0] == 0
+    spec = json.loads((tmp_path / "semi.domain.json").read_text())
+    assert spec["a"] == {"range": [1, 2], "width": 1} and spec["b"] == {"values": ["x", "y"]}
+    (tmp_path / "empty.csv").write_text("")
+    code, _, err = call(capsys, "domain", "init", str(tmp_path / "empty.csv"))
+    assert code == 2 and "the file is empty" in err
+
+
+def test_domain_init_proposes_categories_and_writes_no_private_extreme(tmp_path, capsys):
+    """Issue #41: few-valued numeric columns become categories (not equal-width
+    ranges of empty bins); other bounds are rounded outward to a grid, so the
+    data's own extremes (57.5999908, 17, 83) are not in the file."""
+    rng = np.random.default_rng(41)
+    n = 400
+    affairs = np.round(rng.exponential(2.0, n), 7)
+    affairs[:2] = [0.0, 57.5999908]
+    frame = pd.DataFrame({
+        "yrs_married": rng.choice([0.5, 2.5, 6.0, 9.0, 13.0, 16.5, 23.0], n),
+        "educ": rng.choice([9, 12, 14, 16, 17, 20], n),
+        "age": np.r_[17, 83, rng.integers(18, 83, n - 2)],
+        "affairs": affairs,
+    })
+    data = tmp_path / "survey.csv"
+    frame.to_csv(data, index=False)
+    assert call(capsys, "domain", "init", str(data))[0] == 0
+    text = (tmp_path / "survey.domain.json").read_text()
+    spec = json.loads(text)
+    assert spec["yrs_married"] == {"values": [0.5, 2.5, 6, 9, 13, 16.5, 23]}
+    assert spec["educ"] == {"range": [9, 20], "width": 1}  # a scale with gaps: its range
+    assert spec["age"] == {"range": [10, 89], "width": 1}
+    assert spec["affairs"] == {"range": [0, 60], "width": 5}
+    written = [v for key in ("age", "affairs") for v in spec[key]["range"]]
+    assert not {17, 83, 57.5999908} & set(written) and "57.59" not in text
+    del spec["$comment"]
+    domain = Domain.from_dict(spec)
+    assert domain.shape[:3] == (7, 12, 80)  # no equal-width bins between the few values
+    domain.encode(frame)  # every value fits
 
 
 def test_a_size_guessed_for_values_one_to_n_gets_a_hint(tmp_path, capsys):
@@ -509,19 +558,50 @@ def test_help_imports_nothing_heavy():
 
 
 def test_a_blank_cell_in_a_column_the_question_never_reads(tmp_path, capsys):
-    """Issue #27: one blank cell aborted queries that never read that column; and
-    the blank made pandas read a numeric-label column as text."""
+    """Issue #27, under issue #41's one policy: a blank in a domain column the
+    question never reads is refused as `Session` refuses it (one line naming
+    the column and --on-invalid), and dropped on request; the blank does not
+    make pandas read a numeric-label column as text."""
     (tmp_path / "d.json").write_text(json.dumps({"rate": {"range": [1, 5]},
                                                  "religious": {"range": [1, 4]}}))
     (tmp_path / "t.csv").write_text("rate,religious\n1,2\n5,\n3,4\n")
     common = ("run", "--no-ledger", "--data", str(tmp_path / "t.csv"), "--domain",
               str(tmp_path / "d.json"), "--epsilon", "1")
-    assert call(capsys, *common, "--workload", "histogram:rate")[0] == 0
-    code, _, err = call(capsys, *common, "--workload", "histogram:religious")
-    assert code == 2 and "column 'religious': missing values (NaN/blank);" in err
-    assert "not among the labels" not in err  # "2" and "4" read as text still match
-    assert call(capsys, *common, "--workload", "histogram:religious", "--on-invalid",
-                "drop")[0] == 0
+    for question in ("histogram:rate", "histogram:religious"):
+        code, _, err = call(capsys, *common, "--workload", question)
+        assert code == 2 and "column 'religious': missing values (NaN/blank);" in err, err
+        assert "--on-invalid drop|clamp" in err and len(err.strip().splitlines()) == 1
+        assert "not among the labels" not in err  # "2" and "4" read as text still match
+        assert call(capsys, *common, "--workload", question, "--on-invalid", "drop")[0] == 0
+    # a domain of the columns analysed leaves the dirty one out
+    (tmp_path / "rate.json").write_text(json.dumps({"rate": {"range": [1, 5]}}))
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / "t.csv"),
+                        "--domain", str(tmp_path / "rate.json"), "--epsilon", "1",
+                        "--workload", "histogram:rate")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+@pytest.mark.parametrize("case", ["out-of-domain", "missing-column"])
+def test_the_cli_and_python_check_the_table_alike(tmp_path, capsys, engine, case):
+    """Issue #41: one validation policy. An out-of-domain value in a column
+    the question never reads, or a domain column the file lacks: `ektelo run`
+    refuses it (exit 2, one line) exactly when `Session` refuses it, naming
+    the same column, and nothing is answered."""
+    from ektelo.session import Session
+
+    spec = {"rate": {"range": [1, 5]}, "religious": {"range": [1, 4]}}
+    # 9 is outside religious; or religious is missing
+    text = "rate,religious\n1,2\n5,9\n3,4\n" if case == "out-of-domain" else "rate\n1\n5\n3\n"
+    (tmp_path / "d.json").write_text(json.dumps(spec))
+    (tmp_path / "t.csv").write_text(text)
+    with pytest.raises(ValueError, match="religious") as refused:
+        Session(str(tmp_path / "t.csv"), spec, epsilon=1.0, engine=engine)
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / "t.csv"),
+                        "--domain", str(tmp_path / "d.json"), "--epsilon", "1",
+                        "--workload", "histogram:rate", "--engine", engine)
+    assert code == 2 and "religious" in err and len(err.strip().splitlines()) == 1, err
+    assert ("missing column" in str(refused.value)) == ("missing column" in err)
 
 
 def test_serve_and_admin_are_subcommands(tmp_path, capsys) -> None:
@@ -536,14 +616,12 @@ def test_serve_and_admin_are_subcommands(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "spark"])
-def test_engine_gives_the_memory_answers(census, tmp_path, engine):
+def test_engine_gives_the_memory_answers(census, tmp_path, engine, request):
     """`--engine duckdb|spark` pushes the row work down (the file stays on
-    disk) and, on the same research seed, answers exactly as in memory (#28)."""
-    module = engine if engine == "duckdb" else "pyspark"
-    if os.environ.get("EKTELO_REQUIRE_COMPONENTS") == "1":  # CI: a missing engine fails
-        __import__(module)
-    else:
-        pytest.importorskip(module, reason=f"ENGINE NOT TESTED: {module} is not installed")
+    disk) and, on the same research seed, answers exactly as in memory (#28).
+    Spark runs on the run's one session (tests/conftest.py): the CLI picks up
+    the active session instead of starting a second JVM."""
+    request.getfixturevalue("duckdb_available" if engine == "duckdb" else "spark_session")
     data, domain = census
     frames = {}
     for name in ("memory", engine):
@@ -556,3 +634,116 @@ def test_engine_gives_the_memory_answers(census, tmp_path, engine):
         assert code == 0
         frames[name] = pd.read_csv(out)
     pd.testing.assert_frame_equal(frames["memory"], frames[engine])
+
+
+# -- issue #41: one-line errors and the files a new user brings ---------------------------
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf"])
+def test_a_bad_epsilon_is_one_line_without_the_usage(tmp_path, capsys, value):
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", "t.csv", "--domain", "d.json",
+                        "--workload", "histogram:a", f"--epsilon={value}")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "epsilon must be" in err and repr(value) in err and "usage:" not in err
+    assert "ektelo run --help" in err  # where the usage is
+
+
+def _small_files(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    domain = tmp_path / "d.json"
+    domain.write_text(json.dumps({"a": {"range": [1, 5]}, "b": {"values": ["x", "y"]}}))
+    rows = [("1", "x"), ("2", "y"), ("3", "x"), ("5", "y"), ("5", "x")]
+    files = {}
+    for name, sep in (("comma.csv", ","), ("semicolon.csv", ";"), ("tab.tsv", "\t"),
+                      ("bar.csv", "|")):
+        files[name] = sep
+        (tmp_path / name).write_text("\n".join(sep.join(r) for r in [("a", "b"), *rows]) + "\n")
+    return domain, files
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+def test_the_delimiter_is_read_off_the_header_by_every_engine(tmp_path, capsys, engine):
+    """A ';'-, tab- or '|'-separated file is read as DuckDB sniffs it, by the
+    in-memory engine too: the same seeded answers as the comma file."""
+    domain, files = _small_files(tmp_path)
+    answers = {}
+    for name in files:
+        out = tmp_path / f"{name}.{engine}.out.csv"
+        code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / name),
+                            "--domain", str(domain), "--workload", "histogram:a,b",
+                            "--epsilon", "1", "--seed", "5", "--engine", engine,
+                            "--out", str(out))
+        assert code == 0, (name, err)
+        answers[name] = pd.read_csv(out)
+    for name in files:
+        pd.testing.assert_frame_equal(answers[name], answers["comma.csv"])
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+def test_an_empty_file_is_called_empty(tmp_path, capsys, engine):
+    domain, _ = _small_files(tmp_path)
+    (tmp_path / "empty.csv").write_text("")
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / "empty.csv"),
+                        "--domain", str(domain), "--workload", "histogram:a",
+                        "--epsilon", "1", "--engine", engine)
+    assert code == 2 and "the file is empty" in err and "missing column" not in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_header_of_other_names_names_its_delimiter(tmp_path, capsys):
+    domain, _ = _small_files(tmp_path)
+    (tmp_path / "other.csv").write_text("x;y\n1;2\n")
+    code, _, err = call(capsys, "run", "--no-ledger", "--data", str(tmp_path / "other.csv"),
+                        "--domain", str(domain), "--workload", "histogram:a",
+                        "--epsilon", "1", "--engine", "memory")
+    assert code == 2 and "missing column(s)" in err and "';'-separated" in err, err
+
+
+def test_a_zcdp_budget_shows_its_epsilon_equivalents(tmp_path, capsys):
+    """Issue #41: ρ is printed with the ε the user gave (total) and the ε one
+    more run can still ask for, which a run of that ε is then granted."""
+    domain, _ = _small_files(tmp_path)
+    ledger = tmp_path / "l.sqlite"
+    common = ("run", "--ledger", str(ledger), "--data", str(tmp_path / "comma.csv"),
+              "--domain", str(domain), "--workload", "histogram:a", "--delta", "1e-9")
+    code, out, err = call(capsys, *common, "--epsilon", "0.5", "--total", "1")
+    assert code == 0, err
+    assert "[as ε at δ=1e-09: total ε=1, one more run can spend up to ε=0.8522]" in out
+    code, out, _ = call(capsys, "budget", "--ledger", str(ledger))
+    assert code == 0 and "total ε=1, one more run can spend up to ε=0.8522" in out
+    code, out, err = call(capsys, *common, "--epsilon", "0.8522")
+    assert code == 0, err  # the printed ε is granted (rounded down) ...
+    left = out.split("one more run can spend up to ε=")[1].split("]")[0]
+    assert float(left) < 0.01  # ... and next to nothing is left
+
+
+def test_plots_label_the_values_and_draw_many_marginals_as_a_grid(tmp_path):
+    """Issue #41: a heat map's ticks are the values (1..5, not 0..4 nor
+    −0.5, 0, 0.5); many marginals are a grid of small titled panels."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from ektelo.plotting import answer_figure
+    from ektelo.session import Session
+    from ektelo.workload.spec import parse
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"rate": rng.integers(1, 6, 300), "religious": rng.integers(1, 5, 300),
+                          "sex": rng.choice(["F", "M"], 300), "age": rng.integers(20, 60, 300)})
+    spec = {"rate": {"range": [1, 5]}, "religious": {"range": [1, 4]},
+            "sex": {"values": ["F", "M"]}, "age": {"bins": [20, 30, 40, 60]}}
+    s = Session(frame, spec, epsilon=10.0, seed=1, progress=False)
+    one = s.marginals(["rate", "religious"], epsilon=1)
+    fig = answer_figure(one, parse("marginals:2:rate,religious", s.domain))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2", "3", "4", "5"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert list(ax.get_xticks()) == [0, 1, 2, 3] and ax.get_ylabel() == "rate"
+    plt.close(fig)
+    many = s.marginals(["rate", "religious", "sex", "age"], k=2, epsilon=1)
+    fig = answer_figure(many, parse("marginals:2:rate,religious,sex,age", s.domain))
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [
+        "rate × religious", "rate × sex", "rate × age", "religious × sex", "religious × age",
+        "sex × age"]
+    ages = [t.get_text() for t in panels[2].get_xticklabels()]
+    assert ages == ["[20, 30)", "[30, 40)", "[40, 60)"]  # bins, not codes
+    assert "6 marginals" in fig._suptitle.get_text()
+    plt.close(fig)

@@ -90,7 +90,7 @@ def test_run_marginals_all_on_a_wide_table(wide, tmp_path, capsys):
     out = tmp_path / "pairs.csv"
     code, stdout, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
                              "--workload", "marginals:2:all", "--epsilon", "1", "--delta",
-                             "1e-9", "--no-ledger", "--out", str(out))
+                             "1e-9", "--no-ledger", "--out", str(out), "--seed", "3")
     assert code == 0, err
     assert "plan: mst" in stdout
     frame = pd.read_csv(out)
@@ -159,7 +159,7 @@ def test_run_marginals_with_the_pgm_plans(census, tmp_path, capsys, plan, extra,
     code, stdout, err = call(capsys, "run", "--data", str(data), "--domain", str(domain),
                              "--workload", "marginals:2:all", "--epsilon", "0.6", "--total",
                              "1", *extra, "--plan", plan, "--ledger", str(ledger),
-                             "--out", str(out))
+                             "--out", str(out), "--seed", "3")  # research seed: no flake
     assert code == 0, err
     assert f"plan: {plan} (named:" in stdout
     frame = pd.read_csv(out)

@@ -403,11 +403,29 @@ def test_domain_template_is_valid_and_says_it_is_private():
 
     frame = pd.DataFrame({"n": [1, 5, 3], "t": ["x", "y", None], "f": [0.5, 1000.0, 33.3],
                           "many": ["a", "b", "c"]})
-    spec, notes = domain_template(frame, max_labels=2)
+    spec, notes = domain_template(frame, max_labels=2, max_categories=2)
     assert "private" in spec["$comment"] and notes == ["many: 3 distinct values (> 2); left out"]
-    assert spec["n"] == {"range": [1, 5], "width": 1} and spec["t"] == {"values": ["x", "y"]}
+    assert spec["n"] == {"range": [0, 9], "width": 1}  # bounds on a grid of 10, not 1 and 5
+    assert spec["t"] == {"values": ["x", "y"]}
     assert spec["f"]["width"] == 50 and spec["f"]["range"][0] == 0
     d = Domain.from_dict(spec)
     d.encode(frame.drop(columns="many").dropna())
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(spec, _schema())
+
+
+def test_a_template_read_from_the_data_is_refused_until_its_note_is_deleted(tmp_path):
+    """Issue #41: Python refuses `domain init`'s template as the CLI does, as
+    a file, a JSON string or a dict; without the note it is a domain."""
+    from ektelo.domain_template import domain_template
+    from ektelo.loading import load_domain
+
+    spec, _ = domain_template(pd.DataFrame({"n": [1, 2, 3], "t": ["x", "y", "x"]}))
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(spec))
+    for source in (path, str(path), json.dumps(spec), spec):
+        with pytest.raises(ValueError, match=r"template read from the private data.*delete"):
+            load_domain(source)
+    del spec["$comment"]
+    assert load_domain(spec).names == ("n", "t")
+    assert load_domain({"$comment": "bounds from the codebook", "n": 3}).names == ("n",)

@@ -42,7 +42,7 @@ def test_auto_plan_takes_the_lowest_expected_error_and_says_why():
     choice = auto_plan(Prefix(85), "prefix", (85,), eps=1.0)
     exact = {p: e for p, e in _errors(choice).items() if e is not None}
     assert choice.plan == min(exact, key=exact.get)
-    assert f"±{exact[choice.plan]:.3g}" in choice.why and "next" in choice.why
+    assert f"RMSE {exact[choice.plan]:.3g}" in choice.why and "next" in choice.why
     assert {"identity", "hb", "hdmm"} <= set(exact)
 
 

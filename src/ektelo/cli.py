@@ -121,13 +121,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
     question = parse(args.workload, domain)
     where = parse_where(args.where, domain) if args.where else None
-    # Only the columns this run reads are loaded and checked: a blank cell in a
-    # column the question never reads does not stop it (the projection is public).
-    from .where import attributes_of
-
-    used = list(question.attributes)
-    used += [a for a in (attributes_of(args.where) if args.where else []) if a not in used]
-    domain = domain.project([n for n in domain.names if n in used])
+    # One validation policy with `Session` (README, "Dirty data"): the domain
+    # describes the table, so every domain column is read and checked, also
+    # those this question never reads (--on-invalid drop|clamp handles bad values).
     _check_model_unit(args.plan, args.delta)
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
@@ -313,7 +309,8 @@ def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str) 
     if record.unit == "epsilon":
         stored = {"epsilon": float(record.total), "delta": None}
         if args.delta is not None:
-            raise CLIError(f"dataset {dataset!r} has a pure ε budget in the ledger: drop --delta")
+            raise CLIError(f"dataset {dataset!r} has a pure ε budget in the ledger (a dataset's "
+                           f"budget is of one kind, set by its first run): drop --delta")
     else:
         stored = {"rho": float(record.total), "delta": record.delta}
         if args.delta is None or record.delta is None or args.delta != record.delta:
@@ -402,10 +399,28 @@ def _print_budget(session: Any, ledger: Any, dataset: str, note: str = "") -> No
     where = f"ledger {ledger}, dataset {dataset!r}" if ledger is not None else "this run only"
     line = (f"budget ({where}): total {unit}={b.total:g}, spent {unit}={b.spent:g}, "
             f"remaining {unit}={b.remaining:g}")
+    if b.unit == "rho" and b.delta is not None:
+        line += f" [{_epsilon_equivalents(b.total, b.remaining, b.delta)}]"
     if b.unit == "rho" and b.delta is not None and b.spent > 0:
         # budget.describe's (ε, δ): printed digits rounded so the stated ε still holds
         line += f" (spent so far guarantees {describe(b).rsplit('i.e. ', 1)[1]})"
     print(line + (f"; {note}" if note else ""))
+
+
+def _epsilon_equivalents(total: float, remaining: float, delta: float) -> str:
+    """ρ in the unit the user gave: the total's ε at δ, and the largest
+    --epsilon one more run at this δ can still spend (its ρ is the remaining ρ)."""
+    import math
+
+    from .budget import epsilon_of_rho
+
+    left = "0"
+    if remaining > 0:  # rounded DOWN to 4 digits: asking for the printed ε is not refused
+        value = epsilon_of_rho(remaining, delta) * (1 - 1e-9)
+        scale = 10.0 ** (3 - math.floor(math.log10(value)))
+        left = f"{math.floor(value * scale) / scale:.4g}"
+    return f"as ε at δ={delta:g}: total ε={epsilon_of_rho(total, delta):.4g}, one more run " \
+           f"can spend up to ε={left}"
 
 
 # -- budget, audit, domain --------------------------------------------------------------
@@ -430,8 +445,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
     for r in records:
         unit = "ε" if r.unit == "epsilon" else "ρ"
         delta = f", δ={r.delta:g}" if r.delta is not None else ""
-        print(f"{r.name:20s} total {unit}={float(r.total):g}{delta}  spent "
-              f"{unit}={float(r.spent):g}  remaining {unit}={float(r.remaining):g}")
+        line = (f"{r.name:20s} total {unit}={float(r.total):g}{delta}  spent "
+                f"{unit}={float(r.spent):g}  remaining {unit}={float(r.remaining):g}")
+        if r.unit != "epsilon" and r.delta is not None:
+            line += f"  [{_epsilon_equivalents(float(r.total), float(r.remaining), r.delta)}]"
+        print(line)
     if args.dataset and args.history:
         for h in store.history(args.dataset):
             print(f"  {h.time}  {h.operation:<22} charged {float(h.charge):g}  {h.status}")
@@ -472,7 +490,19 @@ def cmd_domain_init(args: argparse.Namespace) -> int:
     if data.suffix.lower() in (".parquet", ".pq"):
         frame = pd.read_parquet(data)
     else:
-        frame = pd.read_csv(data, keep_default_na=True)
+        import csv
+
+        from .domain import DELIMITERS
+
+        with open(data, encoding="utf-8", errors="replace", newline="") as fh:
+            header = fh.readline()
+        if not header.strip():
+            raise CLIError(f"{data}: the file is empty (no header line naming the columns)")
+        try:  # the delimiter as `ektelo run` reads it (comma, semicolon, tab or bar)
+            sep = csv.Sniffer().sniff(header, delimiters="".join(DELIMITERS)).delimiter
+        except csv.Error:
+            sep = ","
+        frame = pd.read_csv(data, keep_default_na=True, sep=sep)
     spec, notes = domain_template(frame)
     out = Path(args.out) if args.out else data.with_suffix(".domain.json")
     if out.exists() and not args.force:
@@ -588,9 +618,17 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
                              "95%% quantile of rows per person (auto:EPS:Q: another quantile)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `ektelo run: error: <what> (ektelo run
+    --help shows the usage)` instead of the usage block before the message."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help shows the usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ektelo", description=__doc__.split("\n\n")[0],
-                                     epilog="--debug anywhere shows tracebacks on errors")
+    parser = _Parser(prog="ektelo", description=__doc__.split("\n\n")[0],
+                     epilog="--debug anywhere shows tracebacks on errors")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
 

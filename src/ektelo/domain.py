@@ -23,10 +23,15 @@ offending rows and values. Booleans are never read as the codes 1/0: a True/Fals
 is accepted only by an attribute whose labels are booleans (and such an
 attribute accepts no 1/0). A CSV whose header repeats a column name is refused
 (`Domain.read_csv`): pandas would rename the copy and it would be ignored.
+`csv_delimiter` reads a CSV file's delimiter off its header line (comma,
+semicolon, tab or bar: the one whose split names the domain's columns), as
+DuckDB's reader sniffs it, so every engine reads the same files.
 """
 
 from __future__ import annotations
 
+import csv
+import gzip
 import itertools
 import json
 import math
@@ -39,7 +44,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Attribute", "Domain", "DomainValueError"]
+__all__ = ["Attribute", "Domain", "DomainValueError", "csv_delimiter"]
+
+# The delimiters `csv_delimiter` recognises, the comma first.
+DELIMITERS = (",", ";", "\t", "|")
 
 # Text values read as missing (case-insensitive, after stripping blanks), when
 # they are not among an attribute's labels: pandas' usual NA spellings.
@@ -692,8 +700,10 @@ class Domain:
         would be silently ignored). The values are checked here (`encode`,
         with `show_bad_values`), so a bad file fails on reading.
         """
+        sep = csv_delimiter(path, self.names)
         # The header as written: pandas' own column names have copies renamed.
-        first = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False)
+        first = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False,
+                            sep=sep)
         header = [str(c) for c in first.iloc[0]] if len(first) else []
         repeated = sorted({c for c in header if header.count(c) > 1})
         if repeated:
@@ -703,7 +713,7 @@ class Domain:
             )
         missing = [n for n in self.names if n not in header]
         if missing:
-            raise ValueError(f"{path}: missing column(s) {missing}")
+            raise ValueError(f"{path}: missing column(s) {missing}{delimiter_hint(path)}")
         extra = [c for c in header if c not in self._index]
         if extra and not ignore_extra:
             raise ValueError(
@@ -714,12 +724,49 @@ class Domain:
             for a in self.attributes
             if a.values is not None and all(isinstance(v, str) for v in a.values)
         }
-        frame = pd.read_csv(path, usecols=list(self.names), dtype=dtypes, keep_default_na=False)
+        frame = pd.read_csv(path, usecols=list(self.names), dtype=dtypes, keep_default_na=False,
+                            sep=sep)
         frame = frame[list(self.names)]
         if on_invalid != "error":  # the data holder's cleaning (see `clean`)
             return self.clean(frame, on_invalid)
         self.encode(frame, show_bad_values=show_bad_values)
         return frame
+
+
+def csv_delimiter(path: str | Path, names: Sequence[str]) -> str:
+    """The delimiter of the CSV file at `path`: the first of `DELIMITERS`
+    (comma, semicolon, tab, bar) whose split of the header line holds every
+    name of `names`, else the comma (the caller then reports the missing
+    columns, naming the delimiter that splits the header best). Only the
+    header — the table's public schema — is read. A file without a header
+    line is refused as empty."""
+    opener: Any = gzip.open if str(path).lower().endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
+        line = fh.readline().lstrip("\ufeff").rstrip("\r\n")
+    if not line.strip():
+        raise ValueError(f"{path}: the file is empty (no header line naming the columns)")
+    splits = {d: next(csv.reader([line], delimiter=d)) for d in DELIMITERS}
+    for d in DELIMITERS:
+        if all(n in splits[d] for n in names):
+            return d
+    return ","
+
+
+def delimiter_hint(path: str | Path) -> str:
+    """'' or a note naming the delimiter the header line of `path` seems to
+    use when it is not a comma (for a missing-columns message)."""
+    try:
+        opener: Any = gzip.open if str(path).lower().endswith(".gz") else open
+        with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
+            line = fh.readline()
+    except OSError:
+        return ""
+    counts = {d: line.count(d) for d in DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    if best == "," or counts[best] <= counts[","]:
+        return ""
+    shown = {"\t": "tab", ";": "';'", "|": "'|'"}[best]
+    return f" (the header line is {shown}-separated, but its names are not the domain's)"
 
 
 def check_names(domain: Domain, names: Any, what: str = "attrs") -> tuple[str, ...]:

@@ -13,28 +13,49 @@ import pandas as pd
 
 from .domain import _MISSING_TEXT
 
-__all__ = ["TEMPLATE_NOTE", "domain_template"]
+__all__ = ["TEMPLATE_MARKER", "TEMPLATE_NOTE", "check_not_template", "domain_template"]
 
-# The note `domain init` writes into every template (kept at the top of the file).
+# The note `domain init` writes into every template (kept at the top of the file);
+# a domain file that still holds the marker is refused (`check_not_template`).
+TEMPLATE_MARKER = "TEMPLATE READ FROM THE PRIVATE DATA"
 TEMPLATE_NOTE = (
-    "TEMPLATE READ FROM THE PRIVATE DATA: the labels, ranges and bins below were taken "
+    f"{TEMPLATE_MARKER}: the labels, ranges and bins below were taken "
     "from the data itself and are therefore private. Replace every one of them with "
     "public knowledge (a codebook, a questionnaire, legal limits) before using this file, "
     "then delete this note."
 )
 
 
+def check_not_template(spec: Any, source: str) -> None:
+    """Refuse a domain spec that still carries `domain init`'s marker in a
+    "$" note: its labels and bounds were read from the private data and have
+    not been reviewed (one line, naming what to do)."""
+    notes = [v for k, v in spec.items() if str(k).startswith("$")] if isinstance(spec, dict) else []
+    if any(isinstance(v, str) and TEMPLATE_MARKER in v for v in notes):
+        raise ValueError(
+            f"{source} is a template read from the private data (`ektelo domain init`): review "
+            f"every label, range and bin, replace them with public ones, then delete its "
+            f"\"$comment\" note"
+        )
+
+
 def domain_template(
-    frame: pd.DataFrame, *, max_labels: int = 50, bins: int = 20
+    frame: pd.DataFrame, *, max_labels: int = 50, bins: int = 20, max_categories: int = 20
 ) -> tuple[dict[str, Any], list[str]]:
     """A starting domain spec for `frame` (`ektelo domain init`), and notes.
 
     The data holder's tool: it reads the private data, so its output is a
     template whose labels and bounds must be replaced by public ones
-    (`TEMPLATE_NOTE` is written as the spec's "$comment"). Text columns with
-    at most `max_labels` distinct values get their labels; integer columns a
-    width-1 range; other numbers about `bins` bins of a round width; other
-    columns are left out with a note.
+    (`TEMPLATE_NOTE` is written as the spec's "$comment", and `ektelo run`
+    refuses the file until it is deleted: `check_not_template`). Text columns
+    with at most `max_labels` distinct values get their labels; numeric
+    columns with at most `max_categories` distinct values are proposed as
+    categories (their values as labels, or a width-1 range when they are the
+    consecutive integers lo..hi) — not equal-width ranges full of empty bins;
+    other integer columns a width-1 range and other numbers about `bins` bins
+    of a round width, both with their bounds rounded OUTWARD to a public grid
+    (multiples of 10, or of the bin width): the data's own minimum and
+    maximum are never written. Other columns are left out with a note.
     """
     spec: dict[str, Any] = {"$comment": TEMPLATE_NOTE}
     notes: list[str] = []
@@ -53,14 +74,7 @@ def domain_template(
         if pd.api.types.is_bool_dtype(present.dtype):
             spec[str(name)] = {"values": [False, True]}
         elif pd.api.types.is_numeric_dtype(present.dtype):
-            lo, hi = float(present.min()), float(present.max())
-            integral = bool((present == np.round(present)).all())
-            if integral and hi - lo + 1 <= 1000:
-                spec[str(name)] = {"range": [int(lo), int(hi)], "width": 1}
-            else:
-                width = _round_width((hi - lo) / bins if hi > lo else 1.0)
-                start = math.floor(lo / width) * width
-                spec[str(name)] = {"range": [_plain(start), _plain(hi)], "width": _plain(width)}
+            spec[str(name)] = _numeric_spec(present.astype(float), bins, max_categories)
         else:
             labels = sorted({str(v) for v in present})
             if len(labels) > max_labels:
@@ -68,6 +82,26 @@ def domain_template(
                 continue
             spec[str(name)] = {"values": labels}
     return spec, notes
+
+
+def _numeric_spec(present: pd.Series, bins: int, max_categories: int) -> dict[str, Any]:
+    """A numeric column's proposal: categories when few-valued, else a range
+    whose bounds are rounded outward to a grid (never the raw extremes)."""
+    distinct = np.unique(present.to_numpy())
+    integral = bool(np.all(distinct == np.round(distinct)))
+    if len(distinct) <= max_categories:
+        lo, hi = float(distinct[0]), float(distinct[-1])
+        if integral and hi - lo + 1 <= 2 * len(distinct):  # a codebook scale lo..hi
+            return {"range": [int(lo), int(hi)], "width": 1}
+        return {"values": [_plain(v) for v in distinct]}
+    lo, hi = float(distinct[0]), float(distinct[-1])
+    if integral and hi - lo + 1 <= 1000:  # one cell per integer, bounds on a grid of 10
+        first, last = math.floor(lo / 10) * 10, math.floor(hi / 10) * 10 + 9
+        return {"range": [first, last], "width": 1}
+    width = _round_width((hi - lo) / bins if hi > lo else 1.0)
+    start = math.floor(lo / width) * width
+    end = math.ceil(hi / width) * width  # a grid edge at or above the maximum
+    return {"range": [_plain(start), _plain(end)], "width": _plain(width)}
 
 
 def _round_width(raw: float) -> float:

@@ -5,6 +5,7 @@ is the data holder's side: it reads the private data before `protect`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +17,31 @@ __all__ = ["DIAGNOSE_BYTES", "diagnosable", "load_domain", "load_table"]
 
 
 def load_domain(domain: Domain | str | Path | dict[str, Any]) -> Domain:
-    """A Domain from a Domain, a JSON file path, a JSON string or a dict."""
+    """A Domain from a Domain, a JSON file path, a JSON string or a dict.
+
+    A spec that still carries `ektelo domain init`'s note (its labels and
+    bounds were read from the private data) is refused until the data holder
+    has reviewed it and deleted the note (`domain_template.check_not_template`).
+    """
+    from .domain_template import check_not_template
+
     if isinstance(domain, Domain):
         return domain
     if isinstance(domain, dict):
+        check_not_template(domain, "the domain")
         return Domain.from_dict(domain)
     if isinstance(domain, str | Path):
         text = str(domain)
-        if not text.lstrip().startswith("{") and not Path(text).is_file():
+        inline = text.lstrip().startswith("{")
+        if not inline and not Path(text).is_file():
             raise FileNotFoundError(f"domain file not found: {text}")
-        return Domain.from_json(Path(text) if not text.lstrip().startswith("{") else text)
+        try:
+            spec = json.loads(text if inline else Path(text).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            where = "the domain" if inline else text
+            raise ValueError(f"{where}: not valid JSON ({exc})") from None
+        check_not_template(spec, "the domain" if inline else text)
+        return Domain.from_json(spec) if isinstance(spec, dict) else Domain.from_dict(spec)
     raise TypeError(f"domain must be a Domain, a JSON path or a dict, got {type(domain).__name__}")
 
 

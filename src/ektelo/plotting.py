@@ -1,7 +1,9 @@
 """Pictures of private answers with their intervals (`ektelo run --plot`):
 a histogram as bars with error bars, a CDF as a line in its band, a
-two-attribute table or marginal as a heat map (public post-processing of
-released answers; matplotlib is the `plot` extra)."""
+two-attribute table or marginal as a heat map whose ticks are the
+attributes' values (labels, codes or bins), and many marginals as a grid of
+small heat maps (bars for 1-way ones), one titled panel per marginal. Public
+post-processing of released answers; matplotlib is the `plot` extra."""
 
 from __future__ import annotations
 
@@ -11,16 +13,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["plot_answers"]
+__all__ = ["answer_figure", "plot_answers"]
 
 
 def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
     """Draw `frame` (a session answer) for `question` to `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = answer_figure(frame, question)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def answer_figure(frame: pd.DataFrame, question: Any) -> Any:
+    """The matplotlib Figure of `frame` (a session answer) for `question`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if "marginal" in frame and frame["marginal"].nunique() > 1:
+        return _marginal_grid(frame, plt)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     level = 100 * (1 - float(frame.attrs.get("alpha", 0.05)))
     over = " × ".join(question.attributes)
@@ -48,12 +63,9 @@ def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
             "identity", "marginals") and (
         "marginal" not in frame or frame["marginal"].nunique() == 1
     ):
-        rows, cols = question.shape
-        grid = frame["answer"].to_numpy().reshape(rows, cols)
-        image = ax.imshow(grid, aspect="auto", cmap="viridis")
+        a, b = question.attributes
+        image = _heat_map(ax, frame, a, b)
         fig.colorbar(image, ax=ax, label="count")
-        ax.set_ylabel(question.attributes[0])
-        ax.set_xlabel(question.attributes[1])
         if has_ci:
             ax.set_title(f"{title}\nmedian ±{_median_half(frame):.3g} ({level:g}% interval)",
                          fontsize=9)
@@ -75,10 +87,85 @@ def plot_answers(frame: pd.DataFrame, question: Any, path: Path) -> Path:
         ax.set_title(f"{title}" + (f" ({level:g}% intervals)" if has_ci else
                                    " (no interval: see ci_method)"), fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _labels(frame: pd.DataFrame, attr: str) -> pd.Series:
+    """The values of `attr` in `frame` as text: its label or code column, or a
+    bin's `[lo, hi)` from its `<attr>_lo`/`<attr>_hi` columns."""
+    if attr in frame:
+        return frame[attr].astype(object).map(_text)
+    lo, hi = frame[f"{attr}_lo"], frame[f"{attr}_hi"]
+    return pd.Series([f"[{_text(a)}, {_text(b)})" for a, b in zip(lo, hi, strict=True)],
+                     index=frame.index)
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _ticks(ax: Any, axis: str, labels: list[str], most: int = 25) -> None:
+    """Ticks at the cells' centres (0, 1, …), labelled by the values; at most
+    `most` labels (every k-th) so that a long axis stays readable."""
+    step = max(1, -(-len(labels) // most))
+    where = list(range(0, len(labels), step))
+    shown = [labels[i] for i in where]
+    if axis == "x":
+        ax.set_xticks(where, shown, rotation=60 if max(map(len, shown), default=0) > 3 else 0,
+                      ha="right" if max(map(len, shown), default=0) > 3 else "center",
+                      fontsize=7)
+    else:
+        ax.set_yticks(where, shown, fontsize=7)
+
+
+def _heat_map(ax: Any, frame: pd.DataFrame, a: str, b: str, most: int = 25) -> Any:
+    """`frame`'s answers over attributes a (rows) × b (columns) as a heat
+    map, in the answers' own order, with the values as tick labels."""
+    rows, cols = _labels(frame, a), _labels(frame, b)
+    row_order, col_order = list(dict.fromkeys(rows)), list(dict.fromkeys(cols))
+    grid = (pd.DataFrame({"r": rows, "c": cols, "v": frame["answer"].to_numpy()})
+            .pivot(index="r", columns="c", values="v").reindex(index=row_order, columns=col_order))
+    image = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis",
+                      interpolation="nearest")
+    _ticks(ax, "x", col_order, most)
+    _ticks(ax, "y", row_order, most)
+    ax.set_ylabel(a)
+    ax.set_xlabel(b)
+    return image
+
+
+def _marginal_grid(frame: pd.DataFrame, plt: Any) -> Any:
+    """Many marginals: a grid of small panels, each titled with its
+    attributes — a heat map per 2-way marginal, bars per 1-way one (and, for
+    K ≥ 3, the marginal's cells as bars)."""
+    names = list(dict.fromkeys(frame["marginal"]))
+    ncols = int(np.ceil(np.sqrt(len(names))))
+    nrows = int(np.ceil(len(names) / ncols))
+    side = min(3.2, max(1.8, 24 / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(side * ncols, side * nrows), squeeze=False)
+    for ax, name in zip(axes.ravel(), names, strict=False):
+        part = frame[frame["marginal"] == name]
+        attrs = name.split("×")
+        if len(attrs) == 2:
+            _heat_map(ax, part, attrs[0], attrs[1], most=10)
+        else:
+            labels = _labels(part, attrs[0]) if len(attrs) == 1 else pd.Series(
+                [", ".join(t) for t in zip(*(_labels(part, a) for a in attrs), strict=True)])
+            ax.bar(np.arange(len(part)), part["answer"], color="tab:blue")
+            _ticks(ax, "x", list(labels), 10)
+            ax.set_xlabel(" × ".join(attrs), fontsize=7)
+        ax.set_title(" × ".join(attrs), fontsize=8)
+        ax.xaxis.label.set_size(7)
+        ax.yaxis.label.set_size(7)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    plan = frame.attrs.get("plan")
+    fig.suptitle(f"{len(names)} marginals — plan {plan} (colour: count; intervals: see "
+                 f"ci_method)", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def _na(v: Any) -> bool:

@@ -159,9 +159,12 @@ class Preview:
         if self.std_error is None or self.ci_half_width is None:
             acc = f"no closed-form error ({self.ci_method})"
         else:
+            # one word per figure: std error (each query's), RMSE (over the queries:
+            # what the planner ranks by), ± (the interval's half-width)
             acc = (f"expected std error {float(np.median(self.std_error)):.3g} per query "
-                   f"(max {float(self.std_error.max()):.3g}); {100 * (1 - self.alpha):g}% "
-                   f"interval ±{float(np.median(self.ci_half_width)):.3g} ({self.ci_method})")
+                   f"(median; max {float(self.std_error.max()):.3g}; RMSE {self.rmse:.3g}); "
+                   f"{100 * (1 - self.alpha):g}% interval "
+                   f"±{float(np.median(self.ci_half_width)):.3g} ({self.ci_method})")
         return f"plan {self.plan} at {spend}: {acc}\n  why: {self.why}"
 
 

@@ -24,6 +24,7 @@ Dunder names (`__all__`, `__dict__`) are public protocol, not private names.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -219,6 +220,7 @@ def _found(path: Path, library: frozenset[str]) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"<object>.{name}"
 
 
+@functools.cache  # one pass over src/ and tests/ for both tests below
 def _scan() -> list[tuple[str, int, str]]:
     library = _library_attributes()
     out: list[tuple[str, int, str]] = []

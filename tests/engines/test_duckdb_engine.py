@@ -94,7 +94,7 @@ def test_refusals_happen_at_protect(parquet: Path, tmp_path: Path) -> None:
         ektelo.protect(parquet, epsilon=1.0)
     other = tmp_path / "people.json"
     other.write_text("{}")
-    with pytest.raises(ValueError, match=r"reads \.parquet and \.csv"):
+    with pytest.raises(ValueError, match=r"reads \.parquet, \.csv and \.tsv"):
         ektelo.protect(other, DOMAIN, epsilon=1.0)
 
 

@@ -46,7 +46,8 @@ def test_explain_prints_the_ranking_and_the_choice(census, capsys):
     chosen = [name for name, r in ranked.items() if r.lstrip().startswith("*")]
     choice_line = next(line for line in lines if line.startswith("choice: "))
     assert chosen == [choice_line.split()[1]]
-    errors = [float(r.split("±")[1].split()[0]) for r in ranked.values() if "±" in r]
+    errors = [float(r.split("RMSE ")[1].split()[0]) for r in ranked.values() if "RMSE " in r]
+    assert errors and "±" not in "".join(ranked.values())  # one word per error figure
     assert errors == sorted(errors) and "(exact)" in out  # best first, method shown
     assert "nothing spent" in out
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..domain import Domain
+from ..domain import Domain, csv_delimiter
 from ..kernel.contracts import PrivacyUnit
 from .base import (
     ON_INVALID,
@@ -173,7 +173,8 @@ def open_table(
             data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
             units=units, key=key,
         )  # fmt: skip
-    assert isinstance(chosen, SparkEngine)
+    if not isinstance(chosen, SparkEngine):
+        raise TypeError(f"unknown table engine {chosen!r}")
     if isinstance(data, pd.DataFrame):
         return chosen, chosen.open_frame(
             data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
@@ -236,7 +237,7 @@ def _read(source: Any, domain: Domain, units: PrivacyUnit | None = None) -> pd.D
     if suffixes and suffixes[-1] in (".parquet", ".pq"):
         extra = [] if units is None else [units.column]
         return pd.read_parquet(path, columns=[*domain.names, *extra])
-    if ".csv" in suffixes:  # as Domain.read_csv: string labels as text, blanks kept
+    if ".csv" in suffixes or ".tsv" in suffixes:  # as Domain.read_csv: labels text, blanks kept
         text = {
             a.name: str
             for a in domain.attributes
@@ -245,5 +246,7 @@ def _read(source: Any, domain: Domain, units: PrivacyUnit | None = None) -> pd.D
         names = list(domain.names) + ([] if units is None else [units.column])
         if units is not None:
             text[units.column] = str
-        return pd.read_csv(path, usecols=names, dtype=text, keep_default_na=False)[names]
-    raise ValueError(f"{path}: the memory engine reads .parquet and .csv files")
+        sep = csv_delimiter(path, names)  # as DuckDB sniffs it
+        return pd.read_csv(path, usecols=names, dtype=text, keep_default_na=False,
+                           sep=sep)[names]
+    raise ValueError(f"{path}: the memory engine reads .parquet, .csv and .tsv files")

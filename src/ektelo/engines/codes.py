@@ -139,7 +139,8 @@ def code_intervals(cond: Cmp | In, size: int) -> list[tuple[int, int]]:
 
 def label_kind(attribute: Attribute) -> str:
     """ "str", "number" or "bool": the one kind of an attribute's labels."""
-    assert attribute.values is not None
+    if attribute.values is None:
+        raise TypeError(f"attribute {attribute.name!r} has no labels")
     kinds = set()
     for v in attribute.values:
         if isinstance(v, bool):

@@ -323,7 +323,8 @@ class DuckDBEngine:
     def _source(self, source: str | Path) -> tuple[str, tuple[Any, ...], bool]:
         """(FROM clause, its parameters, whether its columns are text)."""
         if is_duckdb_url(source):
-            assert isinstance(source, str)
+            if not isinstance(source, str):
+                raise TypeError("a DuckDB URL is a string")
             url = urllib.parse.urlparse(source)
             query = urllib.parse.parse_qs(url.query)
             names = query.get("table", [])
@@ -352,11 +353,11 @@ class DuckDBEngine:
         suffixes = [s.lower() for s in file.suffixes]
         if (suffixes and suffixes[-1] in (".parquet", ".pq")) or file.is_dir():
             return "read_parquet(?)", (str(file),), False
-        if ".csv" in suffixes:
+        if ".csv" in suffixes or ".tsv" in suffixes:
             _check_header(file)
             # all text, like Domain.read_csv's string labels; numbers via TRY_CAST
             return "read_csv(?, all_varchar = true, header = true)", (str(file),), True
-        raise ValueError(f"{file}: the DuckDB engine reads .parquet and .csv files")
+        raise ValueError(f"{file}: the DuckDB engine reads .parquet, .csv and .tsv files")
 
     def _check(
         self, domain: Domain, both: str, params: tuple[Any, ...], policy: str, show: bool
@@ -510,6 +511,8 @@ def _check_header(file: Path) -> None:
     opener: Any = gzip.open if file.suffix.lower() == ".gz" else open
     with opener(file, "rt", newline="", encoding="utf-8", errors="replace") as fh:
         header = next(csv.reader(fh), [])
+    if not any(c.strip() for c in header):
+        raise ValueError(f"{file}: the file is empty (no header line naming the columns)")
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
         raise ValueError(

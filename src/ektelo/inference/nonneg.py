@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import lstsq as dense_lstsq
-from scipy.optimize import Bounds, minimize
 from scipy.sparse.linalg import lsmr
 
 from .. import _validate as check
@@ -576,6 +575,8 @@ def _lbfgsb(
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         r = counter.matvec(x) - b
         return 0.5 * float(np.dot(r, r)), counter.rmatvec(r)
+
+    from scipy.optimize import Bounds, minimize  # lazy: only where used
 
     res = minimize(
         fun,

@@ -75,7 +75,6 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
 
 from .. import _validate as check
 from ..matrix import (
@@ -716,6 +715,8 @@ def _opt_marginals(
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = marginal_objective(x, weight, alg, norm=norm)
         return value * scale, grad * scale
+
+    from scipy.optimize import Bounds, minimize  # lazy: only where used
 
     own_best = min(own, key=objective)
     starts = [own_best] + [rng.uniform(0.0, 1.0, size=2**alg.d) for _ in range(restarts)]

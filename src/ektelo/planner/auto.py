@@ -84,14 +84,14 @@ def tier0_best(ranked: tuple[Candidate, ...]) -> Candidate | None:
 
 def _describe(c: Candidate, unit: str) -> str:
     how = "Monte-Carlo" if c.method == "monte-carlo" else "exact"
-    return f"±{c.rmse:.3g} per query ({how} RMSE at this {unit})"
+    return f"RMSE {c.rmse:.3g} per query ({how}, at this {unit})"
 
 
 def _tier0_why(ranked: tuple[Candidate, ...], best: Candidate, unit: str) -> str:
     why = f"lowest expected error: {_describe(best, unit)}"
     runner = [c for c in ranked if c.plan != best.plan and c.rmse is not None]
     if runner and runner[0].rmse is not None:
-        why += f"; next {runner[0].plan} ±{runner[0].rmse:.3g}"
+        why += f"; next {runner[0].plan} RMSE {runner[0].rmse:.3g}"
     return why
 
 

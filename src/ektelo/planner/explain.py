@@ -20,11 +20,12 @@ PREVIEW_NOTE = ("Tier 0 ranking of the candidates (expected RMSE per query), fre
 
 
 def error_label(c: Candidate) -> str:
-    """"±rmse (exact)", "±rmse (Monte-Carlo)", "data-dependent" or "not priced"."""
+    """"RMSE r (exact)", "RMSE r (Monte-Carlo)", "data-dependent" or "not priced"
+    (RMSE, not ±: the interval's half-width is another figure, `preview`'s ±)."""
     if c.rmse is None:
         return "data-dependent" if c.data_dependent else "not priced"
     how = "Monte-Carlo" if c.method == "monte-carlo" else "exact"
-    return f"±{c.rmse:.3g} ({how})"
+    return f"RMSE {c.rmse:.3g} ({how})"
 
 
 def ranking_rows(choice: Choice) -> list[dict[str, Any]]:

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, minimize
 
 from .._validate import positive, positive_int
 from ..budget import ZCDP, PureDP
@@ -435,6 +434,8 @@ def marginal_strategy(
             if not math.isfinite(value):
                 return 1e300, np.zeros_like(x)
             return value / start_value, grad / start_value
+
+        from scipy.optimize import Bounds, minimize  # lazy: only where used
 
         res = minimize(fun, theta, jac=True, method="L-BFGS-B",
                        bounds=Bounds(0.0, np.inf), options={"maxiter": maxiter})  # fmt: skip
