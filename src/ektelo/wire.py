@@ -33,7 +33,6 @@ nesting), so a server refuses huge inputs before building anything.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
@@ -46,6 +45,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._codec import (
+    NUMERIC_OR_BOOL,
+    SPEC_TAG,
+    decode_array,
+    encode_array,
+    fraction_text,
+    parse_fraction,
+)
 from .domain import Domain
 from .kernel import Budget, BudgetExceeded, NodeState
 from .matrix import EMatrix, Partition, Sparse
@@ -128,7 +135,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, Fraction):
-        return {"$fraction": f"{value.numerator}/{value.denominator}"}
+        return {"$fraction": fraction_text(value)}
     if isinstance(value, numbers.Real):
         f = float(value)
         return f if math.isfinite(f) else {"$float": repr(f)}
@@ -169,14 +176,10 @@ def encode(value: Any) -> Any:
 
 
 def _encode_array(arr: np.ndarray) -> dict[str, Any]:
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"arrays of dtype {arr.dtype} cannot be sent to a kernel")
-    a = np.ascontiguousarray(arr)
-    return {
-        "$ndarray": base64.b64encode(a.tobytes()).decode("ascii"),
-        "dtype": a.dtype.str,
-        "shape": list(a.shape),
-    }
+    try:
+        return encode_array(arr, tag="$ndarray", kinds=NUMERIC_OR_BOOL)
+    except TypeError as err:
+        raise TypeError(f"arrays of dtype {arr.dtype} cannot be sent to a kernel") from err
 
 
 def _encode_predicate(p: Any) -> dict[str, Any]:
@@ -259,44 +262,17 @@ class _Decoder:
         raise WireError(f"unknown tag {tag!r}")
 
     def fraction(self, body: Any) -> Fraction:
-        if not isinstance(body, str) or len(body) > 4096:
-            raise WireError("'$fraction' holds a string 'p/q'")
         try:
-            return Fraction(body)
-        except (ValueError, ZeroDivisionError) as err:
-            raise WireError(f"malformed fraction {body[:40]!r}") from err
+            return parse_fraction(body)
+        except ValueError as err:
+            raise WireError(f"'$fraction' holds a string 'p/q': {err}") from err
 
     def array(self, doc: dict[str, Any]) -> np.ndarray:
-        if set(doc) != {"$ndarray", "dtype", "shape"}:
-            raise WireError("an array is {'$ndarray': base64, 'dtype': ..., 'shape': [...]}")
-        shape = doc["shape"]
-        if not isinstance(shape, list) or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
-        ):
-            raise WireError("an array's shape is a list of non-negative ints")
-        count = math.prod(shape)
-        if count > self.limits.max_array_elements:
-            raise WireError(
-                f"an array of {count} elements exceeds the limit of "
-                f"{self.limits.max_array_elements}"
-            )
         try:
-            dtype = np.dtype(doc["dtype"])
-        except TypeError as err:
-            raise WireError(f"unknown array dtype {doc['dtype']!r}") from err
-        if dtype.kind not in "biuf" or dtype.itemsize > 16:
-            raise WireError(f"unsupported array dtype {dtype}")
-        data = doc["$ndarray"]
-        if not isinstance(data, str) or len(data) > 4 * (count * dtype.itemsize + 3) // 3 + 4:
-            raise WireError("an array's data is base64 of its bytes")
-        try:
-            raw = base64.b64decode(data, validate=True)
+            return decode_array(doc, tag="$ndarray", kinds=NUMERIC_OR_BOOL,
+                                max_elements=self.limits.max_array_elements)
         except ValueError as err:
-            raise WireError("an array's data is not valid base64") from err
-        if len(raw) != count * dtype.itemsize:
-            raise WireError(f"the array's data has {len(raw)} bytes; its shape and dtype need "
-                            f"{count * dtype.itemsize}")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            raise WireError(str(err)) from err
 
     def matrix(self, spec: Any) -> EMatrix:
         self._check_spec(spec, 0)
@@ -311,7 +287,7 @@ class _Decoder:
             raise WireError(f"the matrix spec nests deeper than {self.limits.max_depth} levels")
         lim = self.limits.max_matrix_dim
         if isinstance(node, dict):
-            if "__ndarray__" in node:
+            if SPEC_TAG in node:
                 shape = node.get("shape")
                 if not isinstance(shape, list) or not all(
                     isinstance(s, int) and not isinstance(s, bool) for s in shape
