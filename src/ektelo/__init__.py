@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time they load on first
     from .budget import ZCDP, PureDP
     from .client import connect
     from .domain import Attribute, Domain
-    from .kernel import Budget, BudgetExceeded
+    from .kernel import Budget, BudgetExceeded, BudgetReport
     from .measurement import Gaussian, Laplace, Measurement
     from .port import ProtectedTable, ProtectedVector, protect
     from .predicates import col
@@ -36,6 +36,7 @@ _LAZY = {
     "Domain": "domain",
     "Budget": "kernel",
     "BudgetExceeded": "kernel",
+    "BudgetReport": "kernel",
     "ProtectedTable": "port",
     "ProtectedVector": "port",
     "col": "predicates",
@@ -66,6 +67,7 @@ __all__ = [
     "Attribute",
     "Budget",
     "BudgetExceeded",
+    "BudgetReport",
     "Domain",
     "Gaussian",
     "Laplace",

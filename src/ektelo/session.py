@@ -72,6 +72,7 @@ from .loading import load_domain, load_table
 from .workload import spec as questions
 
 __all__ = [
+    "AnalystSession",
     "LargeVectorWarning",
     "Preview",
     "Recorder",
@@ -168,7 +169,7 @@ class Preview:
 # A file DuckDB refused is read again by pandas, to name the problem as the
 # in-memory reader does, when it is no larger than this (bytes).
 # -- the session ---------------------------------------------------------------------
-class Session:
+class AnalystSession:
     """One protected table and its budget, with named questions.
 
     Args:
@@ -703,6 +704,10 @@ class Session:
             return None, (f"none: noise-only interval computed up to {_DENSE_CELLS} cells "
                           f"(this vector has {n:,})")
         return noise_only_std(q.matrix, taken), f"noise-only | partition; {LAPLACE_SUM}"
+
+
+#: the analyst's session by its short name (the server's is `ServerSession`)
+Session = AnalystSession
 
 
 def _alpha(alpha: float) -> float:

@@ -21,8 +21,8 @@ receiving side **only from the library's own classes**:
   ledger's exact values), ``{"$tuple": [...]}``, ``{"$dict": {...}}``;
 * ``{"$type": name, "fields": {...}}`` — one of the port's request and
   response dataclasses, a `Measurement` with its noise record (`Laplace`,
-  `Gaussian`), a `Budget` or a `NodeState`; the constructor re-checks every
-  field as for any caller.
+  `Gaussian`), a `BudgetReport` (named "Budget" on the wire) or a `NodeState`;
+  the constructor re-checks every field as for any caller.
 
 Errors travel as ``{"type", "message"}``; `decode_error` maps the kernel's
 refusals back to the same exception types (`BudgetExceeded`, `ValueError`,
@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._codec import (
+from . import predicates
+from .codec import (
     NUMERIC_OR_BOOL,
     SPEC_TAG,
     decode_array,
@@ -54,7 +55,8 @@ from ._codec import (
     parse_fraction,
 )
 from .domain import Domain
-from .kernel import Budget, BudgetExceeded, NodeState
+from .errors import WireError
+from .kernel import BudgetExceeded, BudgetReport, NodeState
 from .matrix import EMatrix, Partition, Sparse
 from .matrix.spec import from_json, to_json
 from .measurement import Gaussian, Laplace, Measurement
@@ -74,10 +76,6 @@ __all__ = [
     "loads",
     "request_digest",
 ]
-
-
-class WireError(ValueError):
-    """A document that is not a well-formed message of the wire format."""
 
 
 @dataclass(frozen=True)
@@ -101,9 +99,10 @@ _PORT_TYPES: tuple[type, ...] = tuple(
 )
 _RESPONSES = (port.NewSource, port.NewSources, port.QueryRecord, port.SourceInfo)
 _CLASSES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (*_PORT_TYPES, Measurement, Laplace, Gaussian, Budget, NodeState)
+    cls.__name__: cls for cls in (*_PORT_TYPES, Measurement, Laplace, Gaussian, NodeState)
 }
+_CLASSES["Budget"] = BudgetReport  # the wire's name for it (its class was `Budget` before #35)
+_NAMES: dict[type, str] = {cls: name for name, cls in _CLASSES.items()}
 
 #: the kernel requests a client may send (every port dataclass but the responses)
 REQUESTS: frozenset[type] = frozenset(c for c in _PORT_TYPES if c not in _RESPONSES)
@@ -119,9 +118,6 @@ _ERRORS: dict[str, type[Exception]] = {
     "ValueError": ValueError,
     "TypeError": TypeError,
 }
-
-_PREDICATE_NAMES = {"Compare", "IsIn", "Between", "And", "Or", "Not"}
-
 
 # -- encoding ---------------------------------------------------------------------
 
@@ -156,11 +152,10 @@ def encode(value: Any) -> Any:
         return {"$predicate": _encode_predicate(value)}
     if isinstance(value, Domain):
         return {"$domain": value.to_dict()}
-    if dataclasses.is_dataclass(value) and type(value).__name__ in _CLASSES:
-        if _CLASSES[type(value).__name__] is not type(value):
-            raise TypeError(f"{type(value).__name__} is not the library's class of that name")
+    name = _NAMES.get(type(value))
+    if name is not None:
         fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"$type": type(value).__name__, "fields": fields}
+        return {"$type": name, "fields": fields}
     if isinstance(value, tuple):
         return {"$tuple": [encode(v) for v in value]}
     if isinstance(value, list):
@@ -183,18 +178,19 @@ def _encode_array(arr: np.ndarray) -> dict[str, Any]:
 
 
 def _encode_predicate(p: Any) -> dict[str, Any]:
-    name = type(p).__name__
-    if name not in _PREDICATE_NAMES or type(p).__module__ != Predicate.__module__:
-        raise TypeError(f"{name} is not one of the library's predicate classes")
-    if name == "Compare":
+    kind = type(p)  # exactly the library's classes: a subclass could answer differently
+    if kind is predicates.Compare:
         return {"node": "compare", "attr": p.attr, "op": p.op, "value": encode(p.value)}
-    if name == "IsIn":
+    if kind is predicates.IsIn:
         return {"node": "isin", "attr": p.attr, "values": [encode(v) for v in p.values]}
-    if name == "Between":
+    if kind is predicates.Between:
         return {"node": "between", "attr": p.attr, "low": encode(p.low), "high": encode(p.high)}
-    if name in ("And", "Or"):
-        return {"node": name.lower(), "parts": [_encode_predicate(q) for q in p.parts]}
-    return {"node": "not", "part": _encode_predicate(p.part)}
+    if kind is predicates.And or kind is predicates.Or:
+        node = "and" if kind is predicates.And else "or"
+        return {"node": node, "parts": [_encode_predicate(q) for q in p.parts]}
+    if kind is predicates.Not:
+        return {"node": "not", "part": _encode_predicate(p.part)}
+    raise TypeError(f"{kind.__name__} is not one of the library's predicate classes")
 
 
 # -- decoding ---------------------------------------------------------------------

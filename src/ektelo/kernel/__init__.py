@@ -23,20 +23,23 @@ from .kernel import Kernel
 from .ledger import (
     Budget,
     BudgetExceeded,
+    BudgetReport,
     NodeState,
     RequestConflict,
     check_epsilon,
     check_rho,
 )
-from .records import QueryRecord, SourceInfo
+from .records import QueryRecord, Receipt, SourceInfo
 
 __all__ = [
     "Budget",
     "BudgetExceeded",
+    "BudgetReport",
     "EngineError",
     "Kernel",
     "NodeState",
     "QueryRecord",
+    "Receipt",
     "RequestConflict",
     "SourceInfo",
     "TableEngine",

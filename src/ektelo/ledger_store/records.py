@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
 
-from .._codec import decode_tree, encode_tree, parse_fraction
 from ..budget import ZCDP
+from ..codec import decode_tree, encode_tree, parse_fraction
+from ..errors import StoreError
 from ..kernel.ledger import RHO_FLOOR
 
 __all__ = [
@@ -33,12 +34,6 @@ __all__ = [
     "frac",
     "now",
 ]
-
-
-class StoreError(RuntimeError):
-    """The ledger store failed (a database error) or holds something it should
-    not (a schema it does not know). A failure after a charge leaves the
-    charge in place."""
 
 
 def frac(text: str | None) -> Fraction:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._codec import decode_tree, encode_tree
+from ..codec import decode_tree, encode_tree
 from .base import EMatrix
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
 from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
