@@ -15,6 +15,7 @@ kernel served by `ektelo-serve` (docs/server.md).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers; at run time they load on first use
@@ -47,13 +48,24 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ektelo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # once loaded, an ordinary module attribute
-    return value
+def _lazy(module: str, table: Mapping[str, str], namespace: dict[str, Any]) -> Any:
+    """A module's `__getattr__` (PEP 562) reading `table` (name -> the ektelo
+    module that defines it, e.g. "budget" or "kernel.ledger"): the module is
+    imported the first time the name is read, and the name then becomes an
+    ordinary attribute of `namespace` (also `ektelo.errors`' re-exports)."""
+
+    def get(name: str) -> Any:
+        where = table.get(name)
+        if where is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+        namespace[name] = value
+        return value
+
+    return get
+
+
+__getattr__ = _lazy(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -29,15 +29,17 @@ The leaves without state are defined here; the kernel's (`BudgetExceeded`,
 itself) and those that carry their module's types (`DomainValueError`,
 `ConvergenceError`) or sit beside their only raiser (the two warnings) are
 defined in their modules and re-exported here. This module imports nothing at
-load time (PEP 562 lazy names), so `ektelo --help` stays NumPy-free and every
-module may import its exception from here without an import cycle. Code
+load time but the package's lazy loader (PEP 562 names, as `ektelo` itself
+has), so `ektelo --help` stays NumPy-free and every module may import its
+exception from here without an import cycle. Code
 tells exceptions apart with ``isinstance``, never by class-name strings.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from . import _lazy
 
 if TYPE_CHECKING:
     from .domain import DomainValueError
@@ -102,20 +104,12 @@ class StoreError(RuntimeError):
 
 # name -> the module that defines it (read on first use)
 _ELSEWHERE = {
-    "BudgetExceeded": ".kernel.ledger",
-    "RequestConflict": ".kernel.ledger",
-    "EngineError": ".kernel.contracts",
-    "DomainValueError": ".domain",
-    "ConvergenceError": ".inference._system",
-    "EngineFallback": ".engines",
-    "LargeVectorWarning": ".session",
+    "BudgetExceeded": "kernel.ledger",
+    "RequestConflict": "kernel.ledger",
+    "EngineError": "kernel.contracts",
+    "DomainValueError": "domain",
+    "ConvergenceError": "inference._system",
+    "EngineFallback": "engines",
+    "LargeVectorWarning": "session",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _ELSEWHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __package__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy(__name__, _ELSEWHERE, globals())
