@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from .. import wide
 from ..plans import data_independent
@@ -82,9 +83,7 @@ def choose(
                    if c.plan == choice.plan and c.strategy is not None), None)
     strategy = priced if priced is not None else data_independent.strategy_for(
         choice.plan, q.shape, q.matrix)
-    return Choice(choice.plan, choice.why, choice.candidates, choice.features, choice.path,
-                  choice.feature_budget, choice.plan_budget, strategy=strategy,
-                  gaussian=_gaussian(choice.plan, strategy, rho))
+    return replace(choice, strategy=strategy, gaussian=_gaussian(choice.plan, strategy, rho))
 
 
 def _gaussian(name: str, strategy: object, rho: float | None) -> bool:
