@@ -31,8 +31,10 @@ itself) and those that carry their module's types (`DomainValueError`,
 defined in their modules and re-exported here. This module imports nothing at
 load time but the package's lazy loader (PEP 562 names, as `ektelo` itself
 has), so `ektelo --help` stays NumPy-free and every module may import its
-exception from here without an import cycle. Code
-tells exceptions apart with ``isinstance``, never by class-name strings.
+exception from here without an import cycle. Code tells exceptions apart
+with ``isinstance``, never by class-name strings. (`ektelo.server.app.ApiError`
+is not in the tree: it carries an HTTP error response inside the server and
+never reaches a caller.)
 """
 
 from __future__ import annotations
