@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ektelo.plans import data_independent
 from ektelo.planner import choose, tier0
+from ektelo.plans import data_independent
 from ektelo.session import Session
 from ektelo.workload import spec
 
