@@ -15,13 +15,14 @@ kernel served by `ektelo-serve` (docs/server.md).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers; at run time they load on first use
     from .budget import ZCDP, PureDP
     from .client import connect
     from .domain import Attribute, Domain
-    from .kernel import Budget, BudgetExceeded
+    from .kernel import Budget, BudgetExceeded, BudgetReport
     from .measurement import Gaussian, Laplace, Measurement
     from .port import ProtectedTable, ProtectedVector, protect
     from .predicates import col
@@ -36,6 +37,7 @@ _LAZY = {
     "Domain": "domain",
     "Budget": "kernel",
     "BudgetExceeded": "kernel",
+    "BudgetReport": "kernel",
     "ProtectedTable": "port",
     "ProtectedVector": "port",
     "col": "predicates",
@@ -46,13 +48,24 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ektelo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # once loaded, an ordinary module attribute
-    return value
+def _lazy(module: str, table: Mapping[str, str], namespace: dict[str, Any]) -> Any:
+    """A module's `__getattr__` (PEP 562) reading `table` (name -> the ektelo
+    module that defines it, e.g. "budget" or "kernel.ledger"): the module is
+    imported the first time the name is read, and the name then becomes an
+    ordinary attribute of `namespace` (also `ektelo.errors`' re-exports)."""
+
+    def get(name: str) -> Any:
+        where = table.get(name)
+        if where is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+        namespace[name] = value
+        return value
+
+    return get
+
+
+__getattr__ = _lazy(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
@@ -66,6 +79,7 @@ __all__ = [
     "Attribute",
     "Budget",
     "BudgetExceeded",
+    "BudgetReport",
     "Domain",
     "Gaussian",
     "Laplace",

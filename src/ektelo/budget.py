@@ -17,7 +17,7 @@ rounded down — so the stated (ε, δ) holds. `ZCDP.epsilon(delta)` is the
 same conversion the other way, for reports.
 
 Reports say what was guaranteed: `describe(budget)` is the one line for a
-kernel's budget (`ektelo.Budget`: total, spent, remaining, unit, delta) —
+kernel's budget (`ektelo.BudgetReport`: total, spent, remaining, unit, delta) —
 the spent ε, or the spent ρ and the (ε, δ)-DP it implies (CKS 2020 Prop. 12,
 rounded up); `str()` of a `PureDP` or `ZCDP` says the same of a budget.
 """
@@ -164,7 +164,7 @@ def epsilon_of_rho(rho: float, delta: float) -> float:
 
 
 class BudgetReport(Protocol):
-    """What `describe` reads: a kernel's `Budget` (`ektelo.kernel.ledger`)."""
+    """What `describe` reads: a kernel's `BudgetReport` (`ektelo.kernel.ledger`)."""
 
     @property
     def total(self) -> float: ...

@@ -39,16 +39,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import CLIError
+
 __all__ = ["default_ledger", "main", "parse_where", "write_csv"]
 
 OUTPUT_SUFFIXES = (".csv", ".json", ".parquet")
 # ektelo.wide.MODEL_PLANS, written out so that `--help` imports nothing heavy
 # (tests/test_cli_synth.py checks that the two agree).
 MODEL_PLANS = ("mst", "aim", "privbayes_pgm", "hdmm_pgm")
-
-
-class CLIError(Exception):
-    """A user-facing error: printed as one line, exit code 2."""
 
 
 def parse_where(text: str, domain: Any = None) -> Any:

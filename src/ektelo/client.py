@@ -29,20 +29,12 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from . import wire
-from .kernel import Budget
+from .errors import ServerError
+from .kernel import BudgetReport
 from .port import ProtectedTable, ProtectedVector
 from .port import requests as port
 
 __all__ = ["Connection", "RemotePort", "ServerError", "connect"]
-
-
-class ServerError(Exception):
-    """A server's refusal that is not a kernel refusal (authentication, an
-    unknown dataset or session, a malformed or too large request)."""
-
-    def __init__(self, status: int, kind: str, message: str):
-        super().__init__(f"HTTP {status} {kind}: {message}")
-        self.status, self.kind, self.message = status, kind, message
 
 
 _RETRYABLE = (ConnectionError, http.client.HTTPException, TimeoutError, OSError)
@@ -123,10 +115,10 @@ class Connection:
         names: list[str] = self.call("GET", "/v1/datasets")["datasets"]
         return names
 
-    def budget(self, name: str) -> Budget:
+    def budget(self, name: str) -> BudgetReport:
         """The dataset's total, spent and remaining budget."""
         doc = self.call("GET", f"/v1/datasets/{quote(name, safe='')}/budget")
-        value: Budget = wire.decode(doc["response"])
+        value: BudgetReport = wire.decode(doc["response"])
         return value
 
     def dataset(self, name: str) -> ProtectedTable | ProtectedVector:

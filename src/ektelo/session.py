@@ -8,7 +8,7 @@ as tidy pandas DataFrames with standard errors and confidence intervals
     s.preview("marginals", ["sex", "race"], epsilon=0.3)   # nothing spent
     s.budget                                     # spent / remaining
 
-One way down: question → `ektelo.planner.auto_plan` (or a named plan) →
+One way down: question → `ektelo.planner.choose` (auto or a named plan) →
 the plan (`ektelo.plans`) → the kernel, through the handles; `ektelo run` is
 a thin shell over this module. Every answer row carries `answer`,
 `std_error`, `ci_low`/`ci_high` at level 1 − α and `ci_method`, which says
@@ -56,7 +56,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -69,9 +69,14 @@ from .answers import tidy as _tidy
 from .domain import Domain, DomainValueError
 from .loading import diagnosable as _diagnosable
 from .loading import load_domain, load_table
+from .wide import DIRECT_MARGINALS, LARGE_VECTOR  # (`vectorize` warns above LARGE_VECTOR)
 from .workload import spec as questions
 
+if TYPE_CHECKING:
+    from .planner import Choice
+
 __all__ = [
+    "AnalystSession",
     "LargeVectorWarning",
     "Preview",
     "Recorder",
@@ -81,8 +86,6 @@ __all__ = [
     "noise_only_std",
 ]
 
-# Above this many cells `vectorize` gets a warning naming the alternative.
-LARGE_VECTOR = 10**6
 # The noise-only interval of a data-dependent plan is computed densely up to
 # this many cells (an n×n pseudo-inverse).
 _DENSE_CELLS = 4096
@@ -92,8 +95,6 @@ _LS_DEPENDENT = frozenset({"uniform", "uniform_grid", "adaptive_grid", "ahp", "d
                            "dawa_striped"})
 # The interval of a sum of several Laplace terms (see the module docstring).
 LAPLACE_SUM = "Laplace-tail width (conservative for sums)"
-# The plan name of marginals measured one by one (each marginal's own vector).
-DIRECT_MARGINALS = "marginals_direct"
 
 
 class LargeVectorWarning(UserWarning):
@@ -171,7 +172,7 @@ class Preview:
 # A file DuckDB refused is read again by pandas, to name the problem as the
 # in-memory reader does, when it is no larger than this (bytes).
 # -- the session ---------------------------------------------------------------------
-class Session:
+class AnalystSession:
     """One protected table and its budget, with named questions.
 
     Args:
@@ -486,10 +487,11 @@ class Session:
             question, *args, **kwargs)
         alpha = _alpha(alpha)
         budget = self._request(epsilon, rho)
-        name, why, table = self._plan(q, plan, budget)
-        std, method = self._expected_std(q, name, budget)
+        choice = self._choose(q, plan, budget)
+        std, method = self._expected_std(q, choice, budget)
         half = None if std is None else _half_width(std, method, alpha)
-        return Preview(name, why, std, half, method, float(alpha), budget, table)
+        return Preview(choice.plan, choice.why, std, half, method, float(alpha), budget,
+                       self._ranking(choice))
 
     # -- answering -------------------------------------------------------------------
     def ask(
@@ -513,7 +515,8 @@ class Session:
         alpha = _alpha(alpha)
         budget = self._request(epsilon, rho)
         params = dict(params or {})
-        name, why, _ = self._plan(q, plan, budget, filtered=where is not None)
+        choice = self._choose(q, plan, budget, filtered=where is not None)
+        name, why = choice.plan, choice.why
         table = self._filtered(where)  # checks the filter before anything is spent
         self._check_remaining(budget)
         if name != DIRECT_MARGINALS:
@@ -526,10 +529,10 @@ class Session:
                                 f"parameters are {sorted(info.parameters)}")
         before = len(self._recorder.measurements)
         with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
-            estimate = self._run(q, name, table, budget, params,
+            estimate = self._run(q, choice, table, budget, params,
                                  rows=None if where is not None else self.public_rows)
         taken = self._recorder.measurements[before:]
-        std, method = self._observed_std(q, name, budget, taken, params)
+        std, method = self._observed_std(q, choice, budget, taken, params)
         answers = np.asarray(estimate, dtype=np.float64)
         if q.derived is not None:  # sums, means, quantiles: post-processing (issue #38)
             from .derived import finish
@@ -599,43 +602,29 @@ class Session:
             return budget
         return {n: v / (k * k if n == "rho" else k) for n, v in budget.items()}
 
+    def _choose(self, q: questions.ParsedWorkload, plan: str, budget: dict[str, float],
+                filtered: bool = False) -> Choice:
+        """The question's plan: `ektelo.planner.choose` (the one place that decides)."""
+        from .planner import choose
+
+        return choose(q, budget, plan=plan, rows=None if filtered else self.public_rows)
+
+    @staticmethod
+    def _ranking(choice: Choice) -> pd.DataFrame:
+        """Tier 0's ranking of an "auto" choice (free, no features); empty otherwise."""
+        from .planner import ranking_rows
+
+        if not choice.candidates:
+            return pd.DataFrame()
+        table = pd.DataFrame(ranking_rows(choice))
+        table.attrs["choice"] = choice
+        return table
+
     def _plan(self, q: questions.ParsedWorkload, plan: str, budget: dict[str, float],
               filtered: bool = False) -> tuple[str, str, pd.DataFrame]:
-        from . import planner, plans
-
-        large = math.prod(q.shape) > LARGE_VECTOR
-        if q.kind == "marginals" and plan == "auto" and large and "rho" in budget:
-            name, reason = wide.choose(q, budget["rho"])
-            if name is not None:
-                return name, reason, pd.DataFrame()
-        if q.kind == "marginals" and (plan == DIRECT_MARGINALS or (plan == "auto" and large)):
-            why = ("each marginal measured on its own vector (the full table would have "
-                   f"{math.prod(q.shape):,} cells); exact error")
-            if "rho" not in budget:
-                why += ("; pure ε: Laplace noise (the graphical-model path, MST/AIM, needs a "
-                        "zCDP budget: delta=; plan='privbayes_pgm' or 'hdmm_pgm' fits a model "
-                        "under pure ε)")
-            return DIRECT_MARGINALS, why, pd.DataFrame()
-        if plan in wide.MODEL_PLANS:  # refused here, before spending, on the wrong budget
-            return plan, wide.why(plan, budget), pd.DataFrame()
-        if plan != "auto":
-            info = plans.get(plan)  # a clear error naming the plans
-            if "rho" in budget and (info.data_dependent or
-                                    plans.strategy_for(plan, q.shape, q.matrix) is None):
-                why = "named; runs with the Laplace mechanism at ε = √(2ρ) (same ρ)"
-            else:
-                why = "named"
-            return plan, why, pd.DataFrame()
-        if large:
-            name, why = planner.choose_plan(q.kind, q.shape)
-            return name, why + " (domain too large for closed-form comparison)", pd.DataFrame()
-        choice = planner.auto_plan(q.matrix, q.kind, q.shape,
-                                   eps=None if "rho" in budget else budget["epsilon"],
-                                   rho=budget.get("rho"),
-                                   rows=None if filtered else self.public_rows)
-        table = pd.DataFrame(planner.ranking_rows(choice))  # Tier 0: free, no features
-        table.attrs["choice"] = choice
-        return choice.plan, choice.why, table
+        """(plan, why, ranking) of `_choose` (the form callers had before #35)."""
+        choice = self._choose(q, plan, budget, filtered)
+        return choice.plan, choice.why, self._ranking(choice)
 
     def _filtered(self, where: Any) -> Any:
         if where is None:
@@ -646,19 +635,14 @@ class Session:
             where = parse_where(where, self.domain)
         return self._table.where(where)
 
-    def _gaussian(self, budget: dict[str, float], name: str, q: Any) -> bool:
-        from . import plans
-
-        return ("rho" in budget and "mechanism" in plans.get(name).parameters
-                and plans.strategy_for(name, q.shape, q.matrix) is not None)
-
-    def _run(self, q: questions.ParsedWorkload, name: str, table: Any,
+    def _run(self, q: questions.ParsedWorkload, choice: Choice, table: Any,
              budget: dict[str, float], params: dict[str, Any],
              rows: float | None = None) -> np.ndarray:
-        """The question's answers by plan `name` (`rows`: a row count declared
-        public, for the model plans that use one)."""
+        """The question's answers by the chosen plan (`rows`: a row count
+        declared public, for the model plans that use one)."""
         from . import plans
 
+        name = choice.plan
         attrs = list(q.attributes)
         if name == DIRECT_MARGINALS:
             return self._direct_marginals(q, table, budget)
@@ -670,7 +654,7 @@ class Session:
                 return wide.marginal_answers(q, model)
             return model.answer(q.matrix, attrs)
         info = plans.get(name)
-        if self._gaussian(budget, name, q):
+        if choice.gaussian:
             # the data-independent plan with the Gaussian mechanism at ρ (#24)
             x = table.vectorize(attrs)
             result = plans.run(name, x, q.matrix, budget["rho"], mechanism="gaussian", **params)
@@ -719,13 +703,15 @@ class Session:
             out.append(np.asarray(y.answers))
         return np.concatenate(out)
 
-    def _expected_std(self, q: questions.ParsedWorkload, name: str,
+    def _expected_std(self, q: questions.ParsedWorkload, choice: Choice,
                       budget: dict[str, float]) -> tuple[np.ndarray | None, str]:
-        """Per-query standard errors known before measuring (data-independent)."""
+        """Per-query standard errors known before measuring (data-independent:
+        from the strategy the planner chose with the plan)."""
         from . import plans
         from .matrix import Identity
         from .operators import error
 
+        name = choice.plan
         m = q.matrix.shape[0]
         gaussian = "rho" in budget
         if name in wide.MODEL_PLANS:
@@ -742,11 +728,11 @@ class Session:
                 return None, ("noise-only | partition: known after measuring (data-dependent "
                               "plan, no closed form before)")
             return None, f"none: {name}'s estimate is not linear in the noise"
-        A = plans.strategy_for(name, q.shape, q.matrix)
+        A = choice.strategy
         if A is None:
             return None, f"none: {name} has no fixed strategy"
         try:
-            if self._gaussian(budget, name, q):
+            if choice.gaussian:
                 var = error.expected_error(q.matrix, A, rho=budget["rho"], per_query=True)
                 return np.sqrt(np.asarray(var, dtype=np.float64)), "exact Gaussian"
             eps = budget.get("epsilon") if not gaussian else math.sqrt(2 * budget["rho"])
@@ -771,16 +757,17 @@ class Session:
             return None
         return noise_factor(q.matrix, taken, max_dense=_DENSE_CELLS)
 
-    def _observed_std(self, q: questions.ParsedWorkload, name: str, budget: dict[str, float],
+    def _observed_std(self, q: questions.ParsedWorkload, choice: Choice, budget: dict[str, float],
                       taken: list[Any], params: dict[str, Any]) -> tuple[np.ndarray | None, str]:
         from . import plans
 
+        name = choice.plan
         if name in wide.MODEL_PLANS:
             return None, wide.model_ci_method(name)
         if name == DIRECT_MARGINALS or not plans.get(name).data_dependent:
             if params:
                 return None, "none: error bars are computed for the plan's default parameters"
-            return self._expected_std(q, name, budget)
+            return self._expected_std(q, choice, budget)
         if name not in _LS_DEPENDENT:
             return None, f"none: {name}'s estimate is not linear in the noise"
         if not taken:
@@ -790,6 +777,10 @@ class Session:
             return None, (f"none: noise-only interval computed up to {_DENSE_CELLS} cells "
                           f"(this vector has {n:,})")
         return noise_only_std(q.matrix, taken), f"noise-only | partition; {LAPLACE_SUM}"
+
+
+#: the analyst's session by its short name (the server's is `ServerSession`)
+Session = AnalystSession
 
 
 def _alpha(alpha: float) -> float:

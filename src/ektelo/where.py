@@ -20,6 +20,7 @@ import ast
 from typing import Any
 
 from .domain import Attribute, Domain
+from .errors import WhereError
 
 __all__ = ["WhereError", "attributes_of", "parse_where"]
 
@@ -32,10 +33,6 @@ _COMPARE = {
     ast.GtE: ">=",
 }
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-
-
-class WhereError(ValueError):
-    """A filter that cannot be parsed or does not fit the domain."""
 
 
 def parse_where(text: str, domain: Domain | None = None) -> Any:

@@ -29,9 +29,15 @@ import numpy as np
 
 from .workload import spec as questions
 
-__all__ = ["MODELS", "MODEL_PLANS", "ModelPlan", "aim_cliques", "check_request", "choose",
-           "fit", "marginal_answers", "marginal_order", "model_ci_method", "question_cliques",
-           "spend", "stderr_lines", "why"]
+__all__ = ["DIRECT_MARGINALS", "LARGE_VECTOR", "MODELS", "MODEL_PLANS", "ModelPlan",
+           "aim_cliques", "check_request", "fit", "marginal_answers", "marginal_order",
+           "model_ci_method", "question_cliques", "spend", "stderr_lines", "why"]
+
+# A question over more cells than this is "wide": `vectorize` warns, and
+# marginals are answered without the full vector (`ektelo.planner.choose`).
+LARGE_VECTOR = 10**6
+# The plan name of marginals measured one by one (each marginal's own vector).
+DIRECT_MARGINALS = "marginals_direct"
 
 
 @dataclass(frozen=True)
@@ -113,33 +119,6 @@ def marginal_order(q: questions.ParsedWorkload) -> int:
     """K of a K-way marginals question (the size of its largest marginal)."""
     names = [str(n) for n in q.rows["marginal"].unique()]
     return max((0 if n == "total" else len(n.split("×")) for n in names), default=0)
-
-
-def choose(q: questions.ParsedWorkload, rho: float) -> tuple[str | None, str]:
-    """The plan for a marginals question too wide for one vector, under zCDP:
-    a model plan, or None for the direct measurements (each marginal on its
-    own vector at ρ/K, exact Gaussian intervals), and the one-line reason.
-
-    The rule compares the budget each marginal gets: direct measurement
-    gives every one of the K marginals ρ/K; MST measures r − 1 tree pairs at
-    ρ/(3(r − 1)) each, AIM its cliques at about 0.9ρ/(16r) each (r
-    attributes). When a direct marginal gets at least as much as the
-    model's measurements it is answered with no more noise and no model bias
-    (and an exact interval), so direct wins; otherwise the model, which
-    reads the many marginals off a few well-measured ones, errs less."""
-    K = int(q.rows["marginal"].nunique())
-    k, r = marginal_order(q), len(q.attributes)
-    sigma = (K / (2 * rho)) ** 0.5
-    direct = f"{K} marginals each measured directly at ρ/{K} (Gaussian σ={sigma:.3g} per cell)"
-    if k >= 2 and r >= 2:
-        plan, share = ("mst", 3 * (r - 1)) if k == 2 else ("aim", 16 * r / 0.9)
-        if share < K:
-            what = ("a private spanning tree of pairs" if plan == "mst"
-                    else "cliques chosen for the workload")
-            return plan, (f"{plan} graphical model (1-way marginals and {what}, Private-PGM; "
-                          f"no full vector): {direct} would each get less budget than "
-                          f"{plan}'s ρ/{share:.3g} measurements")
-    return None, direct + "; no model plan would measure with more budget per marginal"
 
 
 def check_request(domain: Any, plan: str, attrs: Any, workload: Any,

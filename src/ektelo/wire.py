@@ -21,8 +21,8 @@ receiving side **only from the library's own classes**:
   ledger's exact values), ``{"$tuple": [...]}``, ``{"$dict": {...}}``;
 * ``{"$type": name, "fields": {...}}`` — one of the port's request and
   response dataclasses, a `Measurement` with its noise record (`Laplace`,
-  `Gaussian`), a `Budget` or a `NodeState`; the constructor re-checks every
-  field as for any caller.
+  `Gaussian`), a `BudgetReport` (named "Budget" on the wire) or a `NodeState`;
+  the constructor re-checks every field as for any caller.
 
 Errors travel as ``{"type", "message"}``; `decode_error` maps the kernel's
 refusals back to the same exception types (`BudgetExceeded`, `ValueError`,
@@ -33,7 +33,6 @@ nesting), so a server refuses huge inputs before building anything.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
@@ -46,8 +45,18 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from . import predicates
+from .codec import (
+    NUMERIC_OR_BOOL,
+    SPEC_TAG,
+    decode_array,
+    encode_array,
+    fraction_text,
+    parse_fraction,
+)
 from .domain import Domain
-from .kernel import Budget, BudgetExceeded, NodeState
+from .errors import WireError
+from .kernel import BudgetExceeded, BudgetReport, NodeState
 from .matrix import EMatrix, Partition, Sparse
 from .matrix.spec import from_json, to_json
 from .measurement import Gaussian, Laplace, Measurement
@@ -67,10 +76,6 @@ __all__ = [
     "loads",
     "request_digest",
 ]
-
-
-class WireError(ValueError):
-    """A document that is not a well-formed message of the wire format."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,10 @@ _PORT_TYPES: tuple[type, ...] = tuple(
 )
 _RESPONSES = (port.NewSource, port.NewSources, port.QueryRecord, port.SourceInfo)
 _CLASSES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (*_PORT_TYPES, Measurement, Laplace, Gaussian, Budget, NodeState)
+    cls.__name__: cls for cls in (*_PORT_TYPES, Measurement, Laplace, Gaussian, NodeState)
 }
+_CLASSES["Budget"] = BudgetReport  # the wire's name for it (its class was `Budget` before #35)
+_NAMES: dict[type, str] = {cls: name for name, cls in _CLASSES.items()}
 
 #: the kernel requests a client may send (every port dataclass but the responses)
 REQUESTS: frozenset[type] = frozenset(c for c in _PORT_TYPES if c not in _RESPONSES)
@@ -113,9 +119,6 @@ _ERRORS: dict[str, type[Exception]] = {
     "TypeError": TypeError,
 }
 
-_PREDICATE_NAMES = {"Compare", "IsIn", "Between", "And", "Or", "Not"}
-
-
 # -- encoding ---------------------------------------------------------------------
 
 
@@ -128,7 +131,7 @@ def encode(value: Any) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, Fraction):
-        return {"$fraction": f"{value.numerator}/{value.denominator}"}
+        return {"$fraction": fraction_text(value)}
     if isinstance(value, numbers.Real):
         f = float(value)
         return f if math.isfinite(f) else {"$float": repr(f)}
@@ -149,11 +152,10 @@ def encode(value: Any) -> Any:
         return {"$predicate": _encode_predicate(value)}
     if isinstance(value, Domain):
         return {"$domain": value.to_dict()}
-    if dataclasses.is_dataclass(value) and type(value).__name__ in _CLASSES:
-        if _CLASSES[type(value).__name__] is not type(value):
-            raise TypeError(f"{type(value).__name__} is not the library's class of that name")
+    name = _NAMES.get(type(value))
+    if name is not None:
         fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"$type": type(value).__name__, "fields": fields}
+        return {"$type": name, "fields": fields}
     if isinstance(value, tuple):
         return {"$tuple": [encode(v) for v in value]}
     if isinstance(value, list):
@@ -169,29 +171,26 @@ def encode(value: Any) -> Any:
 
 
 def _encode_array(arr: np.ndarray) -> dict[str, Any]:
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"arrays of dtype {arr.dtype} cannot be sent to a kernel")
-    a = np.ascontiguousarray(arr)
-    return {
-        "$ndarray": base64.b64encode(a.tobytes()).decode("ascii"),
-        "dtype": a.dtype.str,
-        "shape": list(a.shape),
-    }
+    try:
+        return encode_array(arr, tag="$ndarray", kinds=NUMERIC_OR_BOOL)
+    except TypeError as err:
+        raise TypeError(f"arrays of dtype {arr.dtype} cannot be sent to a kernel") from err
 
 
 def _encode_predicate(p: Any) -> dict[str, Any]:
-    name = type(p).__name__
-    if name not in _PREDICATE_NAMES or type(p).__module__ != Predicate.__module__:
-        raise TypeError(f"{name} is not one of the library's predicate classes")
-    if name == "Compare":
+    kind = type(p)  # exactly the library's classes: a subclass could answer differently
+    if kind is predicates.Compare:
         return {"node": "compare", "attr": p.attr, "op": p.op, "value": encode(p.value)}
-    if name == "IsIn":
+    if kind is predicates.IsIn:
         return {"node": "isin", "attr": p.attr, "values": [encode(v) for v in p.values]}
-    if name == "Between":
+    if kind is predicates.Between:
         return {"node": "between", "attr": p.attr, "low": encode(p.low), "high": encode(p.high)}
-    if name in ("And", "Or"):
-        return {"node": name.lower(), "parts": [_encode_predicate(q) for q in p.parts]}
-    return {"node": "not", "part": _encode_predicate(p.part)}
+    if kind is predicates.And or kind is predicates.Or:
+        node = "and" if kind is predicates.And else "or"
+        return {"node": node, "parts": [_encode_predicate(q) for q in p.parts]}
+    if kind is predicates.Not:
+        return {"node": "not", "part": _encode_predicate(p.part)}
+    raise TypeError(f"{kind.__name__} is not one of the library's predicate classes")
 
 
 # -- decoding ---------------------------------------------------------------------
@@ -259,44 +258,17 @@ class _Decoder:
         raise WireError(f"unknown tag {tag!r}")
 
     def fraction(self, body: Any) -> Fraction:
-        if not isinstance(body, str) or len(body) > 4096:
-            raise WireError("'$fraction' holds a string 'p/q'")
         try:
-            return Fraction(body)
-        except (ValueError, ZeroDivisionError) as err:
-            raise WireError(f"malformed fraction {body[:40]!r}") from err
+            return parse_fraction(body)
+        except ValueError as err:
+            raise WireError(f"'$fraction' holds a string 'p/q': {err}") from err
 
     def array(self, doc: dict[str, Any]) -> np.ndarray:
-        if set(doc) != {"$ndarray", "dtype", "shape"}:
-            raise WireError("an array is {'$ndarray': base64, 'dtype': ..., 'shape': [...]}")
-        shape = doc["shape"]
-        if not isinstance(shape, list) or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
-        ):
-            raise WireError("an array's shape is a list of non-negative ints")
-        count = math.prod(shape)
-        if count > self.limits.max_array_elements:
-            raise WireError(
-                f"an array of {count} elements exceeds the limit of "
-                f"{self.limits.max_array_elements}"
-            )
         try:
-            dtype = np.dtype(doc["dtype"])
-        except TypeError as err:
-            raise WireError(f"unknown array dtype {doc['dtype']!r}") from err
-        if dtype.kind not in "biuf" or dtype.itemsize > 16:
-            raise WireError(f"unsupported array dtype {dtype}")
-        data = doc["$ndarray"]
-        if not isinstance(data, str) or len(data) > 4 * (count * dtype.itemsize + 3) // 3 + 4:
-            raise WireError("an array's data is base64 of its bytes")
-        try:
-            raw = base64.b64decode(data, validate=True)
+            return decode_array(doc, tag="$ndarray", kinds=NUMERIC_OR_BOOL,
+                                max_elements=self.limits.max_array_elements)
         except ValueError as err:
-            raise WireError("an array's data is not valid base64") from err
-        if len(raw) != count * dtype.itemsize:
-            raise WireError(f"the array's data has {len(raw)} bytes; its shape and dtype need "
-                            f"{count * dtype.itemsize}")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            raise WireError(str(err)) from err
 
     def matrix(self, spec: Any) -> EMatrix:
         self._check_spec(spec, 0)
@@ -311,7 +283,7 @@ class _Decoder:
             raise WireError(f"the matrix spec nests deeper than {self.limits.max_depth} levels")
         lim = self.limits.max_matrix_dim
         if isinstance(node, dict):
-            if "__ndarray__" in node:
+            if SPEC_TAG in node:
                 shape = node.get("shape")
                 if not isinstance(shape, list) or not all(
                     isinstance(s, int) and not isinstance(s, bool) for s in shape

@@ -1,6 +1,9 @@
 """The import contracts of DESIGN.md, checked on the source tree (issue #35).
 
-* `matrix` imports nothing of ektelo but itself (algebra only);
+* the leaves (`codec`: arrays and fractions as JSON; `errors`: the
+  exception tree, which loads its re-exports lazily) import nothing of ektelo,
+  so every layer may import them;
+* `matrix` imports nothing of ektelo but itself and the leaves (algebra only);
 * `kernel` imports only matrix, domain, measurement, budget and itself, and
   so do they — the code a privacy auditor reads is closed under its imports;
 * `engines` import only the kernel's contract (`kernel.contracts`) and the
@@ -89,9 +92,23 @@ def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
+LEAVES = ("ektelo.codec", "ektelo.errors")
+
+
+@pytest.mark.parametrize("module", LEAVES)
+def test_the_leaves_import_nothing_of_ektelo(module: str) -> None:
+    """Nothing but the package itself, whose __init__ imports nothing at load
+    time (its names, and `errors`' re-exports, load lazily)."""
+    assert _ektelo_targets("ektelo") == set()
+    outside = _ektelo_targets(module) - {"ektelo"}
+    assert not outside, f"{module} imports {sorted(outside)}"
+
+
 @pytest.mark.parametrize("module", [m for m in MODULES if _within(m, "ektelo.matrix")])
 def test_matrix_imports_nothing_of_ektelo(module: str) -> None:
-    outside = {t for t in _ektelo_targets(module) if not _within(t, "ektelo.matrix")}
+    outside = {
+        t for t in _ektelo_targets(module) if not _within(t, "ektelo.matrix") and t not in LEAVES
+    }
     assert not outside, f"{module} imports {sorted(outside)}"
 
 
@@ -103,6 +120,7 @@ KERNEL_MAY_IMPORT = (
     "ektelo.domain",
     "ektelo.measurement",
     "ektelo.budget",
+    *LEAVES,
 )
 
 
@@ -141,7 +159,7 @@ BENEATH = {
     [(pkg, m) for pkg in BENEATH for m in MODULES if _within(m, pkg)],
 )
 def test_engines_and_stores_import_only_the_contracts(package: str, module: str) -> None:
-    allowed = (package, *BENEATH[package])
+    allowed = (package, *BENEATH[package], *LEAVES)
     outside = {t for t in _ektelo_targets(module) if not any(_within(t, a) for a in allowed)}
     assert not outside, f"{module} imports {sorted(outside)}"
 

@@ -95,14 +95,17 @@ def test_pure_epsilon_wide_tables_keep_direct_laplace_and_say_so():
 
 def test_three_way_marginals_of_many_attributes_use_aim():
     q = spec.parse("marginals:3:all", _domain(WIDE))
-    from ektelo import wide
+    from ektelo.planner import choose
+
+    def plan(question):
+        return choose(question, {"rho": 0.1}).plan
 
     # 56 triples over 8 attributes: direct would give each ρ/56, AIM ρ/142 —
     # direct is better here; with 14 attributes (364 triples) AIM wins
-    assert wide.choose(q, 0.1)[0] is None
+    assert plan(q) == "marginals_direct"
     many = dict.fromkeys([f"b{i}" for i in range(14)], 3)
-    assert wide.choose(spec.parse("marginals:3:all", _domain(many)), 0.1)[0] == "aim"
-    assert wide.choose(spec.parse("marginals:1:all", _domain(many)), 0.1)[0] is None
+    assert plan(spec.parse("marginals:3:all", _domain(many))) == "aim"
+    assert plan(spec.parse("marginals:1:all", _domain(many))) == "marginals_direct"
 
 
 def _domain(d):

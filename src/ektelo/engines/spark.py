@@ -56,9 +56,10 @@ _SHOWN = 10
 
 
 def is_spark_dataframe(data: Any) -> bool:
-    """Whether `data` is a Spark DataFrame (without importing PySpark)."""
-    module = type(data).__module__
-    return type(data).__name__ == "DataFrame" and module.startswith("pyspark.")
+    """Whether `data` is a Spark DataFrame (without importing PySpark: a
+    DataFrame exists only once PySpark's dataframe module is loaded)."""
+    module = sys.modules.get("pyspark.sql.dataframe")
+    return module is not None and isinstance(data, module.DataFrame)
 
 
 def _backquote(identifier: str) -> str:
@@ -118,7 +119,7 @@ class SparkEngine:
                                  "needs its unit's identifier")  # fmt: skip
             unit_col = [ident.cast("string").alias("ektelo_unit")]
         for j, a in enumerate(domain.attributes):
-            raw = _raw(a, sf.col(_backquote(a.name)), type(fields[a.name]).__name__, text)
+            raw = _raw(a, sf.col(_backquote(a.name)), _type_name(fields[a.name]), text)
             raws.append(raw.alias(f"r{j}"))
         raw_frame = frame.select(*raws, *unit_col)
         for j, a in enumerate(domain.attributes):
@@ -292,10 +293,22 @@ def _try_double(column: Any) -> Any:
     return try_cast("double") if try_cast is not None else column.cast("double")
 
 
+def _type_name(data_type: Any) -> str:
+    """A column's Spark type as the class name `_raw` dispatches on, found by
+    isinstance against PySpark's type classes (a type it does not read is
+    named by its SQL spelling, for the refusal's message)."""
+    from pyspark.sql import types
+
+    for name in ("StringType", "BooleanType", "NullType", *_NUMERIC):
+        if isinstance(data_type, getattr(types, name)):
+            return name
+    return str(data_type.simpleString())
+
+
 def _raw(a: Attribute, column: Any, spark_type: str, text: bool) -> Any:
     from pyspark.sql import functions as sf
 
-    if spark_type in ("NullType", "VoidType"):  # only NULLs (no type): every value missing
+    if spark_type == "NullType":  # only NULLs (no type): every value missing
         kind = cd.label_kind(a) if a.values is not None else "number"
         spark_type = {"str": "StringType", "bool": "BooleanType"}.get(kind, "DoubleType")
         column = sf.lit(None).cast({"str": "string", "bool": "boolean"}.get(kind, "double"))

@@ -52,6 +52,7 @@ import scipy.sparse as sp
 
 from .. import _validate as check
 from ..domain import Domain, check_names
+from ..errors import ModelTooLarge
 from ..matrix import EMatrix, Total
 from ..measurement import Measurement
 from .graphical.compression import DomainCompression
@@ -92,10 +93,6 @@ __all__ = [
 # marginal query builds): 2.5·10⁷ float64 cells is 200 MB per copy, and a fit
 # holds a few copies (potentials, beliefs, gradient).
 MAX_MODEL_CELLS = 25_000_000
-
-
-class ModelTooLarge(ValueError):  # noqa: N818 (the name the plans and AIM use)
-    """The junction tree (or a table a query needs) exceeds the public size limit."""
 
 
 def model_size(domain: Domain, cliques: Sequence[Sequence[str]]) -> int:

@@ -23,21 +23,24 @@ from .kernel import Kernel
 from .ledger import (
     Budget,
     BudgetExceeded,
+    BudgetReport,
     NodeState,
     RequestConflict,
     check_epsilon,
     check_rho,
 )
-from .records import PrivacyUnit, QueryRecord, SourceInfo
+from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
 
 __all__ = [
     "Budget",
     "BudgetExceeded",
+    "BudgetReport",
     "EngineError",
     "Kernel",
     "NodeState",
     "PrivacyUnit",
     "QueryRecord",
+    "Receipt",
     "RequestConflict",
     "SourceInfo",
     "TableEngine",

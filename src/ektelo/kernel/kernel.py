@@ -47,7 +47,7 @@ from .evaluate import evaluate
 from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
-from .records import PrivacyUnit, QueryRecord, SourceInfo
+from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
 __all__ = ["Kernel"]
@@ -157,6 +157,7 @@ def _plain_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 # Non-finite values from private arithmetic become these (deterministically).
 _HUGE = math.ldexp(1.0, 1000)
@@ -226,6 +227,18 @@ class Kernel:
     def ledger(self) -> tuple[NodeState, ...]:
         """A full snapshot of the ledger (graph, stabilities, exact B(sv))."""
         return self._ledger.snapshot()
+
+    def receipted(self, call: Callable[[], _T]) -> tuple[_T, Receipt]:
+        """Run one request (`call`, which calls one method of this kernel) and
+        return its response with its `Receipt`: the nodes it created and the
+        record its charge wrote. Atomic under the kernel's lock; O(1) in the
+        length of the ledger and the history (nothing is copied)."""
+        with self._lock:
+            nodes, records = len(self._ledger), len(self._history)
+            response = call()
+            created = tuple(range(nodes, len(self._ledger)))
+            record = self._history[records] if len(self._history) > records else None
+        return response, Receipt(created, record)
 
     def __repr__(self) -> str:
         mode = f"research seed={self.seed}" if self.research_mode else "secure"

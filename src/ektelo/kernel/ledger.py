@@ -26,6 +26,7 @@ __all__ = [
     "Accountant",
     "Budget",
     "BudgetExceeded",
+    "BudgetReport",
     "Ledger",
     "NodeState",
     "RequestConflict",
@@ -89,7 +90,7 @@ def check_rho(value: object, name: str = "rho") -> float:
 
 
 @dataclass(frozen=True)
-class Budget:
+class BudgetReport:
     """The budget of a kernel, in floats of its unit ("epsilon" or "rho"):
     total, spent so far, remaining; `delta` is the δ a zCDP budget was stated
     with (then `epsilon()` reports the (ε, δ)-DP that the spent ρ implies)."""
@@ -114,6 +115,9 @@ class Budget:
         """What the spending so far guarantees, in one line (`budget.describe`):
         the spent ε, or the spent ρ and the (ε, δ)-DP it implies."""
         return describe(self)
+
+
+Budget = BudgetReport  # its name before #35 (budget.py's PureDP/ZCDP are the budgets)
 
 
 @dataclass(frozen=True)

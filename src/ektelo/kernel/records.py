@@ -1,6 +1,7 @@
-"""The kernel's public records of its own state: the query history and source descriptions.
+"""The kernel's public records of its own state: the query history, source
+descriptions, and the receipt of one request.
 
-Both are functions of public state only (the requests granted, the schema,
+All are functions of public state only (the requests granted, the schema,
 the ledger): the kernel returns them, the port carries them as they are.
 """
 
@@ -12,7 +13,7 @@ from typing import Literal
 
 from ..domain import Domain
 
-__all__ = ["PrivacyUnit", "QueryRecord", "SourceInfo"]
+__all__ = ["PrivacyUnit", "QueryRecord", "Receipt", "SourceInfo"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,29 @@ class SourceInfo:
     root_id: str
     root_shape: tuple[int, ...]
     seed: int | None  # the kernel's research-mode seed, None when secure
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What one request did to the kernel's public state (`Kernel.receipted`):
+    the source variables it created, in creation order, and — for a
+    Private→Public request — the `QueryRecord` its charge wrote (what was
+    charged at the root, the increments up the chain, a replay or not). A
+    server maps a client's ids and accounts its charges from this alone."""
+
+    created: tuple[int, ...] = ()
+    record: QueryRecord | None = None
+
+    @property
+    def charged_at_root(self) -> float:
+        """What the request added at the root (0 for a replay or a free request)."""
+        if self.record is None or self.record.replayed:
+            return 0.0
+        return self.record.charged_at_root
+
+    @property
+    def increments(self) -> tuple[tuple[int, float], ...]:
+        return () if self.record is None else self.record.increments
 
 
 @dataclass(frozen=True)

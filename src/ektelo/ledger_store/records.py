@@ -11,18 +11,16 @@ None of these values carries private data: the ledger is public state
 
 from __future__ import annotations
 
-import base64
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Literal
 
-import numpy as np
-
 from ..budget import ZCDP
+from ..codec import decode_tree, encode_tree, parse_fraction
+from ..errors import StoreError
 from ..kernel.ledger import RHO_FLOOR
 
 __all__ = [
@@ -38,15 +36,9 @@ __all__ = [
 ]
 
 
-class StoreError(RuntimeError):
-    """The ledger store failed (a database error) or holds something it should
-    not (a schema it does not know). A failure after a charge leaves the
-    charge in place."""
-
-
 def frac(text: str | None) -> Fraction:
     """A stored exact rational ("3/8") back as a `Fraction`."""
-    return Fraction(text) if text is not None else Fraction(0)
+    return parse_fraction(text) if text is not None else Fraction(0)
 
 
 def now() -> str:
@@ -133,48 +125,17 @@ class AuditReport:
         return self.ok
 
 
-def _encode(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        arr = np.ascontiguousarray(obj)
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(f"cannot store an array of dtype {arr.dtype}")
-        arr = arr.astype(arr.dtype.newbyteorder("<"))
-        return {
-            "__ndarray__": base64.b64encode(arr.tobytes()).decode("ascii"),
-            "dtype": arr.dtype.str,
-            "shape": list(arr.shape),
-        }
-    if isinstance(obj, Mapping):
-        return {str(k): _encode(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_encode(v) for v in obj]
-    if isinstance(obj, (np.integer, np.floating, np.bool_)):
-        return obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        raise ValueError("cannot store a non-finite number")
-    return obj
-
-
-def _decode(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if "__ndarray__" in obj:
-            dtype = np.dtype(obj["dtype"])
-            raw = base64.b64decode(obj["__ndarray__"], validate=True)
-            return np.frombuffer(raw, dtype=dtype).reshape(obj["shape"]).copy()
-        return {k: _decode(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_decode(v) for v in obj]
-    return obj
-
-
 def encode_answer(answer: Mapping[str, Any]) -> str:
     """A released answer as JSON text (arrays exact, base64 little-endian)."""
-    return json.dumps(_encode(answer), sort_keys=True, allow_nan=False)
+    return json.dumps(encode_tree(answer), sort_keys=True, allow_nan=False)
 
 
 def decode_answer(text: str) -> dict[str, Any]:
     """`encode_answer`'s text back as a dict (arrays as numpy arrays)."""
-    out = _decode(json.loads(text))
+    try:
+        out = decode_tree(json.loads(text))
+    except ValueError as err:
+        raise StoreError(f"a stored answer does not decode: {err}") from err
     if not isinstance(out, dict):
         raise StoreError("a stored answer is not a JSON object")
     return out

@@ -13,7 +13,6 @@ constructors then re-check every value as for any caller.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..codec import decode_tree, encode_tree
 from .base import EMatrix
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
 from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
@@ -234,43 +234,16 @@ def rebuild(M: EMatrix) -> EMatrix:
     return from_spec(to_spec(M))
 
 
-def _encode(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        arr = np.ascontiguousarray(obj)
-        return {
-            "__ndarray__": base64.b64encode(arr.tobytes()).decode("ascii"),
-            "dtype": arr.dtype.str,
-            "shape": list(arr.shape),
-        }
-    if isinstance(obj, dict):
-        return {k: _encode(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_encode(v) for v in obj]
-    if isinstance(obj, (np.integer, np.floating, np.bool_)):
-        return obj.item()
-    return obj
-
-
 def _decode(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if "__ndarray__" in obj:
-            try:
-                dtype = np.dtype(obj["dtype"])
-                if dtype.kind not in "iuf":
-                    raise ValueError(f"unsupported array dtype in spec: {dtype}")
-                raw = base64.b64decode(obj["__ndarray__"], validate=True)
-                return np.frombuffer(raw, dtype=dtype).reshape(obj["shape"]).copy()
-            except (KeyError, TypeError, ValueError) as err:
-                raise ValueError(f"malformed array in matrix spec: {err}") from err
-        return {k: _decode(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_decode(v) for v in obj]
-    return obj
+    try:
+        return decode_tree(obj)
+    except ValueError as err:
+        raise ValueError(f"malformed array in matrix spec: {err}") from err
 
 
 def to_json(M: EMatrix) -> str:
     """The spec of `M` as a JSON string (arrays base64-encoded)."""
-    return json.dumps(_encode(to_spec(M)))
+    return json.dumps(encode_tree(to_spec(M)))
 
 
 def from_json(text: str) -> EMatrix:

@@ -1,8 +1,10 @@
 """The planner (issue #29): which plan answers a workload best, from public
 facts and, optionally, a little honest budget.
 
+* `decide` — `choose`, the one place that decides which plan answers a
+  question (named or "auto"; wide marginals; the strategy, built once);
 * `rules` — the fixed rules (`choose_plan`) and the error-aware
-  `auto_plan` used by the session and `ektelo run --plan auto`;
+  `auto_plan` that `choose` uses;
 * `tier0` — Tier 0, free: every data-independent candidate ranked by its
   exact expected error (the matrix mechanism's closed form), or a data-free
   Monte-Carlo estimate where the closed form is out of reach;
@@ -17,6 +19,7 @@ facts and, optionally, a little honest budget.
 from __future__ import annotations
 
 from .auto import auto_plan, infer_kind, plan_auto, tier0_best
+from .decide import choose
 from .explain import PREVIEW_NOTE, error_label, format_choice, ranking_rows
 from .features import (
     FEATURE_NAMES,
@@ -53,6 +56,7 @@ __all__ = [
     "Price",
     "auto_plan",
     "candidates",
+    "choose",
     "choose_plan",
     "coarse_partition",
     "default_table",

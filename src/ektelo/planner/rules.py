@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .features import Features
@@ -98,6 +98,7 @@ class Candidate:
     rmse: float | None
     note: str
     method: str | None = None
+    strategy: Any = field(default=None, repr=False, compare=False)  # Tier 0's, when priced
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,10 @@ class Choice:
     path: tuple[str, ...] = ()
     feature_budget: float = 0.0
     plan_budget: float | None = None
+    # `choose`'s: the plan's strategy (data-independent plans; built once per
+    # question) and whether it runs with the Gaussian mechanism (a ρ budget)
+    strategy: Any = field(default=None, repr=False, compare=False)
+    gaussian: bool = False
 
 
 def candidates(kind: str, shape: Sequence[int]) -> list[str]:

@@ -29,7 +29,7 @@ import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -67,6 +67,7 @@ class Price:
     note: str
     seeds: int = 0
     rel_se: float | None = None
+    strategy: Any = field(default=None, repr=False, compare=False)  # the matrix priced
 
 
 _cache: OrderedDict[tuple[Any, ...], tuple[Any, Price]] = OrderedDict()
@@ -169,6 +170,11 @@ def _price(name: str, shape: tuple[int, ...], W: Any, gaussian: bool, mc_seeds: 
     A = data_independent.strategy_for(name, shape, W)
     if A is None:
         return Price(None, None, "no fixed strategy")
+    return replace(_price_of(A, name, shape, W, gaussian, mc_seeds, error), strategy=A)
+
+
+def _price_of(A: Any, name: str, shape: tuple[int, ...], W: Any, gaussian: bool,
+              mc_seeds: int | None, error: Any) -> Price:
     m = W.shape[0]
     budget = {"rho": 1.0} if gaussian else {"eps": 1.0}
     try:
@@ -211,6 +217,6 @@ def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
             continue
         p = price(name, shape, W, gaussian=gaussian, mc_seeds=mc_seeds)
         rmse = None if p.mse is None else math.sqrt(p.mse / unit)
-        out.append(Candidate(name, False, rmse, p.note, p.method))
+        out.append(Candidate(name, False, rmse, p.note, p.method, p.strategy))
     order = sorted(range(len(out)), key=lambda i: (out[i].rmse is None, out[i].rmse or 0.0, i))
     return tuple(out[i] for i in order)

@@ -18,7 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PlanInfo", "get", "mechanism_plans", "names", "register", "register_variant", "run"]
+__all__ = [
+    "PlanInfo",
+    "get",
+    "mechanism_plans",
+    "names",
+    "register",
+    "register_variant",
+    "run",
+    "strategy_of",
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,9 @@ class PlanInfo:
     data_dependent: bool
     input_kind: str  # "vector" or "table"
     returns: str  # "estimate" (x̂ on x's domain) or "answers" (workload answers)
+    # a data-independent plan's strategy, (shape, workload, *, hyper-parameters)
+    # → EMatrix: the plan is declared by it (`data_independent.strategy_plan`)
+    strategy: Callable[..., Any] | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -55,14 +67,16 @@ def register(
     data_dependent: bool,
     input_kind: str = "vector",
     returns: str = "estimate",
+    strategy: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Class the decorated function as the plan `name`."""
+    """Class the decorated function as the plan `name` (`strategy`: the
+    measurement strategy of a data-independent plan, declared once)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name in _PLANS:
             raise ValueError(f"plan {name!r} registered twice")
         _PLANS[name] = PlanInfo(
-            name, fn, citation, summary, data_dependent, input_kind, returns
+            name, fn, citation, summary, data_dependent, input_kind, returns, strategy
         )
         return fn
 
@@ -92,6 +106,7 @@ def register_variant(
         data_dependent=base.data_dependent,
         input_kind=base.input_kind,
         returns=base.returns,
+        strategy=None if base.strategy is None or choices else base.strategy,
     )(variant)
     return variant
 
@@ -118,6 +133,13 @@ def mechanism_plans() -> list[str]:
     """The plans that measure with the Laplace or the Gaussian mechanism on
     request (a keyword-only `mechanism`), sorted."""
     return [n for n in names() if "mechanism" in _PLANS[n].parameters]
+
+
+def strategy_of(name: str) -> Callable[..., Any] | None:
+    """The declared strategy of plan `name`, or None (not a data-independent
+    plan of one strategy, or no plan of that name)."""
+    info = _PLANS.get(name)
+    return None if info is None else info.strategy
 
 
 def get(name: str) -> PlanInfo:

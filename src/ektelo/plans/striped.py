@@ -14,6 +14,7 @@ from ..operators import partition, selection
 from ..port import ProtectedVector
 from .budget import Mechanism, PlanBudget, check_budget, check_eps, split
 from .common import estimate, measure
+from .data_independent import strategy_plan
 from .registry import register
 
 __all__ = ["dawa_striped", "hb_striped", "hb_striped_kron"]
@@ -42,26 +43,17 @@ def hb_striped(
     return estimate(ys)  # Public: LS, block diagonal: stripe by stripe
 
 
-@register(
+@strategy_plan(
     "hb_striped_kron",
     citation="εktelo §9.2, Algorithm 6",
     summary="HB on the stripe attribute ⊗ Identity on the others, one measurement",
-    data_dependent=False,
+    reduction=False,
 )
-def hb_striped_kron(
-    x: ProtectedVector,
-    workload: EMatrix,
-    budget: PlanBudget,
-    *,
-    axis: int = -1,
-    mechanism: Mechanism = "laplace",
-) -> np.ndarray:
+def hb_striped_kron(shape: tuple[int, ...], W: EMatrix, *, axis: int = -1) -> EMatrix:
     """HB-Striped_kron: the same measurements as `hb_striped`, selected at once
-    as HB(axis) ⊗ Identity(others); all of the budget to one measurement; LS."""
-    b = check_budget(budget, mechanism, x)
-    M = selection.stripe(x.shape, axis, selection.hb)  # Public: StripeSelect
-    y = measure(x, M, b)  # Private→Public
-    return estimate([y])  # Public: LS (the Kronecker factors' pseudo-inverses)
+    as HB(axis) ⊗ Identity(others) (StripeSelect); all of the budget to one
+    measurement; LS (the Kronecker factors' pseudo-inverses)."""
+    return selection.stripe(shape, axis, selection.hb)
 
 
 @register(

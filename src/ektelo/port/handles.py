@@ -20,7 +20,7 @@ from ..domain import Domain
 from . import requests as msg
 
 if TYPE_CHECKING:
-    from ..kernel.ledger import Budget, NodeState
+    from ..kernel.ledger import BudgetReport, NodeState
     from ..matrix import EMatrix, Partition
     from ..measurement import Measurement
 
@@ -54,9 +54,9 @@ class _Handle:
         return cls(self._port, response.source)
 
     @property
-    def budget(self) -> Budget:
+    def budget(self) -> BudgetReport:
         """The kernel's total, spent and remaining budget (floats)."""
-        budget: Budget = self._port.submit(msg.GetBudget())
+        budget: BudgetReport = self._port.submit(msg.GetBudget())
         return budget
 
     def history(self) -> tuple[msg.QueryRecord, ...]:

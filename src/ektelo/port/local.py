@@ -18,7 +18,7 @@ from .. import ledger_store as store
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
 from ..engines import is_table_source, open_table, rows_per_unit
-from ..kernel import Kernel, PrivacyUnit, check_epsilon, check_rho
+from ..kernel import Kernel, PrivacyUnit, Receipt, check_epsilon, check_rho
 from . import requests as port
 from .handles import ProtectedTable, ProtectedVector
 
@@ -110,10 +110,19 @@ class LocalPort:
 
     def submit(self, request: Any) -> Any:
         """Run one request on the kernel and return its public response."""
+        return self._route(request)(request)
+
+    def submit_with_receipt(self, request: Any) -> tuple[Any, Receipt]:
+        """Run one request and return its response with the kernel's `Receipt`
+        (the nodes it created; its charge): one round trip for a server."""
+        route = self._route(request)
+        return self._kernel.receipted(lambda: route(request))
+
+    def _route(self, request: Any) -> Callable[[Any], Any]:
         route = self._routes.get(type(request))
         if route is None:
             raise TypeError(f"not a kernel request: {type(request).__name__}")
-        return route(request)
+        return route
 
     def __repr__(self) -> str:
         return f"LocalPort({self._kernel!r})"

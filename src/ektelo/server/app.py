@@ -7,7 +7,7 @@ Endpoints (JSON in the wire format of `ektelo.wire`; every /v1 call needs
 * ``POST /v1/datasets/{name}/sessions`` — a new session: ``{"session", "root", "kind"}``;
 * ``POST /v1/sessions/{id}`` — one port request ``{"request": doc, "request_id": str}``
   → ``{"response": doc}``;
-* ``GET  /v1/datasets/{name}/budget`` — the dataset's `Budget`;
+* ``GET  /v1/datasets/{name}/budget`` — the dataset's `BudgetReport`;
 * ``GET  /status`` — the custodian's read-only HTML page (admin token);
 * ``GET  /v1/admin/datasets/{name}/audit`` — the dataset's audit entries (admin token);
 * ``GET  /healthz``.
@@ -43,11 +43,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import ledger_store as store
 from .. import wire
-from ..kernel import Budget, BudgetExceeded
+from ..errors import BudgetExceeded, HandleError, RequestConflict
+from ..kernel import BudgetReport
 from ..port import requests as port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
-from .sessions import AuditEntry, Dataset, HandleError, Session, load_data
+from .sessions import Dataset, ServerAuditEntry, ServerSession, load_data
 from .status import render_status
 
 __all__ = ["Service", "create_app", "main"]
@@ -84,7 +85,7 @@ class Service:
             ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
-        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
         self.sessions_lock = threading.Lock()
 
     # -- authentication ------------------------------------------------------------
@@ -108,18 +109,18 @@ class Service:
             raise ApiError(404, "UnknownDataset", f"no dataset {name!r} for analyst {who.name!r}")
         return ds
 
-    def budget(self, ds: Dataset) -> Budget:
+    def budget(self, ds: Dataset) -> BudgetReport:
         """The dataset's budget: the durable ledger's record, or the shared kernel's."""
         if self.store is not None:
             r = self.store.dataset(ds.name)
-            return Budget(float(r.total), float(r.spent), float(r.remaining), r.unit, r.delta)
+            return BudgetReport(float(r.total), float(r.spent), float(r.remaining), r.unit, r.delta)
         kernel_port, _, _ = ds.root_for("budget")
-        value: Budget = kernel_port.submit(port.GetBudget())
+        value: BudgetReport = kernel_port.submit(port.GetBudget())
         return value
 
     # -- sessions ------------------------------------------------------------------
-    def open_session(self, who: Principal, ds: Dataset) -> Session:
-        session = Session.open(who.name, ds)
+    def open_session(self, who: Principal, ds: Dataset) -> ServerSession:
+        session = ServerSession.open(who.name, ds)
         with self.sessions_lock:
             now = time.monotonic()
             for sid in [k for k, s in self.sessions.items()
@@ -132,7 +133,7 @@ class Service:
             self.sessions[session.id] = session
         return session
 
-    def session(self, who: Principal, sid: str) -> Session:
+    def session(self, who: Principal, sid: str) -> ServerSession:
         with self.sessions_lock:
             s = self.sessions.get(sid)
         if s is None or s.analyst != who.name:
@@ -140,7 +141,7 @@ class Service:
         s.last_used = time.monotonic()
         return s
 
-    def run(self, session: Session, body: bytes) -> bytes:
+    def run(self, session: ServerSession, body: bytes) -> bytes:
         """Decode, check and run one request; audit it; encode the response."""
         try:
             doc = json.loads(body, parse_constant=_refuse_constant)
@@ -179,10 +180,10 @@ class Service:
             raise ApiError(403, "BudgetExceeded", str(err)) from err
         except HandleError as err:
             raise ApiError(404, "ValueError", str(err)) from err
+        except RequestConflict as err:  # the kernel ledger's (a ValueError)
+            self._audit(session, operation, digest, None, "refused: RequestConflict")
+            raise ApiError(409, "ValueError", str(err)) from err
         except (ValueError, TypeError) as err:
-            if type(err).__name__ == "RequestConflict":  # the kernel ledger's (a ValueError)
-                self._audit(session, operation, digest, None, "refused: RequestConflict")
-                raise ApiError(409, "ValueError", str(err)) from err
             if spends:
                 self._audit(session, operation, digest, None, f"refused: {type(err).__name__}")
             raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
@@ -191,11 +192,12 @@ class Service:
         return json.dumps({"response": wire.encode(response)}, separators=(",", ":")).encode()
 
     def _audit(
-        self, session: Session, operation: str, digest: str, charge: float | None, outcome: str
-    ) -> None:
+        self, session: ServerSession, operation: str, digest: str, charge: float | None,
+        outcome: str,
+    ) -> None:  # fmt: skip
         session.dataset.audit.append(
-            AuditEntry(time.time(), session.analyst, session.dataset.name, operation, digest,
-                       charge, outcome)
+            ServerAuditEntry(time.time(), session.analyst, session.dataset.name, operation,
+                             digest, charge, outcome)
         )
 
 

@@ -6,7 +6,7 @@ in-memory ledger) or, with a durable ledger, per session by the store's
 configured engine keeps it (issue #28, docs/engines.md): read into memory by
 pandas, or left in its CSV/Parquet file or DuckDB database for DuckDB (each
 kernel with its own connection and the configured memory limit) or Spark.
-A `Session` is one client's view of it: the client names source variables
+A `ServerSession` is one client's view of it: the client names source variables
 by session-local ids (0 is the root), which the session maps to the kernel's
 ids, so a client can neither use another session's handles nor learn how
 many sources others derived; a foreign or unknown id is refused before the
@@ -25,7 +25,6 @@ digest, the charge, the outcome, the time) — never a data value.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import secrets
 import threading
@@ -39,20 +38,20 @@ import pandas as pd
 
 from .. import wire
 from ..domain import Domain
+from ..errors import HandleError
 from ..kernel import NodeState
 from ..port import ProtectedTable, ProtectedVector, protect
 from ..port import requests as port
+from ..port.local import LocalPort
 from .config import DatasetConfig
 
-__all__ = ["AuditEntry", "Dataset", "HandleError", "Session"]
-
-
-class HandleError(ValueError):
-    """A request names a source id this session does not hold."""
+__all__ = [
+    "AuditEntry", "Dataset", "HandleError", "ServerAuditEntry", "ServerSession", "Session",
+]
 
 
 @dataclass(frozen=True)
-class AuditEntry:
+class ServerAuditEntry:
     """One request as the custodian sees it (no data values)."""
 
     time: float
@@ -62,6 +61,13 @@ class AuditEntry:
     digest: str
     charge: float | None
     outcome: str  # "granted", "replayed", "refused: <type>"
+
+
+def _local(kernel_port: port.Port) -> LocalPort:
+    """The in-process port `protect` returned (a server runs its kernels here)."""
+    if not isinstance(kernel_port, LocalPort):  # pragma: no cover - protect's own port
+        raise TypeError(f"a server's kernel port is a LocalPort, got {type(kernel_port).__name__}")
+    return kernel_port
 
 
 def load_data(cfg: DatasetConfig) -> tuple[Any, Domain | None]:
@@ -113,7 +119,7 @@ class Dataset:
     domain: Domain | None
     store: Any = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
+    audit: deque[ServerAuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
     _root: ProtectedTable | ProtectedVector | None = None
 
     @property
@@ -137,16 +143,16 @@ class Dataset:
             **extra,
         )
 
-    def root_for(self, analyst: str) -> tuple[port.Port, int, bool]:
+    def root_for(self, analyst: str) -> tuple[LocalPort, int, bool]:
         """(port, root id, shared): one shared kernel without a store."""
         if self.store is not None:
             handle = self._protect(analyst)
-            return handle.port, handle.node, False
+            return _local(handle.port), handle.node, False
         with self.lock:  # one kernel per dataset: two would split its cap
             if self._root is None:
                 self._root = self._protect(None)
             root = self._root
-        return root.port, root.node, True
+        return _local(root.port), root.node, True
 
     @property
     def kind(self) -> str:
@@ -159,23 +165,33 @@ class Dataset:
 
 
 @dataclass
-class Session:
-    """One client's session on one dataset (its handle ids are its own)."""
+class ServerSession:
+    """One client's session on one dataset (its handle ids are its own).
+
+    Each request is one kernel round trip (`LocalPort.submit_with_receipt`):
+    its `Receipt` names the nodes it created, which join the session, and the
+    record of its charge, which the session keeps. Nothing per request copies
+    the kernel's history or ledger, so a long session's requests cost the same
+    at the ten-thousandth as at the first."""
 
     id: str
     analyst: str
     dataset: Dataset
-    kernel: port.Port
+    kernel: LocalPort
     shared: bool
     nodes: list[int]  # session id -> kernel id
-    records: list[int] = field(default_factory=list)  # kernel history indices
+    records: list[port.QueryRecord] = field(default_factory=list)  # this session's, kernel ids
     lock: threading.Lock = field(default_factory=threading.Lock)  # one request at a time
     last_used: float = field(default_factory=time.monotonic)
     last_charge: float | None = None  # the root charge of the last granted request
     replayed: bool = False  # the last request was a retry answered from storage
+    ids: dict[int, int] = field(default_factory=dict)  # kernel id -> session id
+
+    def __post_init__(self) -> None:
+        self.ids.update((node, i) for i, node in enumerate(self.nodes))
 
     @classmethod
-    def open(cls, analyst: str, dataset: Dataset) -> Session:
+    def open(cls, analyst: str, dataset: Dataset) -> ServerSession:
         kernel_port, root, shared = dataset.root_for(analyst)
         return cls(secrets.token_urlsafe(18), analyst, dataset, kernel_port, shared, [root])
 
@@ -189,19 +205,15 @@ class Session:
 
     def _session_id(self, node: int) -> int:
         try:
-            return self.nodes.index(node)
-        except ValueError:  # pragma: no cover - the kernel returns only our nodes
+            return self.ids[node]
+        except KeyError:  # pragma: no cover - the kernel returns only our nodes
             raise HandleError("the kernel returned a source outside this session") from None
-
-    def _ledger(self) -> tuple[NodeState, ...]:
-        snapshot: tuple[NodeState, ...] = self.kernel.submit(port.GetLedger())
-        return snapshot
 
     # -- requests -------------------------------------------------------------------
     def submit(self, request: Any, request_id: str | None) -> Any:
         """Run one decoded request; returns the public response, session-relative."""
         kind = type(request)
-        if kind in (port.GetBudget,):
+        if kind is port.GetBudget:
             return self.kernel.submit(request)
         if kind is port.GetHistory:
             return self._history()
@@ -210,62 +222,44 @@ class Session:
         if not hasattr(request, "source"):
             raise TypeError(f"not a kernel request: {kind.__name__}")
         translated = dataclasses.replace(request, source=self._kernel_id(request.source))
-        if kind is port.Describe:
-            info = self.kernel.submit(translated)
-            return dataclasses.replace(info, source=request.source)
         if kind in wire.PRIVATE_TO_PUBLIC:
-            return self._spend(translated, request_id)
-        return self._derive(translated)
-
-    def _derive(self, request: Any) -> Any:
-        """A Private transformation: map the new kernel nodes into the session."""
-        with self.dataset.lock:
-            before = len(self._ledger())
-            response = self.kernel.submit(request)
-            after = len(self._ledger())
+            # the kernel's ledger keeps retries under one request id idempotent;
+            # ids are the analyst's own (prefixed with the name): no two share one
+            rid = None if request_id is None else f"{self.analyst}/{request_id}"
+            translated = dataclasses.replace(translated, request_id=rid)
+        response, receipt = self.kernel.submit_with_receipt(translated)
         # every node the request created (a split's partition variable too) joins
         # the session in creation order, so ids follow the kernel's own numbering
-        self.nodes.extend(range(before, after))
+        for node in receipt.created:
+            self.ids[node] = len(self.nodes)
+            self.nodes.append(node)
+        if receipt.record is not None:  # a Private→Public request: its charge
+            self.records.append(receipt.record)
+            self.replayed = receipt.record.replayed
+            self.last_charge = receipt.charged_at_root
         if isinstance(response, port.NewSource):
             return port.NewSource(self._session_id(response.source))
         if isinstance(response, port.NewSources):
             return port.NewSources(tuple(self._session_id(s) for s in response.sources))
-        return response
-
-    def _spend(self, request: Any, request_id: str | None) -> Any:
-        """A Private→Public request. The kernel's ledger keeps retries under one
-        request id idempotent; ids are the analyst's own (prefixed with the
-        name), so two analysts never share one."""
-        rid = None if request_id is None else f"{self.analyst}/{request_id}"
-        request = dataclasses.replace(request, request_id=rid)
-        with self.dataset.lock if self.shared else contextlib.nullcontext():
-            response = self.kernel.submit(request)
-            history: tuple[port.QueryRecord, ...] = self.kernel.submit(port.GetHistory())
-            record = history[-1]  # ours: nobody else submits meanwhile (the lock)
-            if self.shared:
-                self.records.append(len(history) - 1)
-        self.replayed = record.replayed
-        self.last_charge = 0.0 if record.replayed else record.charged_at_root
+        if isinstance(response, port.SourceInfo):
+            return dataclasses.replace(response, source=request.source)
         return response
 
     def _history(self) -> tuple[port.QueryRecord, ...]:
-        history: tuple[port.QueryRecord, ...] = self.kernel.submit(port.GetHistory())
-        mine = history if not self.shared else tuple(history[i] for i in self.records)
-        known = set(self.nodes)
         return tuple(
             dataclasses.replace(
                 r,
                 index=i,
                 node=self._session_id(r.node),
                 increments=tuple(
-                    (self._session_id(n), inc) for n, inc in r.increments if n in known
+                    (self._session_id(n), inc) for n, inc in r.increments if n in self.ids
                 ),
             )
-            for i, r in enumerate(mine)
+            for i, r in enumerate(self.records)
         )
 
     def _own_ledger(self) -> tuple[NodeState, ...]:
-        snapshot = self._ledger()
+        snapshot: tuple[NodeState, ...] = self.kernel.submit(port.GetLedger())
         return tuple(
             dataclasses.replace(
                 snapshot[node],
@@ -275,3 +269,8 @@ class Session:
             )
             for i, node in enumerate(self.nodes)
         )
+
+
+# the names these had before #35 (a "Session" is the analyst's; an "AuditEntry" the ledger's)
+Session = ServerSession
+AuditEntry = ServerAuditEntry
