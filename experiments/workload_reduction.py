@@ -151,6 +151,13 @@ def reduced_domain_estimate(log: list[tuple[Any, tuple[Any, ...]]]) -> np.ndarra
 
     base = log[0][1][0]
     items = []
+    # A measurement whose path a later one extends by a partition chose that
+    # partition (AHP's noisy identity, issue #35): selection, not inference —
+    # the plan's own least squares leaves it out, and so does this estimate.
+    paths = [path for _, path in log]
+    chosen = [m for i, (m, path) in enumerate(log)
+              if not any(len(q) > len(path) and q[: len(path)] == path for q in paths[i + 1:])]
+    log = [(m, path) for m, path in log if any(m is c for c in chosen)]
     for m, path in log:
         if not path or path[0] != base:
             raise ValueError("every measurement must be taken below the workload partition")

@@ -29,9 +29,9 @@ def test_cli_help_loads_nothing_heavy() -> None:
 
 def test_lazy_names_resolve_to_their_modules() -> None:
     import ektelo
-    from ektelo import kernel
+    from ektelo import port
 
-    assert ektelo.protect is kernel.protect
+    assert ektelo.protect is port.protect
     assert set(ektelo.__all__) <= set(dir(ektelo))
     try:
         ektelo.no_such_name  # noqa: B018
