@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import ektelo
+import ektelo.engines
 from ektelo import engines
 from ektelo.cli import main
 from ektelo.session import Session
@@ -141,7 +142,7 @@ def test_without_duckdb_a_file_is_read_into_memory_with_a_note(
         return None if name == "duckdb" else find_spec(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib.util, "find_spec", without_duckdb)
-    assert not ektelo.kernel.duckdb_installed()
+    assert not ektelo.engines.duckdb_installed()
     code, _stdout, err = call(capsys, "run", "--no-ledger", "--data", str(csv), "--domain",
                              str(domain), "--epsilon", "1", "--seed", "7", "--out",
                              str(tmp_path / "b.csv"), *args)  # fmt: skip
