@@ -423,12 +423,14 @@ def _epsilon_equivalents(total: float, remaining: float, delta: float) -> str:
 
 # -- budget, audit, domain --------------------------------------------------------------
 def _store(path: str | None) -> Any:
-    target = Path(path) if path else default_ledger()
-    if not str(target).startswith(("postgresql://", "postgres://")) and not target.is_file():
+    """The ledger store --ledger names: a SQLite file that must exist, or a
+    postgresql:// URL kept as text (a Path would fold its '//', issue #40)."""
+    target = path if path else str(default_ledger())
+    if not target.startswith(("postgresql://", "postgres://")) and not Path(target).is_file():
         raise CLIError(f"no ledger at {target} (runs create it; --ledger names another)")
     from . import ledger_store as store
 
-    return store.open_store(str(target))
+    return store.open_store(target)
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
