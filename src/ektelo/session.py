@@ -669,7 +669,8 @@ class Session:
                 return None, ("noise-only | partition: known after measuring (data-dependent "
                               "plan, no closed form before)")
             return None, f"none: {name}'s estimate is not linear in the noise"
-        A = plans.strategy_for(name, q.shape, q.matrix)
+        noise = "gaussian" if self._gaussian(budget, name, q) else "laplace"
+        A = plans.strategy_for(name, q.shape, q.matrix, mechanism=noise)
         if A is None:
             return None, f"none: {name} has no fixed strategy"
         try:

@@ -182,10 +182,13 @@ def hdmm(
     return estimate([y])  # Public: LS
 
 
-def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatrix | None:
+def strategy_for(
+    name: str, shape: tuple[int, ...], workload: EMatrix, *, mechanism: Mechanism = "laplace"
+) -> EMatrix | None:
     """The measurement strategy a data-independent plan would use with its
-    default parameters (public), or None if the plan is not of that form.
-    This lets callers compute exact expected errors before spending budget."""
+    default parameters and `mechanism` (public), or None if the plan is not
+    of that form. This lets callers compute exact expected errors before
+    spending budget (HDMM's strategy depends on the mechanism)."""
     n = int(np.prod(shape))
     builders = {
         "identity": lambda: selection.identity(n),
@@ -194,7 +197,7 @@ def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatri
         "hb": lambda: selection.hb(shape),
         "quadtree": lambda: selection.quadtree(shape),
         "greedy_h": lambda: selection.greedy_h(n, workload),
-        "hdmm": lambda: selection.hdmm(workload, seed=0),
+        "hdmm": lambda: selection.hdmm(workload, seed=0, mechanism=mechanism),
         "hb_striped_kron": lambda: selection.stripe(
             shape, len(shape) - 1, selection.hb((shape[-1],))
         ),
