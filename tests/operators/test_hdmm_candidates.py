@@ -111,5 +111,6 @@ def test_the_planner_prices_the_strategy_the_plan_runs() -> None:
     W = marginals(dims, 2)
     for mechanism in ("laplace", "gaussian"):
         A = strategy_for("hdmm", dims, W, mechanism=mechanism)  # type: ignore[arg-type]
-        assert A == hdmm(W, seed=0, mechanism=mechanism)  # type: ignore[arg-type]
+        expected = hdmm(W, seed=0, mechanism=mechanism)  # type: ignore[arg-type]
+        assert expected == A
     assert strategy_for("hdmm", dims, W, mechanism="gaussian") != strategy_for("hdmm", dims, W)
