@@ -669,8 +669,9 @@ class Session:
                 return None, ("noise-only | partition: known after measuring (data-dependent "
                               "plan, no closed form before)")
             return None, f"none: {name}'s estimate is not linear in the noise"
-        noise = "gaussian" if self._gaussian(budget, name, q) else "laplace"
-        A = plans.strategy_for(name, q.shape, q.matrix, mechanism=noise)
+        gaussian_plan = self._gaussian(budget, name, q)
+        A = plans.strategy_for(name, q.shape, q.matrix,
+                               mechanism="gaussian" if gaussian_plan else "laplace")
         if A is None:
             return None, f"none: {name} has no fixed strategy"
         try:
