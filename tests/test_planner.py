@@ -83,10 +83,10 @@ def test_a_failing_candidate_is_listed_and_left_out(monkeypatch):
 
     real = plans.strategy_for
 
-    def flaky(name, shape, W):
+    def flaky(name, shape, W, **kw):
         if name == "hb":
             warnings.warn("overflow encountered in cast", RuntimeWarning, stacklevel=2)
-        return real(name, shape, W)
+        return real(name, shape, W, **kw)
 
     monkeypatch.setattr(plans.data_independent, "strategy_for", flaky)
     planner.tier0.clear_cache()  # prices are cached by workload value

@@ -100,3 +100,18 @@ def test_hdmm_optimiser_still_wins_where_it_should() -> None:
 def test_bad_mechanism_is_refused() -> None:
     with pytest.raises(ValueError, match="mechanism"):
         hd.optimise(Prefix(8), mechanism="exponential")  # type: ignore[arg-type]
+
+
+def test_the_planner_prices_the_strategy_the_plan_runs() -> None:
+    """`strategy_for("hdmm", ..., mechanism=)` is the strategy `plans.hdmm`
+    measures with that mechanism (Tier 0 prices it under zCDP)."""
+    from ektelo.operators.selection import hdmm
+    from ektelo.plans.data_independent import strategy_for
+
+    dims = (3, 4, 5, 2)
+    W = marginals(dims, 2)
+    for mechanism in ("laplace", "gaussian"):
+        A = strategy_for("hdmm", dims, W, mechanism=mechanism)  # type: ignore[arg-type]
+        expected = hdmm(W, seed=0, mechanism=mechanism)  # type: ignore[arg-type]
+        assert expected == A
+    assert strategy_for("hdmm", dims, W, mechanism="gaussian") != strategy_for("hdmm", dims, W)

@@ -100,7 +100,8 @@ def test_a_strategy_that_does_not_support_the_workload_is_left_out(monkeypatch):
 
     real = data_independent.strategy_for
     monkeypatch.setattr(data_independent, "strategy_for",
-                        lambda name, shape, W: Total(16) if name == "h2" else real(name, shape, W))
+                        lambda name, shape, W, **kw: Total(16) if name == "h2"
+                        else real(name, shape, W, **kw))
     clear_cache()  # prices are cached by workload value
     ranked = rank(Prefix(16), "prefix", (16,), eps=1.0)
     h2 = next(c for c in ranked if c.plan == "h2")

@@ -123,3 +123,22 @@ def test_pure_dp_is_refused() -> None:
     with pytest.raises(TypeError, match="PureDP"):
         plans.aim(zcdp, None, PureDP(0.5))
     assert pure.budget.spent == 0 and zcdp.budget.spent == 0
+
+
+def test_discrepancy_refits_the_same_measurements_from_the_uniform_model() -> None:
+    """`discrepancy=τ` (opt-in, issue #43) changes only the last fit: the same
+    seed spends the same requests, and the returned model stops at the
+    discrepancy level instead of converging."""
+    runs = {}
+    for tau in (None, 0.8):
+        table = ektelo.protect(table_frame(), DOMAIN, rho=1.0, seed=3)
+        model = plans.run("aim", table, None, 0.05, rounds=20, maxiter=300, discrepancy=tau)
+        runs[tau] = ([(r.operation, r.rho) for r in table.history()], model)
+    assert runs[None][0] == runs[0.8][0]
+    assert runs[0.8][1].info.message == "loss reached the discrepancy level"
+    assert runs[0.8][1].cliques == runs[None][1].cliques
+    assert runs[0.8][1].info.loss > runs[None][1].info.loss
+    table = ektelo.protect(table_frame(), DOMAIN, rho=1.0, seed=3)
+    with pytest.raises(ValueError, match="discrepancy"):
+        plans.run("aim", table, None, 0.05, discrepancy=0.0)
+    assert table.budget.spent == 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from .. import wide
 from ..plans import data_independent
@@ -67,29 +68,35 @@ def choose(
         return Choice(plan, wide.why(plan, budget), ())
     if plan != "auto":
         get(plan)  # a clear error naming the plans
-        strategy = data_independent.strategy_for(plan, q.shape, q.matrix)
-        gaussian = _gaussian(plan, strategy, rho)
+        strategy, gaussian = _strategy(plan, q, rho)
         why = "named" if gaussian or rho is None else (
             "named; runs with the Laplace mechanism at ε = √(2ρ) (same ρ)")
         return Choice(plan, why, (), strategy=strategy, gaussian=gaussian)
     if large:
         name, why = choose_plan(q.kind, q.shape)
-        strategy = data_independent.strategy_for(name, q.shape, q.matrix)
+        strategy, gaussian = _strategy(name, q, rho)
         return Choice(name, why + " (domain too large for closed-form comparison)", (),
-                      strategy=strategy, gaussian=_gaussian(name, strategy, rho))
+                      strategy=strategy, gaussian=gaussian)
     choice = auto_plan(q.matrix, q.kind, q.shape,
                        eps=None if rho is not None else budget["epsilon"], rho=rho, rows=rows)
     priced = next((c.strategy for c in choice.candidates
                    if c.plan == choice.plan and c.strategy is not None), None)
-    strategy = priced if priced is not None else data_independent.strategy_for(
-        choice.plan, q.shape, q.matrix)
-    return replace(choice, strategy=strategy, gaussian=_gaussian(choice.plan, strategy, rho))
+    if priced is None:
+        strategy, gaussian = _strategy(choice.plan, q, rho)
+    else:  # Tier 0 priced the strategy the plan runs (with the mechanism, #43): built once
+        strategy, gaussian = priced, rho is not None and "mechanism" in get(choice.plan).parameters
+    return replace(choice, strategy=strategy, gaussian=gaussian)
 
 
-def _gaussian(name: str, strategy: object, rho: float | None) -> bool:
-    """A ρ budget runs a plan with the Gaussian mechanism when the plan takes
-    `mechanism=` and has a fixed strategy (#24); else Laplace at ε = √(2ρ)."""
-    return rho is not None and strategy is not None and "mechanism" in get(name).parameters
+def _strategy(name: str, q: questions.ParsedWorkload, rho: float | None) -> tuple[Any, bool]:
+    """The plan's strategy (None: not a fixed one) and whether it runs with the
+    Gaussian mechanism: a ρ budget does when the plan takes `mechanism=` and
+    has a fixed strategy (#24) — then the strategy is the one chosen for the
+    Gaussian's error (HDMM's ‖A‖₂, #43); else Laplace at ε = √(2ρ)."""
+    takes = rho is not None and "mechanism" in get(name).parameters
+    strategy = data_independent.strategy_for(
+        name, q.shape, q.matrix, mechanism="gaussian" if takes else "laplace")
+    return strategy, takes and strategy is not None
 
 
 def _wide_marginals(q: questions.ParsedWorkload, rho: float) -> tuple[str | None, str]:

@@ -167,7 +167,8 @@ def price(name: str, shape: Sequence[int], W: Any, *, gaussian: bool = False,
 
 def _price(name: str, shape: tuple[int, ...], W: Any, gaussian: bool, mc_seeds: int | None,
            error: Any, data_independent: Any) -> Price:
-    A = data_independent.strategy_for(name, shape, W)
+    A = data_independent.strategy_for(name, shape, W,
+                                      mechanism="gaussian" if gaussian else "laplace")
     if A is None:
         return Price(None, None, "no fixed strategy")
     return replace(_price_of(A, name, shape, W, gaussian, mc_seeds, error), strategy=A)

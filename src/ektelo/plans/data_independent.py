@@ -29,7 +29,7 @@ import numpy as np
 from ..matrix import EMatrix
 from ..operators import selection
 from ..port import ProtectedVector
-from .budget import check_budget
+from .budget import Mechanism, check_budget
 from .common import estimate, measure, reduce_for_workload
 from .registry import register, strategy_of
 
@@ -105,12 +105,19 @@ def strategy_plan(
     return wrap
 
 
-def strategy_for(name: str, shape: tuple[int, ...], workload: EMatrix) -> EMatrix | None:
+def strategy_for(
+    name: str, shape: tuple[int, ...], workload: EMatrix, *, mechanism: Mechanism = "laplace"
+) -> EMatrix | None:
     """The measurement strategy a data-independent plan would use with its
-    default parameters (public), or None if the plan is not of that form.
-    This lets callers compute exact expected errors before spending budget."""
+    default parameters and `mechanism` (public), or None if the plan is not
+    of that form. This lets callers compute exact expected errors before
+    spending budget (HDMM's strategy depends on the mechanism)."""
     strategy = strategy_of(name)
-    return None if strategy is None else strategy(tuple(int(s) for s in shape), workload)
+    if strategy is None:
+        return None
+    takes = "mechanism" in inspect.signature(strategy).parameters
+    options = {"mechanism": mechanism} if takes else {}
+    return strategy(tuple(int(s) for s in shape), workload, **options)
 
 
 @strategy_plan(
