@@ -30,9 +30,9 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counts: Counter[str] = Counter()
     original = data_independent.strategy_for
 
-    def spy(name, shape, workload):
+    def spy(name, shape, workload, **options):
         counts[name] += 1
-        return original(name, shape, workload)
+        return original(name, shape, workload, **options)
 
     monkeypatch.setattr(data_independent, "strategy_for", spy)
     tier0.clear_cache()
