@@ -156,10 +156,20 @@ def part_c(df: pd.DataFrame, eps_list: list[float], draws: int) -> None:
     true_q = {(q, sex): np.quantile(df.loc[df["sex"] == sex, "age"] if sex is not None
                                     else df["age"], q, method="inverted_cdf")
               for q in qs for sex in (0, 1, None)}
+    true_q2 = {}
+    for sex in (0, 1, None):
+        for race in (0, 1, 2, 3, 4, None):
+            m = np.ones(len(df), dtype=bool)
+            if sex is not None:
+                m &= df["sex"].to_numpy() == sex
+            if race is not None:
+                m &= df["race"].to_numpy() == race
+            for q in qs:
+                true_q2[(q, sex, race)] = np.quantile(df.loc[m, "age"], q, method="inverted_cdf")
     for eps in eps_list:
         s = _session(df, seed=int(eps * 1000) + 3)
-        h1, h2, h3 = [], [], []
-        width1, width3 = [], []
+        h1, h2, h3, h4 = [], [], [], []
+        width1, width3, width4 = [], [], []
         for _ in range(draws):
             f = s.mean(V, by="sex", epsilon=eps)
             h1.append((f["ci_low"] <= true_mean) & (true_mean <= f["ci_high"]))
@@ -171,12 +181,21 @@ def part_c(df: pd.DataFrame, eps_list: list[float], draws: int) -> None:
                               for q, x in zip(r["quantile"], r["sex"], strict=True)])
             h3.append((r["ci_low"].to_numpy() <= truth) & (truth <= r["ci_high"].to_numpy()))
             width3.append((r["ci_high"] - r["ci_low"]).to_numpy())
+            r = s.quantile("age", qs, by=["sex", "race"], epsilon=eps)
+            truth = np.array([true_q2[(q, None if pd.isna(a) else int(a),
+                                       None if pd.isna(b) else int(b))]
+                              for q, a, b in zip(r["quantile"], r["sex"], r["race"],
+                                                 strict=True)])
+            h4.append((r["ci_low"].to_numpy() <= truth) & (truth <= r["ci_high"].to_numpy()))
+            width4.append((r["ci_high"] - r["ci_low"]).to_numpy())
         print(f" ε = {eps:g}")
         print(_cov_line("mean hours by sex (Fieller)", np.concatenate(h1)) +
               f"  median width {np.median(width1):.3g}")
         print(_cov_line("mean hours by sex × race with totals", np.concatenate(h2)))
         print(_cov_line("quantiles of age at 0.5, 0.9 by sex (CDF band)", np.concatenate(h3)) +
               f"  mean width {np.mean(width3):.3g} years")
+        print(_cov_line("quantiles of age by sex × race (small groups)", np.concatenate(h4)) +
+              f"  mean width {np.mean(width4):.3g} years")
 
 
 def main() -> None:
