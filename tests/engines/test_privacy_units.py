@@ -248,3 +248,19 @@ def test_the_command_line_chooses_max_rows_privately(tmp_path: Any, capsys: Any)
               "person", "--max-rows-per-unit", "auto:x"])  # fmt: skip
     assert refused.value.code == 2
     assert "auto:x" in capsys.readouterr().err
+
+
+def test_sums_and_means_respect_the_unit() -> None:
+    """Sums are linear queries on the bounded table: Algorithm 2 charges them
+    per unit like counts, so their noise scales with k (issue #38 with #37)."""
+    frame = events(units=300, seed=10)
+
+    def sum_error(k: int | None) -> float:
+        units = {} if k is None else {"privacy_unit": "person", "max_rows_per_unit": k}
+        data = frame if k is not None else frame.drop(columns="person")
+        s = Session(data, DOMAIN, epsilon=1.0, seed=1, progress=False, **units)
+        answer = s.sum("age", by="site", epsilon=0.5, plan="identity")
+        assert s.budget.spent == pytest.approx(0.5)
+        return float(answer["std_error"].iloc[0])
+
+    assert sum_error(4) == pytest.approx(4 * sum_error(None), rel=1e-6)

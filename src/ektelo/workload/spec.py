@@ -380,9 +380,9 @@ def aggregates(domain: Domain, attr: str, by: Any = (), statistics: Any = ("sum"
 
     Neighbours are one row here, as for every question: a row moves a sum
     by at most max|v|, which the strategy's sensitivity accounts for. Under
-    privacy units (one person, up to k rows: the units issue) a sum must be
-    measured on the unit-bounded table (the kernel's k-stable
-    transformation multiplies its sensitivity), never with this row bound."""
+    privacy units (docs/units.md) the session measures every question on the
+    unit-bounded table, whose k-stability Algorithm 2 charges: a person moves
+    a sum by at most k·max|v| (tests/engines/test_privacy_units.py)."""
     from .values import representatives
 
     if not isinstance(attr, str):
