@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import ledger_store as store
 from .. import wire
-from ..kernel import Budget, BudgetExceeded
+from ..kernel import Budget, BudgetExceeded, QueryLimits
 from ..port import requests as port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
@@ -81,7 +81,8 @@ class Service:
             if self.store is not None:
                 ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
-            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
+            limits = QueryLimits(config.max_query_rows, config.max_query_work)
+            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, Session] = OrderedDict()

@@ -12,6 +12,9 @@ Relative paths are read relative to the file::
     max_request_bytes = 8388608
     max_array_elements = 4194304
     max_matrix_dim = 16777216
+    max_query_rows = 67108864    # the largest query the kernel evaluates: answers and
+    max_query_work = 8589934592  # operations of Q·x, estimated from its structure;
+                                 # larger ones are refused before anything is charged
     min_response_ms = 0          # pad every response to at least this long
     ssl_certfile = "cert.pem"    # optional: TLS in uvicorn itself
     ssl_keyfile = "key.pem"
@@ -109,6 +112,8 @@ class ServerConfig:
     max_request_bytes: int = 8 << 20
     max_array_elements: int = 1 << 22
     max_matrix_dim: int = 1 << 24
+    max_query_rows: int = 1 << 26
+    max_query_work: int = 1 << 33
     min_response_ms: float = 0.0
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -117,7 +122,8 @@ class ServerConfig:
 
 _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
-    "max_matrix_dim", "min_response_ms", "ssl_certfile", "ssl_keyfile",
+    "max_matrix_dim", "max_query_rows", "max_query_work", "min_response_ms", "ssl_certfile",
+    "ssl_keyfile",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
@@ -304,6 +310,8 @@ def load_config(path: str | Path) -> ServerConfig:
         max_request_bytes=_positive_int(server, "max_request_bytes", 8 << 20),
         max_array_elements=_positive_int(server, "max_array_elements", 1 << 22),
         max_matrix_dim=_positive_int(server, "max_matrix_dim", 1 << 24),
+        max_query_rows=_positive_int(server, "max_query_rows", 1 << 26),
+        max_query_work=_positive_int(server, "max_query_work", 1 << 33),
         min_response_ms=float(pad),
         ssl_certfile=opt_path("ssl_certfile"),
         ssl_keyfile=opt_path("ssl_keyfile"),

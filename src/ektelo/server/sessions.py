@@ -39,7 +39,7 @@ import pandas as pd
 
 from .. import wire
 from ..domain import Domain
-from ..kernel import NodeState
+from ..kernel import NodeState, QueryLimits
 from ..port import ProtectedTable, ProtectedVector, protect
 from ..port import requests as port
 from .config import DatasetConfig
@@ -112,6 +112,7 @@ class Dataset:
     data: Any
     domain: Domain | None
     store: Any = None
+    limits: QueryLimits | None = None  # the largest query a kernel evaluates (config)
     lock: threading.Lock = field(default_factory=threading.Lock)
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
     _root: ProtectedTable | ProtectedVector | None = None
@@ -134,7 +135,7 @@ class Dataset:
                 extra["on_invalid"] = "drop"
         return protect(
             self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=c.seed,
-            **extra,
+            query_limits=self.limits, **extra,
         )
 
     def root_for(self, analyst: str) -> tuple[port.Port, int, bool]:
