@@ -49,6 +49,7 @@ from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import AuditEntry, Dataset, HandleError, Session, load_data
 from .status import render_status
+from .timing import ResponseFloors, release_after
 
 __all__ = ["Service", "create_app", "main"]
 
@@ -141,8 +142,10 @@ class Service:
         s.last_used = time.monotonic()
         return s
 
-    def run(self, session: Session, body: bytes) -> bytes:
-        """Decode, check and run one request; audit it; encode the response."""
+    def run(self, session: Session, body: bytes, charged: list[bool] | None = None) -> bytes:
+        """Decode, check and run one request; audit it; encode the response.
+        `charged` receives the request's public class (whether it is
+        Private→Public) as soon as it is decoded (for the release time)."""
         try:
             doc = json.loads(body, parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as err:
@@ -171,6 +174,8 @@ class Service:
         digest = wire.request_digest(doc["request"])
         operation = type(request).__name__
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
+        if charged is not None:
+            charged.append(spends)
         try:
             with session.lock:  # a session's ids and last charge are its requests' own
                 response = session.submit(request, request_id)
@@ -189,7 +194,10 @@ class Service:
             raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
         if spends:
             self._audit(session, operation, digest, charge, "replayed" if replayed else "granted")
-        return json.dumps({"response": wire.encode(response)}, separators=(",", ":")).encode()
+        out: dict[str, Any] = {"response": wire.encode(response)}
+        if session.dataset.cfg.insecure_research_seed:
+            out["insecure"] = RESEARCH_SEED_WARNING
+        return json.dumps(out, separators=(",", ":")).encode()
 
     def _audit(
         self, session: Session, operation: str, digest: str, charge: float | None, outcome: str
@@ -198,6 +206,20 @@ class Service:
             AuditEntry(time.time(), session.analyst, session.dataset.name, operation, digest,
                        charge, outcome)
         )
+
+
+#: what every response about a dataset served with a research seed says (issue #36)
+RESEARCH_SEED_WARNING = (
+    "INSECURE: this dataset is served with a research seed (reproducible, predictable "
+    "noise); its answers are not differentially private"
+)
+
+
+def _insecure(response: Response, ds: Dataset | None) -> Response:
+    """Mark a response about a research-seeded dataset (header `Ektelo-Insecure`)."""
+    if ds is not None and ds.cfg.insecure_research_seed:
+        response.headers["Ektelo-Insecure"] = "research-seed"
+    return response
 
 
 def _refuse_constant(name: str) -> Any:
@@ -260,13 +282,28 @@ def create_app(config: ServerConfig) -> ASGIApp:
     """The ASGI application for `config` (datasets loaded, tokens opened)."""
     service = Service(config)
 
+    floors = ResponseFloors(**config.response_floor_ms)
+
+    async def hold(start: float, charged: bool) -> None:
+        """Wait until the release time of a response (timing.py): the class's
+        floor after `start`, or the next point of its doubling grid."""
+        elapsed = (time.monotonic() - start) * 1000.0
+        wait = release_after(elapsed, floors.of(charged)) - elapsed
+        if wait > 0:
+            await anyio.sleep(wait / 1000.0)
+
     def handler(fn: Any) -> Any:
         async def run(request: Request) -> Response:
+            start = time.monotonic()
             try:
                 result: Response = await fn(request)
-                return result
             except ApiError as err:
-                return _error(err.status, err.kind, err.message)
+                result = _error(err.status, err.kind, err.message)
+            if request.url.path.startswith("/v1/") and not request.url.path.startswith(
+                "/v1/sessions/"
+            ):  # a session request holds itself, by its class (submit)
+                await hold(start, charged=False)
+            return result
 
         return run
 
@@ -285,25 +322,39 @@ def create_app(config: ServerConfig) -> ASGIApp:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
         session = await run_in_threadpool(service.open_session, who, ds)
-        return JSONResponse({"session": session.id, "root": 0, "kind": ds.kind})
+        doc = {"session": session.id, "root": 0, "kind": ds.kind}
+        if ds.cfg.insecure_research_seed:
+            doc["insecure"] = RESEARCH_SEED_WARNING
+        return _insecure(JSONResponse(doc), ds)
 
     @handler
     async def submit(request: Request) -> Response:
         body = await _body(request, config.max_request_bytes)
+        start = time.monotonic()  # the request is all here: its release clock starts
+        found: list[Dataset] = []
+        charged: list[bool] = []
 
         def work() -> bytes:  # one thread hop: authenticate, find the session, run
             who = service.principal(request)
-            return service.run(service.session(who, request.path_params["sid"]), body)
+            session = service.session(who, request.path_params["sid"])
+            found.append(session.dataset)
+            return service.run(session, body, charged)
 
-        out = await run_in_threadpool(work)
-        return Response(out, media_type="application/json")
+        result: Response
+        try:
+            out = await run_in_threadpool(work)
+            result = Response(out, media_type="application/json")
+        except ApiError as err:
+            result = _error(err.status, err.kind, err.message)
+        await hold(start, charged=bool(charged and charged[0]))
+        return _insecure(result, found[0] if found else None)
 
     @handler
     async def budget(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
         value = await run_in_threadpool(service.budget, ds)
-        return JSONResponse({"response": wire.encode(value)})
+        return _insecure(JSONResponse({"response": wire.encode(value)}), ds)
 
     @handler
     async def status(request: Request) -> Response:

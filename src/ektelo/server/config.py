@@ -8,7 +8,9 @@ Relative paths are read relative to the file::
     port = 8750
     state = "state"              # directory: token database and HMAC key
     ledger = "ledger.sqlite"     # the durable ledger (path or postgresql:// URL);
-                                 # omit for an in-memory ledger (lost on restart)
+                                 # required unless insecure_in_memory_ledger = true
+    insecure_in_memory_ledger = false  # test/demo only: an in-memory ledger, every
+                                 # budget lost on restart (shown on the status page)
     max_request_bytes = 8388608
     max_array_elements = 4194304
     max_matrix_dim = 16777216
@@ -16,6 +18,8 @@ Relative paths are read relative to the file::
     max_query_work = 8589934592  # operations of Q·x, estimated from its structure;
                                  # larger ones are refused before anything is charged
     min_response_ms = 0          # pad every response to at least this long
+    response_floor_ms = {free = 50, charged = 100}  # release times per request class,
+                                 # then on a doubling grid (server/timing.py); 0: off
     ssl_certfile = "cert.pem"    # optional: TLS in uvicorn itself
     ssl_keyfile = "key.pem"
 
@@ -25,7 +29,10 @@ Relative paths are read relative to the file::
     domain = "adult-domain.json"
     epsilon = 1.0                # the dataset's total budget: epsilon (with delta),
                                  # or rho
-    seed = 7                     # research mode only (reproducible, NOT secure)
+    seed = 7                     # research mode only (reproducible, NOT secure):
+    insecure_research_seed = true  # refused without this; every response and the
+                                 # status page then say so, and each session draws
+                                 # from its own stream (seed derived per session)
     engine = "duckdb"            # where the rows live (docs/engines.md): "duckdb"
                                  # (default for files when DuckDB is installed),
                                  # "memory" (pandas; the default otherwise), "spark"
@@ -57,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from ..budget import ZCDP, PureDP
+from .timing import FLOOR_DEFAULTS
 
 __all__ = ["DatasetConfig", "ServerConfig", "ensure_in_store", "load_config"]
 
@@ -78,6 +86,7 @@ class DatasetConfig:
     engine: str | None = None  # a table's engine: "memory", "duckdb" or "spark"
     duckdb: dict[str, Any] = field(default_factory=dict)  # DuckDBEngine's options
     table: str | None = None  # a DuckDB database's table
+    insecure_research_seed: bool = False  # the custodian's opt-in to serving `seed`
 
     @property
     def kind(self) -> str:
@@ -115,6 +124,10 @@ class ServerConfig:
     max_query_rows: int = 1 << 26
     max_query_work: int = 1 << 33
     min_response_ms: float = 0.0
+    insecure_in_memory_ledger: bool = False  # the test/demo opt-in to ledger = None
+    response_floor_ms: dict[str, float] = field(
+        default_factory=lambda: dict(FLOOR_DEFAULTS)
+    )  # per request class ("free", "charged"): timing.py
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     datasets: dict[str, DatasetConfig] = field(default_factory=dict)
@@ -123,11 +136,11 @@ class ServerConfig:
 _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "max_query_rows", "max_query_work", "min_response_ms", "ssl_certfile",
-    "ssl_keyfile",
+    "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
-    "temp_directory", "table",
+    "temp_directory", "table", "insecure_research_seed",
 }
 _ENGINES = ("memory", "duckdb", "spark")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -185,7 +198,24 @@ def _dataset(base: Path, name: str, spec: Any) -> DatasetConfig:
     seed = spec.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"[datasets.{name}] seed must be an integer, got {seed!r}")
-    return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table)
+    insecure = _flag(spec, "insecure_research_seed", f"[datasets.{name}]")
+    if seed is not None and not insecure:
+        raise ValueError(
+            f"[datasets.{name}] seed = {seed} is research mode (reproducible, predictable "
+            "noise: NOT secure); refused unless insecure_research_seed = true"
+        )
+    if insecure and seed is None:
+        raise ValueError(f"[datasets.{name}] insecure_research_seed applies to a dataset "
+                         "with seed = <int>")
+    return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table,
+                         insecure)
+
+
+def _flag(section: dict[str, Any], key: str, where: str) -> bool:
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} {key} must be true or false, got {value!r}")
+    return value
 
 
 def _data(base: Path, name: str, spec: dict[str, Any]) -> tuple[Path, str | None]:
@@ -293,9 +323,26 @@ def load_config(path: str | Path) -> ServerConfig:
     ledger = server.get("ledger")
     if ledger is not None and not str(ledger).startswith(("postgresql://", "postgres://")):
         ledger = str(base / str(ledger))
+    in_memory = _flag(server, "insecure_in_memory_ledger", "[server]")
+    if ledger is None and not in_memory:
+        raise ValueError(
+            "[server] ledger is not set: without a durable ledger a restart or a crash "
+            "resets every budget; set ledger = <file or postgresql:// URL> (or "
+            "insecure_in_memory_ledger = true for a test or demo)"
+        )
     pad = server.get("min_response_ms", 0.0)
     if isinstance(pad, bool) or not isinstance(pad, (int, float)) or not 0 <= pad <= 60_000:
         raise ValueError(f"[server] min_response_ms must be in [0, 60000], got {pad!r}")
+
+    floors = server.get("response_floor_ms", {})
+    if not isinstance(floors, dict) or set(floors) - set(FLOOR_DEFAULTS) or any(
+        isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 60_000
+        for v in floors.values()
+    ):
+        raise ValueError(
+            "[server] response_floor_ms must be a table {free = ms, charged = ms} of numbers "
+            f"in [0, 60000], got {floors!r}"
+        )
 
     def opt_path(key: str) -> Path | None:
         return None if key not in server else base / str(server[key])
@@ -313,6 +360,8 @@ def load_config(path: str | Path) -> ServerConfig:
         max_query_rows=_positive_int(server, "max_query_rows", 1 << 26),
         max_query_work=_positive_int(server, "max_query_work", 1 << 33),
         min_response_ms=float(pad),
+        insecure_in_memory_ledger=in_memory,
+        response_floor_ms={**FLOOR_DEFAULTS, **{k: float(v) for k, v in floors.items()}},
         ssl_certfile=opt_path("ssl_certfile"),
         ssl_keyfile=opt_path("ssl_keyfile"),
         datasets=datasets,
@@ -329,6 +378,8 @@ def dataset_section(name: str, data: str, domain: str | None, options: dict[str,
     for key, value in options.items():
         if isinstance(value, str):
             lines.append(f"{key} = {_toml_str(value)}")
+        elif isinstance(value, bool):
+            lines.append(f"{key} = {str(value).lower()}")
         elif value is not None:
             lines.append(f"{key} = {value!r}")
     return "\n".join(lines) + "\n"

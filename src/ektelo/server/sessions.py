@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import secrets
 import threading
 import time
@@ -44,7 +45,7 @@ from ..port import ProtectedTable, ProtectedVector, protect
 from ..port import requests as port
 from .config import DatasetConfig
 
-__all__ = ["AuditEntry", "Dataset", "HandleError", "Session"]
+__all__ = ["AuditEntry", "Dataset", "HandleError", "Session", "session_seed"]
 
 
 class HandleError(ValueError):
@@ -104,6 +105,17 @@ def engine_for(cfg: DatasetConfig) -> Any:
     return MemoryEngine()
 
 
+def session_seed(seed: int | None, dataset: str, session: str) -> int | None:
+    """A research dataset's seed for one session's kernel: SHA-256 of the
+    configured seed, the dataset and the session id (issue #36: sessions of
+    one seeded dataset used to repeat the same noise, which differencing
+    removes). None stays None (secure noise)."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"{seed}/{dataset}/{session}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 @dataclass
 class Dataset:
     """A configured dataset and its kernel (in-memory ledger) or store."""
@@ -121,7 +133,9 @@ class Dataset:
     def name(self) -> str:
         return self.cfg.name
 
-    def _protect(self, analyst: str | None) -> ProtectedTable | ProtectedVector:
+    def _protect(
+        self, analyst: str | None, session: str | None = None
+    ) -> ProtectedTable | ProtectedVector:
         extra: dict[str, Any] = {}
         if self.store is not None:
             extra = {"ledger": self.store, "dataset": self.name, "analyst": analyst}
@@ -133,15 +147,18 @@ class Dataset:
                 # then removes nothing and opens the file without scanning it again
                 # for every session (and keeps the codes valid should it change)
                 extra["on_invalid"] = "drop"
+        seed = c.seed if session is None else session_seed(c.seed, c.name, session)
         return protect(
-            self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=c.seed,
+            self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=seed,
             query_limits=self.limits, **extra,
         )
 
-    def root_for(self, analyst: str) -> tuple[port.Port, int, bool]:
-        """(port, root id, shared): one shared kernel without a store."""
+    def root_for(self, analyst: str, session: str | None = None) -> tuple[port.Port, int, bool]:
+        """(port, root id, shared): one shared kernel without a store; with
+        one, a kernel for `session` (its research seed derived from the
+        session's id: no two sessions draw the same noise)."""
         if self.store is not None:
-            handle = self._protect(analyst)
+            handle = self._protect(analyst, session)
             return handle.port, handle.node, False
         with self.lock:  # one kernel per dataset: two would split its cap
             if self._root is None:
@@ -177,8 +194,9 @@ class Session:
 
     @classmethod
     def open(cls, analyst: str, dataset: Dataset) -> Session:
-        kernel_port, root, shared = dataset.root_for(analyst)
-        return cls(secrets.token_urlsafe(18), analyst, dataset, kernel_port, shared, [root])
+        sid = secrets.token_urlsafe(18)
+        kernel_port, root, shared = dataset.root_for(analyst, sid)
+        return cls(sid, analyst, dataset, kernel_port, shared, [root])
 
     # -- ids -------------------------------------------------------------------
     def _kernel_id(self, source: Any) -> int:
