@@ -50,10 +50,17 @@ Each choice is then eps/(d−1)-DP (`source.exponential_mechanism(scores,
 sensitivity=2, epsilon=eps/(d−1))`, floating-point safe), the first choice
 spends nothing, and by sequential composition the network is eps-DP.  The
 output — attribute indices only — is public.
-Floating-point: R is a sum of ≤ N + 1 terms |integer − rational| of total
-size ≤ 2N computed in float64 (products c(x)c(π) exact below 2⁵³), so it is off
-by ≤ 2(N + 2)²·2⁻⁵³; twice that (one error per neighbour) is added to the
-sensitivity (≈ 10⁻⁶ for the 48,842-row adult table).
+Floating-point, with public bounds only (issue #36).  The slack added to the
+sensitivity used to be 4(N + 2)²·2⁻⁵³ — a function of the PRIVATE row count N
+(up to 0.25·ε of extra loss per choice near 6.7·10⁷ rows).  Now every score
+is computed exactly and rounded once: 2N·R = Σ_{c(x,π)>0} |N·c(x,π) − c(x)c(π)|
++ (N² − Σ_{c(x,π)>0} c(x)c(π)) is an integer, summed in Python integers (no
+overflow, no rounding); R̃ = fl(min(2N·R / 2N, R_MAX)) with the public clamp
+R_MAX = 2³² (the clamp is 1-Lipschitz, so R̃'s sensitivity is still 2, and it
+binds only above 4.3·10⁹ rows, as R ≤ N).  The one rounding errs by ≤
+R_MAX·2⁻⁵³ = 2⁻²¹ per score, so neighbouring score vectors differ by ≤ 2 +
+2·2⁻²¹: that PUBLIC constant is the sensitivity the exponential mechanism
+is given, whatever N.
 """
 
 from __future__ import annotations
@@ -81,6 +88,10 @@ __all__ = [
 ]
 
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
+_R_MAX = 2**32  # the public clamp of the scores (docstring, "Floating-point")
+# the exponential mechanism's sensitivity: R's, plus one rounding of a clamped
+# score per neighbour (public constants only: issue #36)
+_SENSITIVITY_FP = _SENSITIVITY + 2.0 * math.ldexp(float(_R_MAX), -53)
 
 
 def check_options(*, degree: int = 2, max_cells: int | None = None) -> dict[str, int]:
@@ -209,9 +220,19 @@ def _joint_score(
     joint = np.bincount(inverse, weights=counts).astype(np.int64)
     x_counts = np.bincount(cells // pi_size, joint, minlength=sizes[child]).astype(np.int64)
     pi_counts = np.bincount(cells % pi_size, joint, minlength=pi_size).astype(np.int64)
-    expected = x_counts[cells // pi_size] * pi_counts[cells % pi_size] / n_rows
-    gap = np.abs(joint - expected).sum() + max(0.0, n_rows - expected.sum())
-    return 0.5 * float(gap)
+    return _exact_score(joint, x_counts[cells // pi_size], pi_counts[cells % pi_size], n_rows)
+
+
+def _exact_score(joint: np.ndarray, cx: np.ndarray, cpi: np.ndarray, n_rows: int) -> float:
+    """R = ½ Σ |c(x,π) − c(x)c(π)/N| over all cells, from the nonzero cells'
+    c(x,π), c(x), c(π): 2N·R summed exactly in Python integers, then one
+    correctly rounded division, clamped to the public R_MAX (docstring)."""
+    n = int(n_rows)
+    c, a, b = (np.asarray(v, dtype=np.int64).astype(object) for v in (joint, cx, cpi))
+    products = a * b
+    twice_nr = int(np.abs(c * n - products).sum()) + (n * n - int(products.sum()))
+    # int / int is correctly rounded, and rounding is monotone: fl(min(R, R_MAX))
+    return min(twice_nr / (2 * n), float(_R_MAX))
 
 
 def privbayes_select(
@@ -266,7 +287,7 @@ def greedy(
         return network
     chosen = [first]
     eps_step = eps / (d - 1)
-    sensitivity = _SENSITIVITY + 4.0 * (scored.rows + 2) ** 2 * 2.0**-53
+    sensitivity = _SENSITIVITY_FP  # public: never the row count (issue #36)
     sizes = scored.sizes if cap is not None else (1,) * d  # sizes matter under a cap only
     while len(chosen) < d:
         pairs = candidates(sizes, chosen, degree=degree, max_cells=cap)
@@ -294,10 +315,10 @@ def r_score(
     x_code, x_counts = _codes(table, dims, (child,), cache)
     joint = x_code * pi_counts.size + pi_code
     cells, counts = np.unique(joint, return_counts=True)
-    expected = x_counts[cells // pi_counts.size] * pi_counts[cells % pi_counts.size] / n_rows
     # cells with c(x, π) = 0 contribute their expected count; those sum to N − Σ expected
-    gap = np.abs(counts - expected).sum() + max(0.0, n_rows - expected.sum())
-    return 0.5 * float(gap)
+    return _exact_score(
+        counts, x_counts[cells // pi_counts.size], pi_counts[cells % pi_counts.size], n_rows
+    )
 
 
 def _codes(
