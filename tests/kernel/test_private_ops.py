@@ -583,8 +583,8 @@ class TestPrivBayesPublicBounds:
             spy = SpySource(0)
             privbayes_select(_planted_table(rows), (4,) * 5, 0.8, spy, degree=2)
             seen |= {kw["sensitivity"] for kind, kw in spy.calls if kind == "em"}
-        assert seen == {privbayes._SENSITIVITY_FP}
-        assert privbayes._SENSITIVITY_FP == 2.0 + 2.0 * 2.0**32 * 2.0**-53
+        assert seen == {privbayes.EM_SENSITIVITY}
+        assert privbayes.EM_SENSITIVITY == 2.0 + 2.0 * 2.0**32 * 2.0**-53
 
     def test_scores_are_exact_at_a_spark_scale_row_count(self) -> None:
         """N = 6.7·10⁷ rows (as counts): the score is the correctly rounded
@@ -597,12 +597,12 @@ class TestPrivBayesPublicBounds:
         cx, cpi = joint.sum(1), joint.sum(0)
         exact = sum(abs(Fraction(int(joint[i, j])) - Fraction(int(cx[i]) * int(cpi[j]), n))
                     for i in range(3) for j in range(4)) / 2
-        got = privbayes._exact_score(joint.reshape(-1), np.repeat(cx, 4), np.tile(cpi, 3), n)
+        got = privbayes.exact_score(joint.reshape(-1), np.repeat(cx, 4), np.tile(cpi, 3), n)
         assert n > 6 * 10**7 and got == float(exact)
 
     def test_scores_are_clamped_to_the_public_bound(self) -> None:
         n = 2**40  # R = N/2 = 2³⁹ > R_MAX = 2³²
         joint = np.array([n // 2, n // 2], dtype=np.int64)  # the diagonal of a 2×2 table
         cx = np.array([n // 2, n // 2], dtype=np.int64)
-        got = privbayes._exact_score(joint, cx, cx, n)  # R = N/2 > R_MAX
-        assert got == float(privbayes._R_MAX)
+        got = privbayes.exact_score(joint, cx, cx, n)  # R = N/2 > R_MAX
+        assert got == float(privbayes.R_MAX)

@@ -76,11 +76,14 @@ import numpy as np
 from .contracts import Sparse, each_marginal, sparse_cells
 
 __all__ = [
+    "EM_SENSITIVITY",
+    "R_MAX",
     "Scores",
     "all_scores",
     "candidates",
     "check_options",
     "engine_scores",
+    "exact_score",
     "greedy",
     "marginal_sets",
     "privbayes_select",
@@ -88,10 +91,10 @@ __all__ = [
 ]
 
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
-_R_MAX = 2**32  # the public clamp of the scores (docstring, "Floating-point")
+R_MAX = 2**32  # the public clamp of the scores (docstring, "Floating-point")
 # the exponential mechanism's sensitivity: R's, plus one rounding of a clamped
 # score per neighbour (public constants only: issue #36)
-_SENSITIVITY_FP = _SENSITIVITY + 2.0 * math.ldexp(float(_R_MAX), -53)
+EM_SENSITIVITY = _SENSITIVITY + 2.0 * math.ldexp(float(R_MAX), -53)
 
 
 def check_options(*, degree: int = 2, max_cells: int | None = None) -> dict[str, int]:
@@ -220,10 +223,10 @@ def _joint_score(
     joint = np.bincount(inverse, weights=counts).astype(np.int64)
     x_counts = np.bincount(cells // pi_size, joint, minlength=sizes[child]).astype(np.int64)
     pi_counts = np.bincount(cells % pi_size, joint, minlength=pi_size).astype(np.int64)
-    return _exact_score(joint, x_counts[cells // pi_size], pi_counts[cells % pi_size], n_rows)
+    return exact_score(joint, x_counts[cells // pi_size], pi_counts[cells % pi_size], n_rows)
 
 
-def _exact_score(joint: np.ndarray, cx: np.ndarray, cpi: np.ndarray, n_rows: int) -> float:
+def exact_score(joint: np.ndarray, cx: np.ndarray, cpi: np.ndarray, n_rows: int) -> float:
     """R = ½ Σ |c(x,π) − c(x)c(π)/N| over all cells, from the nonzero cells'
     c(x,π), c(x), c(π): 2N·R summed exactly in Python integers, then one
     correctly rounded division, clamped to the public R_MAX (docstring)."""
@@ -232,7 +235,7 @@ def _exact_score(joint: np.ndarray, cx: np.ndarray, cpi: np.ndarray, n_rows: int
     products = a * b
     twice_nr = int(np.abs(c * n - products).sum()) + (n * n - int(products.sum()))
     # int / int is correctly rounded, and rounding is monotone: fl(min(R, R_MAX))
-    return min(twice_nr / (2 * n), float(_R_MAX))
+    return min(twice_nr / (2 * n), float(R_MAX))
 
 
 def privbayes_select(
@@ -287,7 +290,7 @@ def greedy(
         return network
     chosen = [first]
     eps_step = eps / (d - 1)
-    sensitivity = _SENSITIVITY_FP  # public: never the row count (issue #36)
+    sensitivity = EM_SENSITIVITY  # public: never the row count (issue #36)
     sizes = scored.sizes if cap is not None else (1,) * d  # sizes matter under a cap only
     while len(chosen) < d:
         pairs = candidates(sizes, chosen, degree=degree, max_cells=cap)
@@ -316,7 +319,7 @@ def r_score(
     joint = x_code * pi_counts.size + pi_code
     cells, counts = np.unique(joint, return_counts=True)
     # cells with c(x, π) = 0 contribute their expected count; those sum to N − Σ expected
-    return _exact_score(
+    return exact_score(
         counts, x_counts[cells // pi_counts.size], pi_counts[cells % pi_counts.size], n_rows
     )
 
