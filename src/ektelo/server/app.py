@@ -50,6 +50,7 @@ from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import AuditEntry, Dataset, HandleError, Session, load_data
 from .status import render_status
 from .timing import ResponseFloors, release_after
+from .worker import WorkerLimits, WorkerLost
 
 __all__ = ["Service", "create_app", "main"]
 
@@ -83,7 +84,10 @@ class Service:
                 ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
             limits = QueryLimits(config.max_query_rows, config.max_query_work)
-            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits)
+            worker = None if not config.worker_memory_mb else WorkerLimits(
+                config.worker_memory_mb, config.worker_cpu_seconds)
+            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits,
+                                               ledger=config.ledger, worker=worker)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, Session] = OrderedDict()
@@ -126,11 +130,11 @@ class Service:
             now = time.monotonic()
             for sid in [k for k, s in self.sessions.items()
                         if now - s.last_used > SESSION_IDLE_SECONDS]:
-                del self.sessions[sid]
+                self.sessions.pop(sid).close()
             mine = [s for s in self.sessions.values() if s.analyst == who.name]
             if len(mine) >= MAX_SESSIONS_PER_ANALYST:
                 oldest = min(mine, key=lambda s: s.last_used)
-                del self.sessions[oldest.id]
+                self.sessions.pop(oldest.id).close()
             self.sessions[session.id] = session
         return session
 
@@ -183,6 +187,15 @@ class Service:
         except BudgetExceeded as err:
             self._audit(session, operation, digest, None, "refused: BudgetExceeded")
             raise ApiError(403, "BudgetExceeded", str(err)) from err
+        except WorkerLost as err:  # the worker is gone: so is the session (worker.py)
+            with self.sessions_lock:
+                self.sessions.pop(session.id, None)
+            self._audit(session, operation, digest, None, "lost: charged, not answered")
+            raise ApiError(
+                503, "ChargedNotAnswered",
+                "the kernel's worker was lost while answering: any charge made stands and no "
+                "answer was released; the session is closed (open a new one)",
+            ) from err
         except HandleError as err:
             raise ApiError(404, "ValueError", str(err)) from err
         except (ValueError, TypeError) as err:

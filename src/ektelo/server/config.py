@@ -20,6 +20,9 @@ Relative paths are read relative to the file::
     min_response_ms = 0          # pad every response to at least this long
     response_floor_ms = {free = 50, charged = 100}  # release times per request class,
                                  # then on a doubling grid (server/timing.py); 0: off
+    worker_memory_mb = 0         # > 0: each session's kernel in a worker process with
+    worker_cpu_seconds = 600     # this much memory headroom and CPU per request
+                                 # (server/worker.py; needs a durable ledger)
     ssl_certfile = "cert.pem"    # optional: TLS in uvicorn itself
     ssl_keyfile = "key.pem"
 
@@ -125,6 +128,8 @@ class ServerConfig:
     max_query_work: int = 1 << 33
     min_response_ms: float = 0.0
     insecure_in_memory_ledger: bool = False  # the test/demo opt-in to ledger = None
+    worker_memory_mb: int = 0  # 0: kernels in the server's process; > 0: worker.py
+    worker_cpu_seconds: int = 600
     response_floor_ms: dict[str, float] = field(
         default_factory=lambda: dict(FLOOR_DEFAULTS)
     )  # per request class ("free", "charged"): timing.py
@@ -136,7 +141,8 @@ class ServerConfig:
 _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "max_query_rows", "max_query_work", "min_response_ms", "ssl_certfile",
-    "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
+    "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms", "worker_memory_mb",
+    "worker_cpu_seconds",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
@@ -344,6 +350,14 @@ def load_config(path: str | Path) -> ServerConfig:
             f"in [0, 60000], got {floors!r}"
         )
 
+    worker_mb = server.get("worker_memory_mb", 0)
+    if isinstance(worker_mb, bool) or not isinstance(worker_mb, int) or worker_mb < 0:
+        raise ValueError(f"[server] worker_memory_mb must be a non-negative integer, got "
+                         f"{worker_mb!r}")
+    if worker_mb and ledger is None:
+        raise ValueError("[server] worker_memory_mb needs a durable ledger (ledger = ...): a "
+                         "lost worker must not take the budget with it")
+
     def opt_path(key: str) -> Path | None:
         return None if key not in server else base / str(server[key])
 
@@ -361,6 +375,8 @@ def load_config(path: str | Path) -> ServerConfig:
         max_query_work=_positive_int(server, "max_query_work", 1 << 33),
         min_response_ms=float(pad),
         insecure_in_memory_ledger=in_memory,
+        worker_memory_mb=worker_mb,
+        worker_cpu_seconds=_positive_int(server, "worker_cpu_seconds", 600),
         response_floor_ms={**FLOOR_DEFAULTS, **{k: float(v) for k, v in floors.items()}},
         ssl_certfile=opt_path("ssl_certfile"),
         ssl_keyfile=opt_path("ssl_keyfile"),

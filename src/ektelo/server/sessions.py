@@ -44,6 +44,7 @@ from ..kernel import NodeState, QueryLimits
 from ..port import ProtectedTable, ProtectedVector, protect
 from ..port import requests as port
 from .config import DatasetConfig
+from .worker import KernelWorker, WorkerLimits
 
 __all__ = ["AuditEntry", "Dataset", "HandleError", "Session", "session_seed"]
 
@@ -125,6 +126,8 @@ class Dataset:
     domain: Domain | None
     store: Any = None
     limits: QueryLimits | None = None  # the largest query a kernel evaluates (config)
+    ledger: str | None = None  # the durable ledger's location (for a worker's connection)
+    worker: WorkerLimits | None = None  # run each session's kernel in a worker (worker.py)
     lock: threading.Lock = field(default_factory=threading.Lock)
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
     _root: ProtectedTable | ProtectedVector | None = None
@@ -157,6 +160,13 @@ class Dataset:
         """(port, root id, shared): one shared kernel without a store; with
         one, a kernel for `session` (its research seed derived from the
         session's id: no two sessions draw the same noise)."""
+        if self.store is not None and self.worker is not None and session is not None:
+            limits = self.limits or QueryLimits()
+            spec = {"cfg": self.cfg, "data": self.data, "domain": self.domain,
+                    "ledger": self.ledger, "analyst": analyst, "session": session,
+                    "query_limits": (limits.max_rows, limits.max_work)}
+            worker = KernelWorker(spec, self.worker)
+            return worker, worker.root, False
         if self.store is not None:
             handle = self._protect(analyst, session)
             return handle.port, handle.node, False
@@ -197,6 +207,12 @@ class Session:
         sid = secrets.token_urlsafe(18)
         kernel_port, root, shared = dataset.root_for(analyst, sid)
         return cls(sid, analyst, dataset, kernel_port, shared, [root])
+
+    def close(self) -> None:
+        """Release the session's kernel if it is its own worker's."""
+        close = getattr(self.kernel, "close", None)
+        if close is not None:
+            close()
 
     # -- ids -------------------------------------------------------------------
     def _kernel_id(self, source: Any) -> int:
