@@ -117,6 +117,17 @@ def session_seed(seed: int | None, dataset: str, session: str) -> int | None:
     return int.from_bytes(digest[:8], "big")
 
 
+def open_in_worker(spec: dict[str, Any]) -> ProtectedTable | ProtectedVector:
+    """A worker's root handle (worker.py runs this in the child): the
+    dataset protected on its own connection to the durable ledger."""
+    from .. import ledger_store as store
+
+    ds = Dataset(spec["cfg"], spec["data"], spec["domain"],
+                 store=store.open_store(spec["ledger"]),
+                 limits=QueryLimits(*spec["query_limits"]))
+    return ds._protect(spec["analyst"], spec["session"])
+
+
 @dataclass
 class Dataset:
     """A configured dataset and its kernel (in-memory ledger) or store."""
@@ -165,7 +176,7 @@ class Dataset:
             spec = {"cfg": self.cfg, "data": self.data, "domain": self.domain,
                     "ledger": self.ledger, "analyst": analyst, "session": session,
                     "query_limits": (limits.max_rows, limits.max_work)}
-            worker = KernelWorker(spec, self.worker)
+            worker = KernelWorker(open_in_worker, spec, self.worker)
             return worker, worker.root, False
         if self.store is not None:
             handle = self._protect(analyst, session)

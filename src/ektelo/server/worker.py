@@ -28,11 +28,12 @@ import multiprocessing
 import os
 import resource
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..kernel import BudgetExceeded, EngineError, QueryLimits, RequestConflict
+from ..kernel import BudgetExceeded, EngineError, RequestConflict
 
 __all__ = ["KernelWorker", "WorkerLimits", "WorkerLost"]
 
@@ -57,21 +58,27 @@ class WorkerLimits:
 
 def _context() -> Any:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["ektelo.server.worker", "ektelo.server.sessions"])
+    ctx.set_forkserver_preload(["ektelo.server.sessions"])
     return ctx
 
 
 class KernelWorker:
     """A `Port` whose kernel lives in a child process (see the module)."""
 
-    def __init__(self, spec: dict[str, Any], limits: WorkerLimits):
-        """`spec`: what the child needs to protect its dataset — the dataset's
-        config, data and domain, the ledger store's location, the query
-        limits, the analyst and the session id."""
+    def __init__(
+        self, opener: Callable[[dict[str, Any]], Any], spec: dict[str, Any],
+        limits: WorkerLimits,
+    ):  # fmt: skip
+        """`opener(spec)` runs in the child and returns the protected root
+        handle (a module-level function: it travels by name); `spec` is what
+        it needs — the dataset's config, data and domain, the ledger store's
+        location, the query limits, the analyst and the session id."""
         parent, child = _context().Pipe()
         self._conn: Connection = parent
         self._lock = threading.Lock()
-        self._process = _context().Process(target=_serve, args=(child, spec, limits), daemon=True)
+        self._process = _context().Process(
+            target=_serve, args=(child, opener, spec, limits), daemon=True
+        )
         self._process.start()
         child.close()
         if not self._conn.poll(_START_SECONDS):
@@ -127,16 +134,13 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _serve(conn: Connection, spec: dict[str, Any], limits: WorkerLimits) -> None:
+def _serve(
+    conn: Connection, opener: Callable[[dict[str, Any]], Any], spec: dict[str, Any],
+    limits: WorkerLimits,
+) -> None:  # fmt: skip
     """The worker's loop: protect, limit, answer until the pipe closes."""
-    from .app import open_ledger
-    from .sessions import Dataset
-
     try:
-        store = open_ledger(spec["ledger"])
-        ds = Dataset(spec["cfg"], spec["data"], spec["domain"], store=store,
-                     limits=QueryLimits(*spec["query_limits"]))
-        handle = ds._protect(spec["analyst"], spec["session"])
+        handle = opener(spec)
     except _REFUSALS as err:
         conn.send(("raise", err))
         return
