@@ -283,3 +283,4 @@ def test_a_query_too_large_to_evaluate_is_a_422_with_nothing_charged(served):
     with pytest.raises(ValueError, match=r"M has 2\.16e\+14 rows; the kernel answers at most"):
         small.laplace(Kronecker([factor] * 3), eps=0.5)
     assert y.budget.spent == before and _granted(served.url, served.admin) == granted
+

@@ -75,7 +75,8 @@ class Service:
         self.config = config
         self.tokens = TokenStore(config.state)
         self.limits = wire.Limits(
-            max_array_elements=config.max_array_elements, max_matrix_dim=config.max_matrix_dim
+            max_array_elements=config.max_array_elements, max_matrix_dim=config.max_matrix_dim,
+            max_matrix_nodes=config.max_matrix_nodes,
         )
         self.store = open_ledger(config.ledger)
         self.datasets: dict[str, Dataset] = {}

@@ -14,6 +14,7 @@ Relative paths are read relative to the file::
     max_request_bytes = 8388608
     max_array_elements = 4194304
     max_matrix_dim = 16777216
+    max_matrix_nodes = 32768     # matrices (blocks, factors, terms) in one request's spec
     max_query_rows = 67108864    # the largest query the kernel evaluates: answers and
     max_query_work = 8589934592  # operations of Q·x, estimated from its structure;
                                  # larger ones are refused before anything is charged
@@ -124,6 +125,7 @@ class ServerConfig:
     max_request_bytes: int = 8 << 20
     max_array_elements: int = 1 << 22
     max_matrix_dim: int = 1 << 24
+    max_matrix_nodes: int = 1 << 15
     max_query_rows: int = 1 << 26
     max_query_work: int = 1 << 33
     min_response_ms: float = 0.0
@@ -140,8 +142,8 @@ class ServerConfig:
 
 _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
-    "max_matrix_dim", "max_query_rows", "max_query_work", "min_response_ms", "ssl_certfile",
-    "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms", "worker_memory_mb",
+    "max_matrix_dim", "max_matrix_nodes", "max_query_rows", "max_query_work", "min_response_ms",
+    "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms", "worker_memory_mb",
     "worker_cpu_seconds",
 }
 _DATASET_KEYS = {
@@ -371,6 +373,7 @@ def load_config(path: str | Path) -> ServerConfig:
         max_request_bytes=_positive_int(server, "max_request_bytes", 8 << 20),
         max_array_elements=_positive_int(server, "max_array_elements", 1 << 22),
         max_matrix_dim=_positive_int(server, "max_matrix_dim", 1 << 24),
+        max_matrix_nodes=_positive_int(server, "max_matrix_nodes", 1 << 15),
         max_query_rows=_positive_int(server, "max_query_rows", 1 << 26),
         max_query_work=_positive_int(server, "max_query_work", 1 << 33),
         min_response_ms=float(pad),
