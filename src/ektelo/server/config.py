@@ -143,8 +143,8 @@ class ServerConfig:
 _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "max_matrix_nodes", "max_query_rows", "max_query_work", "min_response_ms",
-    "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms", "worker_memory_mb",
-    "worker_cpu_seconds",
+    "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
+    "worker_memory_mb", "worker_cpu_seconds",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
