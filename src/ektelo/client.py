@@ -213,7 +213,8 @@ class RemotePort:
 
 
 # A client trusts its own server's answers (large estimates, full ledgers).
-_CLIENT_LIMITS = wire.Limits(max_array_elements=1 << 34, max_matrix_dim=1 << 40, max_depth=256)
+_CLIENT_LIMITS = wire.Limits(max_array_elements=1 << 34, max_matrix_dim=1 << 40, max_depth=256,
+                             max_matrix_nodes=1 << 40)
 
 
 def connect(url: str, token: str, **options: Any) -> Connection:

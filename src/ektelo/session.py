@@ -413,12 +413,22 @@ class AnalystSession:
                   ) -> pd.DataFrame:
         """A synthetic table (decoded labels/bins, the domain's columns) drawn
         from `model(plan, ...)` (any of `ektelo.wide.MODEL_PLANS`): `rows`
-        records (default: the model's noisy total, rounded). `seed` seeds the
+        records (default: the model's noisy total, rounded; at most
+        `wide.MAX_SYNTHETIC_ROWS`, checked with every other argument before
+        anything is spent). `seed` seeds the
         drawing of rows only (a post-processing step; the measurements' noise
         stays secure)."""
+        # every argument checked before anything is spent (issue #36)
+        wanted = None if rows is None else check.positive_int(rows, "rows")
+        if wanted is not None and wanted > wide.MAX_SYNTHETIC_ROWS:
+            raise ValueError(f"rows must be at most {wide.MAX_SYNTHETIC_ROWS}, got {rows!r} "
+                             "(nothing was spent)")
+        if seed is not None:
+            check.integer(seed, "seed", minimum=0)
         model = self._fit_model("synthetic", plan, epsilon, rho, attrs, workload, where, params)
-        n = round(float(model.total)) if rows is None else check.positive_int(rows, "rows")
-        frame = model.synthetic(max(n, 1), seed=seed)
+        # the default: the model's noisy total (public), within the same cap
+        n = round(float(model.total)) if wanted is None else wanted
+        frame = model.synthetic(min(max(n, 1), wide.MAX_SYNTHETIC_ROWS), seed=seed)
         after = self.budget
         frame.attrs.update(plan=plan, budget={"unit": after.unit, "total": after.total,
                                               "spent": after.spent,

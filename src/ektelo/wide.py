@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _validate as check
 from .workload import spec as questions
 
 __all__ = ["DIRECT_MARGINALS", "LARGE_VECTOR", "MODELS", "MODEL_PLANS", "ModelPlan",
@@ -138,6 +139,54 @@ def check_request(domain: Any, plan: str, attrs: Any, workload: Any,
     return names, cliques
 
 
+#: the most synthetic rows one request draws (a public cap: 10⁷ rows of a
+#: wide table are a few GB; more is refused before anything is spent)
+MAX_SYNTHETIC_ROWS = 10_000_000
+#: the most inference iterations a model request asks for (post-processing,
+#: but it runs after the charge: bounded so that it ends)
+MAX_MODEL_ITERATIONS = 1_000_000
+
+
+def _bounded_int(most: int) -> Callable[[Any, str], None]:
+    def run(value: Any, name: str) -> None:
+        if check.integer(value, name, minimum=1) > most:
+            raise ValueError(f"{name} must be at most {most}, got {value!r}")
+    return run
+
+
+def _optional(inner: Callable[[Any, str], Any]) -> Callable[[Any, str], None]:
+    def run(value: Any, name: str) -> None:
+        if value is not None:
+            inner(value, name)
+    return run
+
+
+def _flag(value: Any, name: str) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def _callable(value: Any, name: str) -> None:
+    if not callable(value):
+        raise TypeError(f"{name} must be None or a function of one line, got "
+                        f"{type(value).__name__}")
+
+
+# Every model plan's parameter values, checked before anything is spent
+# (issue #36: a bad value used to be refused by the plan after its first charge).
+_PARAM_VALUES: dict[str, Callable[[Any, str], Any]] = {
+    "maxiter": _bounded_int(MAX_MODEL_ITERATIONS),
+    "rounds": _optional(_bounded_int(10_000)),
+    "compress": _flag,
+    "progress": _optional(_callable),
+    "max_model_size": _optional(check.positive),
+    "degree": _bounded_int(64),
+    "beta": check.probability,
+    "theta": check.positive,
+    "rows": _optional(check.positive),
+}
+
+
 def _check_params(plan: str, params: Mapping[str, Any] | None,
                   unit: str | None = None) -> None:
     """Unknown parameters, and a `mechanism=` that is not the session's (the
@@ -149,6 +198,10 @@ def _check_params(plan: str, params: Mapping[str, Any] | None,
     if unknown:
         raise TypeError(f"plan {plan!r} has no parameter(s) {sorted(unknown)}; its "
                         f"parameters are {sorted(known)}")
+    for key, value in (params or {}).items():
+        check_value = _PARAM_VALUES.get(key)
+        if check_value is not None:
+            check_value(value, key)
     if unit is not None and "mechanism" in (params or {}):
         wanted = "gaussian" if unit == "rho" else "laplace"
         given = (params or {})["mechanism"]

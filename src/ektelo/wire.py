@@ -87,6 +87,7 @@ class Limits:
     max_array_elements: int = 1 << 22
     max_matrix_dim: int = 1 << 24
     max_depth: int = 64
+    max_matrix_nodes: int = 1 << 15  # matrices in one spec (issue #36: building them is work)
 
 
 # The dataclasses a document may name: the port's requests and responses
@@ -204,6 +205,7 @@ def decode(doc: Any, limits: Limits | None = None) -> Any:
 class _Decoder:
     def __init__(self, limits: Limits):
         self.limits = limits
+        self._nodes = 0  # matrices met in this document (all its specs)
 
     def value(self, doc: Any, depth: int) -> Any:
         if depth > self.limits.max_depth:
@@ -283,6 +285,11 @@ class _Decoder:
             raise WireError(f"the matrix spec nests deeper than {self.limits.max_depth} levels")
         lim = self.limits.max_matrix_dim
         if isinstance(node, dict):
+            if "type" in node:  # one matrix to build (before the charge: bounded)
+                self._nodes += 1
+                if self._nodes > self.limits.max_matrix_nodes:
+                    raise WireError(f"the matrix spec holds more than "
+                                    f"{self.limits.max_matrix_nodes} matrices")
             if SPEC_TAG in node:
                 shape = node.get("shape")
                 if not isinstance(shape, list) or not all(

@@ -569,3 +569,40 @@ def test_modules_use_no_numpy_random() -> None:
     for module in (dawa, mwem, privbayes):
         source = inspect.getsource(module)
         assert "np.random" not in source and "import random" not in source
+
+
+class TestPrivBayesPublicBounds:
+    """Issue #36: GreedyBayes's floating-point allowance read the private row
+    count N (4(N + 2)²·2⁻⁵³: up to 0.25·ε per choice near 6.7·10⁷ rows). Now
+    the scores are exact integers rounded once and clamped to a public R_MAX,
+    and the sensitivity is one public constant whatever the table."""
+
+    def test_the_sensitivity_does_not_depend_on_the_rows(self) -> None:
+        seen = set()
+        for rows in (3, 300, 30_000):
+            spy = SpySource(0)
+            privbayes_select(_planted_table(rows), (4,) * 5, 0.8, spy, degree=2)
+            seen |= {kw["sensitivity"] for kind, kw in spy.calls if kind == "em"}
+        assert seen == {privbayes.EM_SENSITIVITY}
+        assert privbayes.EM_SENSITIVITY == 2.0 + 2.0 * 2.0**32 * 2.0**-53
+
+    def test_scores_are_exact_at_a_spark_scale_row_count(self) -> None:
+        """N = 6.7·10⁷ rows (as counts): the score is the correctly rounded
+        exact rational, where float64 products c(x)c(π) are no longer exact."""
+        from fractions import Fraction
+
+        rng = np.random.default_rng(3)
+        joint = rng.integers(1, 2**24, size=(3, 4)).astype(np.int64)  # every cell nonzero
+        n = int(joint.sum())
+        cx, cpi = joint.sum(1), joint.sum(0)
+        exact = sum(abs(Fraction(int(joint[i, j])) - Fraction(int(cx[i]) * int(cpi[j]), n))
+                    for i in range(3) for j in range(4)) / 2
+        got = privbayes.exact_score(joint.reshape(-1), np.repeat(cx, 4), np.tile(cpi, 3), n)
+        assert n > 6 * 10**7 and got == float(exact)
+
+    def test_scores_are_clamped_to_the_public_bound(self) -> None:
+        n = 2**40  # R = N/2 = 2³⁹ > R_MAX = 2³²
+        joint = np.array([n // 2, n // 2], dtype=np.int64)  # the diagonal of a 2×2 table
+        cx = np.array([n // 2, n // 2], dtype=np.int64)
+        got = privbayes.exact_score(joint, cx, cx, n)  # R = N/2 > R_MAX
+        assert got == float(privbayes.R_MAX)

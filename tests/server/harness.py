@@ -45,14 +45,34 @@ def vector(n: int = 64, seed: int = 0) -> np.ndarray:
 def write_config(
     directory: Path, datasets: dict[str, dict[str, Any]], **server: Any
 ) -> Path:
-    """A TOML configuration with `datasets` ({name: {data, domain, epsilon, ...}})."""
-    lines = ["[server]"] + [f"{k} = {json.dumps(v)}" for k, v in server.items()]
+    """A TOML configuration with `datasets` ({name: {data, domain, epsilon, ...}}).
+
+    The tests' servers opt in to the insecure modes they use (issue #36): no
+    `ledger` → ``insecure_in_memory_ledger = true``, a dataset with `seed` →
+    ``insecure_research_seed = true``, unless the caller sets the key itself
+    (the refusal tests set it to false). The response floors are 0 (off)
+    unless given: only the timing tests pay for them."""
+    if "ledger" not in server:
+        server = {"insecure_in_memory_ledger": True, **server}
+    # the release-time floors (server/timing.py) are off unless a test sets them:
+    # the tests of the floors do, the others need no padding
+    server = {"response_floor_ms": {"free": 0, "charged": 0}, **server}
+    lines = ["[server]"] + [f"{k} = {_toml(v)}" for k, v in server.items()]
     for name, spec in datasets.items():
+        if "seed" in spec:
+            spec = {"insecure_research_seed": True, **spec}
         lines.append(f"[datasets.{name}]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in spec.items()]
+        lines += [f"{k} = {_toml(v)}" for k, v in spec.items()]
     path = directory / "server.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: JSON's scalars, a dict as an inline table."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
 
 
 def run_admin(config: Path, *args: str) -> str:

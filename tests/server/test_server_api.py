@@ -268,3 +268,19 @@ def test_every_port_request_round_trips_through_the_server(served):
     g = z.gaussian(Prefix(64), rho=0.5)
     assert isinstance(g.noise, ektelo.Gaussian) and g.rho == 0.5
     assert z.budget.unit == "rho" and z.budget.spent == pytest.approx(0.5)
+
+
+def test_a_query_too_large_to_evaluate_is_a_422_with_nothing_charged(served):
+    """Issue #36: three 60,000×2 factors pass every per-factor wire limit, but
+    their Kronecker has 2.2·10¹⁴ rows — refused from its structure before the
+    charge (the server used to charge, then fail with HTTP 500)."""
+    from ektelo.matrix import Kronecker, Ones, VStack, Weighted
+
+    factor = VStack([Identity(2), Weighted(Ones(59_998, 2), 0.0)])  # sensitivity 1, tiny
+    y = ektelo.connect(served.url, served.alice).dataset("vec")
+    before, granted = y.budget.spent, _granted(served.url, served.admin)
+    small = y.split_by_partition(Partition(np.repeat([0, 1], [8, 56])))[0]
+    with pytest.raises(ValueError, match=r"M has 2\.16e\+14 rows; the kernel answers at most"):
+        small.laplace(Kronecker([factor] * 3), eps=0.5)
+    assert y.budget.spent == before and _granted(served.url, served.admin) == granted
+

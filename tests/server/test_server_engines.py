@@ -62,7 +62,10 @@ def engines_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
 
 
 def _answers(url: str, token: str, name: str) -> list[Any]:
-    t = ektelo.connect(url, token).dataset(name)
+    return _steps(ektelo.connect(url, token).dataset(name))
+
+
+def _steps(t: Any) -> list[Any]:
     assert isinstance(t, ektelo.ProtectedTable)
     seen: list[Any] = []
     v = t.where(col("b").isin(["x", "z"]) & (col("a") >= 1)).vectorize(["a", "c"])
@@ -88,8 +91,10 @@ def test_engine_backed_datasets_answer_as_the_memory_one(engines_server: dict[st
 
 def test_with_a_durable_ledger_every_session_opens_its_own_engine(tmp_path: Path) -> None:
     """With a ledger store each session is a kernel of its own (its own DuckDB
-    connection, the file not scanned again): the same seeded answers as memory,
-    session after session."""
+    connection, the file not scanned again) with its own research seed, derived
+    from the configured one and the session id (issue #36: no two sessions
+    share a noise stream): each session answers exactly as a local kernel of
+    that seed, and no two sessions have the same seed."""
     (tmp_path / "tab.csv").write_text(table_rows(300, seed=4))
     (tmp_path / "tab-domain.json").write_text(json.dumps(DOMAIN))
     common = {"data": "tab.csv", "domain": "tab-domain.json", "epsilon": 1000.0, "seed": 9}
@@ -99,10 +104,20 @@ def test_with_a_durable_ledger_every_session_opens_its_own_engine(tmp_path: Path
     token = ""
     for name in ("mem", "duck"):
         token = run_admin(config, "add-analyst", "ann", "--dataset", name)
+    frame = pd.read_csv(tmp_path / "tab.csv")
     server = ServerProcess(config).start()
+    seeds = set()
     try:
         for _ in range(2):  # a second session: a new kernel and engine on each side
-            assert _answers(server.url, token, "duck") == _answers(server.url, token, "mem")
+            for name in ("duck", "mem"):
+                remote = ektelo.connect(server.url, token).dataset(name)
+                seed = remote.seed
+                assert seed is not None and seed not in seeds and seed != 9
+                seeds.add(seed)
+                local = ektelo.protect(frame, ektelo.Domain.from_dict(DOMAIN), epsilon=1000.0,
+                                       seed=seed, engine="memory")
+                # the answers (not the spent budget: the durable one is the dataset's)
+                assert _steps(remote)[:-1] == _steps(local)[:-1], name
     finally:
         server.stop()
 

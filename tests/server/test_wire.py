@@ -329,3 +329,19 @@ def test_a_request_digest_names_its_content():
     assert wire.request_digest(a) == wire.request_digest(json.loads(json.dumps(a)))
     assert wire.request_digest(a) != wire.request_digest(b)
     assert Fraction(1, 3) == wire.loads(wire.dumps(Fraction(1, 3)))
+
+
+def test_a_spec_of_too_many_matrices_is_refused_while_decoding():
+    """Issue #36: building a 150,000-block matrix took 41.9 s of server CPU before
+    the charge; a document may hold at most `max_matrix_nodes` matrices (the
+    server's default 32,768), counted before anything is built."""
+    from ektelo.matrix import Total, VStack
+    from ektelo.port import requests as port
+
+    request = port.VectorLaplace(0, VStack([Total(4)] * 300), 0.5)
+    doc = wire.encode(request)
+    with pytest.raises(wire.WireError, match="holds more than 299 matrices"):
+        wire.decode(doc, wire.Limits(max_matrix_nodes=299))
+    decoded = wire.decode(doc, wire.Limits(max_matrix_nodes=301))  # 300 blocks + the VStack
+    assert decoded.matrix.shape == (300, 4)
+    assert wire.Limits().max_matrix_nodes == 1 << 15

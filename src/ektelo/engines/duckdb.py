@@ -41,10 +41,17 @@ see base.py. In short: composition reads no row; the queries run before the
 charge of the measurement that uses them; the SQL is total on valid codes;
 any failure left (memory, disk) raises the fixed `EngineError`.
 
-Timing: DuckDB filters every row, but its grouping work grows with the
-number of rows selected, so — unlike the in-memory engine's masks — how long
-`vectorize` takes after a `where` depends on how many rows matched (as for
-the in-memory `group_by`, docs/kernel.md).
+Timing (issue #36): `where` and `split` are masks, not filters — every row
+stays in the relation and `ok` says which belong — and `group_by` groups
+every row (a group is a member when one of its rows is), so no query's work
+is cut down to the rows a predicate selected: `vectorize` groups every row
+by its cell (non-members apart), `count` and the marginals count every row.
+What DuckDB cannot promise: its hash aggregation's work follows the number
+of distinct keys among all the rows (a function of the table, not of the
+selection), and its planner and vectorised execution may still take
+data-dependent shortcuts (e.g. on constant vectors); the memory engine is
+the one whose free operations are tested for equal work on neighbouring
+tables (tests/engines/test_timing_channels.py).
 
 Configuration: `DuckDBEngine(memory_limit="1GB", threads=2,
 temp_directory="/tmp/spill")`; DuckDB spills to the temp directory beyond the
@@ -387,9 +394,10 @@ class DuckDBEngine:
     # -- the interface ---------------------------------------------------------------
     def where(self, table: Relation, predicate: Any, domain: Domain) -> Relation:
         cond, params = _condition(cd.lower(predicate, domain), table, domain)
+        # a mask, not a filter (issue #36): every row stays, `ok` says which belong
         return Relation(
-            f"SELECT * FROM ({table.sql}) AS t WHERE {cond}",
-            (*table.params, *params),
+            f"SELECT * REPLACE (coalesce(ok AND ({cond}), FALSE) AS ok) FROM ({table.sql}) AS t",
+            (*params, *table.params),
             table.width,
             table.raws,
         )
@@ -411,11 +419,15 @@ class DuckDBEngine:
         picked = ", ".join(f"c{j} AS c{i}" for i, j in enumerate(columns))
         params: tuple[Any, ...] = ()
         if count is not None:
-            picked += f", least(count(*), CAST(? AS BIGINT)) AS c{len(columns)}"
+            picked += f", least(count(*) FILTER (WHERE ok), CAST(? AS BIGINT)) AS c{len(columns)}"
             params = (int(cap),)
         width = len(columns) + (count is not None)
+        # every row is grouped, members or not (issue #36: no filter before the
+        # grouping, whose work would follow the rows a `where` selected); a group
+        # is a member when one of its rows is
         return Relation(
-            f"SELECT {picked}, TRUE AS ok FROM ({table.sql}) AS t WHERE ok GROUP BY {keys}",
+            f"SELECT {picked}, coalesce(bool_or(ok), FALSE) AS ok FROM ({table.sql}) AS t "
+            f"GROUP BY {keys}",
             (*params, *table.params),
             width,
         )
@@ -423,8 +435,9 @@ class DuckDBEngine:
     def split(self, table: Relation, column: int, size: int) -> list[Relation]:
         return [
             Relation(
-                f"SELECT * FROM ({table.sql}) AS t WHERE c{column} = CAST(? AS BIGINT)",
-                (*table.params, v),
+                f"SELECT * REPLACE (coalesce(ok AND c{column} = CAST(? AS BIGINT), FALSE) AS ok) "
+                f"FROM ({table.sql}) AS t",
+                (v, *table.params),
                 table.width,
                 table.raws,
             )

@@ -74,12 +74,13 @@ class MemoryEngine:
                 x = tables.vectorize_rows(table, columns, shape)
                 cells = np.flatnonzero(x)
                 out.append(sparse_cells(cells, x[cells]))
-            else:  # larger (PrivBayes's joint codes only): work grows with the rows selected
-                rows = table.selected()
-                flat = np.zeros(rows.shape[0], dtype=np.int64)
+            else:  # larger (PrivBayes's joint codes only): every row, weighted by the mask
+                flat = np.zeros(table.codes.shape[0], dtype=np.int64)
                 for j, size in zip(columns, shape, strict=True):
-                    flat = flat * size + rows[:, j]
-                out.append(sparse_cells(*np.unique(flat, return_counts=True)))
+                    flat = flat * size + table.codes[:, j]
+                cells, inverse = np.unique(flat, return_inverse=True)
+                counts = np.bincount(inverse, weights=table.weights(), minlength=cells.size)
+                out.append(sparse_cells(cells, counts))  # zero counts left out
         return out
 
     def codes(self, table: tables.Rows) -> np.ndarray:
@@ -117,7 +118,7 @@ def open_frame(
         codes = codes[_kept_per_unit(ids, codes, units.max_rows, key)]
     readonly = np.array(codes, dtype=np.int64, copy=True)
     readonly.setflags(write=False)
-    return tables.Rows.all(readonly)
+    return tables.Rows.all(readonly, tuple(int(n) for n in domain.shape))
 
 
 def _kept_per_unit(ids: pd.Series, codes: np.ndarray, k: int, key: str) -> np.ndarray:

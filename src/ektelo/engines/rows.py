@@ -13,13 +13,21 @@ stability stated here (PINQ semantics, McSherry 2009; every engine's):
   split        one table per value of an attribute (partition)    1-stable
   vectorize    counts over the product domain, C order            1-stable
 
-Timing.  A table is its code matrix and a row mask (`Rows`): `where`, `select`,
-`split` and `vectorize` do the same work whatever the predicate selects — a
-mask over every row, a column copy of every row, a weighted count over every
-row — so how long they take says nothing about how many rows matched.  What
-remains (docs/kernel.md): `group_by` works on the selected rows only (its cost
-grows with their number and the number of distinct keys), and so does
-PrivBayes's selection, which runs on the rows of the table it is given.
+Timing (issues #22, #36).  A table is its code matrix, a row mask and the
+public domain size of each column (`Rows`): `where`, `select`, `split` and
+`vectorize` do the same work whatever the predicate selects — a mask over
+every row, a column copy of every row, a weighted count over every row — so
+how long they take says nothing about how many rows matched.  `group_by`
+too: it counts every row of the code matrix (weight 1 if a member, 0 if
+not) into the PUBLIC key domain (the product of the key columns' sizes, up
+to `GROUP_DOMAIN_MAX` cells) and returns one row per key of that domain,
+the keys with no member row masked out — its work and its output's size are
+functions of the table's height and the domain only, with no shortcut for
+an empty result.  Above `GROUP_DOMAIN_MAX` keys it groups every row of the
+code matrix (not only the members) with `np.unique`: the work no longer
+depends on what a `where` selected, but the output's height is the number of
+distinct keys in the code matrix (docs/kernel.md, residual channels).  The
+marginals (PrivBayes, MST/AIM's selection) are counted the same way.
 """
 
 from __future__ import annotations
@@ -48,10 +56,15 @@ class Rows:
 
     codes: np.ndarray
     mask: np.ndarray | None  # bool, one entry per row of `codes`; None: all rows
+    sizes: tuple[int, ...] | None = None  # each column's public domain size, if known
 
     @staticmethod
-    def all(codes: np.ndarray) -> Rows:
-        return Rows(codes, None)
+    def all(codes: np.ndarray, sizes: tuple[int, ...] | None = None) -> Rows:
+        return Rows(codes, None, sizes)
+
+    def weights(self) -> np.ndarray:
+        """The mask as float64 weights (1 a member, 0 not), one per row."""
+        return self.member().astype(np.float64)
 
     def member(self) -> np.ndarray:
         """The mask as an array (every row when there is none)."""
@@ -68,14 +81,21 @@ class Rows:
         return rows
 
 
+#: the largest public key domain `group_rows` enumerates (cells); beyond it,
+#: the distinct keys of the code matrix (see the module docstring)
+GROUP_DOMAIN_MAX = 1 << 20
+
+
 def where_rows(rows: Rows, mask_of: Callable[[np.ndarray], np.ndarray]) -> Rows:
     """The rows for which the compiled predicate holds (tested on every row)."""
-    return Rows(rows.codes, rows.member() & np.asarray(mask_of(rows.codes), dtype=bool))
+    mask = rows.member() & np.asarray(mask_of(rows.codes), dtype=bool)
+    return Rows(rows.codes, mask, rows.sizes)
 
 
 def select_rows(rows: Rows, columns: Sequence[int]) -> Rows:
     """Projection onto `columns` (every row kept, a multiset)."""
-    return Rows(np.ascontiguousarray(rows.codes[:, list(columns)]), rows.mask)
+    sizes = None if rows.sizes is None else tuple(rows.sizes[j] for j in columns)
+    return Rows(np.ascontiguousarray(rows.codes[:, list(columns)]), rows.mask, sizes)
 
 
 
@@ -83,21 +103,39 @@ def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) 
     """PINQ GroupBy: one row per distinct key of `columns` present in the table.
 
     Adding or removing one record changes one group: at most one row removed
-    and one added, hence 2-stable (also with the capped group size)."""
-    keys = rows.selected()[:, list(columns)]
-    if keys.shape[0] == 0:
-        return Rows.all(np.empty((0, len(columns) + (count is not None)), dtype=np.int64))
-    unique, sizes = np.unique(keys, axis=0, return_counts=True)
+    and one added, hence 2-stable (also with the capped group size).
+
+    Data-independent work (module docstring): every row of the code matrix is
+    counted with its member weight into the key domain; the result holds a
+    row per key of the public domain (or of the code matrix, above
+    `GROUP_DOMAIN_MAX`), masked where no member row has that key — no
+    filtering and no shortcut for an empty result."""
+    cols = list(columns)
+    keys = rows.codes[:, cols]
+    key_sizes = None if rows.sizes is None else tuple(rows.sizes[j] for j in cols)
+    if key_sizes is not None and int(np.prod(key_sizes, dtype=np.int64)) <= GROUP_DOMAIN_MAX:
+        n = int(np.prod(key_sizes, dtype=np.int64))
+        if cols:
+            flat = np.ravel_multi_index(tuple(keys.T), key_sizes)
+            unique = np.stack(np.unravel_index(np.arange(n), key_sizes), axis=1)
+        else:  # no key: one group (a structural case)
+            flat, unique = np.zeros(keys.shape[0], dtype=np.int64), np.zeros((1, 0), np.int64)
+        sizes = np.bincount(flat, weights=rows.weights(), minlength=n)
+    else:  # every row of the code matrix, members or not
+        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        sizes = np.bincount(inverse.reshape(-1), weights=rows.weights(), minlength=len(unique))
+    present = sizes > 0
+    out_sizes = None if key_sizes is None else key_sizes + ((cap + 1,) if count else ())
     if count is None:
-        return Rows.all(unique.astype(np.int64))
+        return Rows(unique.astype(np.int64), present, out_sizes)
     capped = np.minimum(sizes, cap).astype(np.int64)
-    return Rows.all(np.column_stack([unique, capped]).astype(np.int64))
+    return Rows(np.column_stack([unique, capped]).astype(np.int64), present, out_sizes)
 
 
 def split_rows(rows: Rows, column: int, size: int) -> list[Rows]:
     """One table per value 0..size-1 of `column` (disjoint; a partition)."""
     values, member = rows.codes[:, column], rows.member()
-    return [Rows(rows.codes, member & (values == v)) for v in range(size)]
+    return [Rows(rows.codes, member & (values == v), rows.sizes) for v in range(size)]
 
 
 def vectorize_rows(rows: Rows, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
@@ -106,8 +144,8 @@ def vectorize_rows(rows: Rows, columns: Sequence[int], shape: tuple[int, ...]) -
     weight 1 (member) or 0 (not), so the work does not depend on the mask
     (a table without a mask, structurally every row, is counted unweighted)."""
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    if rows.codes.shape[0] == 0:
-        return np.zeros(n)
+    if not columns:  # the total (a structural case: no column named)
+        return np.array([float(np.count_nonzero(rows.member()))])
     flat = np.ravel_multi_index(tuple(rows.codes[:, j] for j in columns), shape)
     if rows.mask is None:
         return np.bincount(flat, minlength=n).astype(np.float64)

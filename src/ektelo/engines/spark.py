@@ -16,8 +16,14 @@ Why no engine failure becomes a data-dependent exception after a charge: see
 base.py (composition reads no row; the actions run before the charge that
 uses them; any failure left raises the fixed `EngineError`).
 
-Timing: as for DuckDB, how long an action takes after a `where` depends on
-how many rows matched (Spark's shuffles carry only the selected rows).
+Timing (issue #36): as in DuckDB, a table carries a BOOLEAN `ok` column —
+`where` and `split` set it (masks, not filters), `group_by` groups every row
+(a group is a member when one of its rows is), and `vectorize`, `count` and
+the marginals count members among every row — so no job's input is cut down
+to the rows a predicate selected. Spark cannot promise more: its shuffle and
+aggregation work follow the distinct keys among all the rows, and its
+optimiser may still skip work; the memory engine is the one tested for equal
+work on neighbouring tables (tests/engines/test_timing_channels.py).
 
 Sources: a `pyspark.sql.DataFrame` (its own session), a table name of the
 active session's catalog, or a ``.parquet``/``.csv`` path read with the
@@ -143,7 +149,7 @@ class SparkEngine:
             window = Window.partitionBy("ektelo_unit").orderBy(order)
             kept = kept.withColumn("ektelo_rank", sf.row_number().over(window))
             kept = kept.where(sf.col("ektelo_rank") <= sf.lit(units.max_rows))
-        return kept.select(*codes)
+        return kept.select(*codes, sf.lit(True).alias("ok"))
 
     def open_frame(
         self, frame: Any, domain: Domain, *, on_invalid: str = "error",
@@ -211,27 +217,38 @@ class SparkEngine:
 
     # -- the interface ---------------------------------------------------------------
     def where(self, table: Any, predicate: Any, domain: Domain) -> Any:
-        return table.where(_condition(cd.lower(predicate, domain)))
+        from pyspark.sql import functions as sf
+
+        # a mask, not a filter (issue #36): every row stays, `ok` says which belong
+        cond = sf.coalesce(sf.col("ok") & _condition(cd.lower(predicate, domain)), sf.lit(False))
+        return table.withColumn("ok", cond)
 
     def select(self, table: Any, columns: Sequence[int]) -> Any:
         from pyspark.sql import functions as sf
 
-        return table.select(*(sf.col(f"c{j}").alias(f"c{i}") for i, j in enumerate(columns)))
+        return table.select(*(sf.col(f"c{j}").alias(f"c{i}") for i, j in enumerate(columns)),
+                            "ok")
 
     def group_by(self, table: Any, columns: Sequence[int], count: str | None, cap: int) -> Any:
         from pyspark.sql import functions as sf
 
+        # every row grouped, members or not; a group is a member when one of its rows is
         keys = [sf.col(f"c{j}").alias(f"c{i}") for i, j in enumerate(columns)]
         grouped = table.groupBy(*keys)
+        member = (sf.max(sf.col("ok").cast("int")) == sf.lit(1)).alias("ok")
         if count is None:
-            return grouped.agg(sf.count(sf.lit(1)).alias("_n")).drop("_n")
-        size = sf.least(sf.count(sf.lit(1)), sf.lit(int(cap)).cast("long"))
-        return grouped.agg(size.alias(f"c{len(columns)}"))
+            return grouped.agg(member)
+        members = sf.count(sf.when(sf.col("ok"), 1))
+        size = sf.least(members, sf.lit(int(cap)).cast("long"))
+        return grouped.agg(size.alias(f"c{len(columns)}"), member)
 
     def split(self, table: Any, column: int, size: int) -> list[Any]:
         from pyspark.sql import functions as sf
 
-        return [table.where(sf.col(f"c{column}") == sf.lit(v).cast("long")) for v in range(size)]
+        return [
+            table.withColumn("ok", sf.col("ok") & (sf.col(f"c{column}") == sf.lit(v).cast("long")))
+            for v in range(size)
+        ]
 
     def vectorize(self, table: Any, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
         from pyspark.sql import functions as sf
@@ -243,8 +260,9 @@ class SparkEngine:
         cell = sf.lit(0).cast("long")
         for j, s in zip(columns, strides, strict=True):
             cell = cell + sf.col(f"c{j}") * sf.lit(int(s)).cast("long")
-        counts = table.select(cell.alias("cell")).groupBy("cell").count()
-        found = guarded(self.name, "vectorize", counts.collect)
+        member = sf.when(sf.col("ok"), cell)  # non-members grouped apart (NULL)
+        counts = table.select(member.alias("cell")).groupBy("cell").count()
+        found = [r for r in guarded(self.name, "vectorize", counts.collect) if r[0] is not None]
         x = np.zeros(n)
         if found:
             cells = np.array([r[0] for r in found], dtype=np.int64)
@@ -267,8 +285,8 @@ class SparkEngine:
             for j, size in zip(columns, shape, strict=True):
                 cell = cell * sf.lit(int(size)).cast("long") + sf.col(f"c{j}")
             pairs.append(sf.struct(sf.lit(i).alias("s"), cell.alias("cell")))
-        exploded = table.select(sf.explode(sf.array(*pairs)).alias("p"))
-        counts = exploded.groupBy("p.s", "p.cell").count()
+        exploded = table.select(sf.explode(sf.array(*pairs)).alias("p"), "ok")
+        counts = exploded.groupBy("p.s", "p.cell").agg(sf.count(sf.when(sf.col("ok"), 1)))
         found = guarded(self.name, "marginals", counts.collect)
         s = np.array([r[0] for r in found], dtype=np.int64)
         cells = np.array([r[1] for r in found], dtype=np.int64)
@@ -276,11 +294,18 @@ class SparkEngine:
         return [sparse_cells(cells[s == i], n[s == i]) for i in range(len(column_sets))]
 
     def count(self, table: Any) -> int:
-        return int(guarded(self.name, "count", table.count))
+        from pyspark.sql import functions as sf
+
+        members = table.agg(sf.count(sf.when(sf.col("ok"), 1)))
+        return int(guarded(self.name, "count", members.collect)[0][0])
 
     def codes(self, table: Any) -> np.ndarray:
-        width = len(table.columns)
-        ordered = table.orderBy(*table.columns) if width else table
+        from pyspark.sql import functions as sf
+
+        names = [c for c in table.columns if c != "ok"]
+        width = len(names)
+        kept = table.where(sf.col("ok")).select(*names)
+        ordered = kept.orderBy(*names) if width else kept
         rows = guarded(self.name, "codes", ordered.collect)
         return np.array([tuple(r) for r in rows], dtype=np.int64).reshape(len(rows), width)
 

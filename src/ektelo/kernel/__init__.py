@@ -19,7 +19,7 @@ Everything above the kernel talks to it through `ektelo.port`.
 """
 
 from .contracts import EngineError, TableEngine
-from .kernel import Kernel
+from .kernel import Kernel, QueryLimits
 from .ledger import (
     Budget,
     BudgetExceeded,
@@ -39,6 +39,7 @@ __all__ = [
     "Kernel",
     "NodeState",
     "PrivacyUnit",
+    "QueryLimits",
     "QueryRecord",
     "Receipt",
     "RequestConflict",

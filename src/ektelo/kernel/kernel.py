@@ -26,11 +26,14 @@ import scipy.sparse as sp
 from ..budget import ZCDP, PureDP
 from ..domain import Domain, check_names
 from ..matrix import (
+    Dense,
     EMatrix,
+    Hierarchy,
     HStack,
     Kronecker,
     Partition,
     Product,
+    RangeQueries,
     Sparse,
     Sum,
     Total,
@@ -50,7 +53,7 @@ from .noise import RandomSource, laplace_scale_for
 from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
 from .sensitivity import Facts, facts, has_rules, max_abs_entry
 
-__all__ = ["Kernel"]
+__all__ = ["Kernel", "QueryLimits", "check_size", "query_size"]
 
 
 @dataclass
@@ -129,6 +132,69 @@ def query_facts(Q: EMatrix, name: str = "M") -> Facts:
     return f
 
 
+@dataclass(frozen=True)
+class QueryLimits:
+    """The largest query the kernel evaluates (issue #36): `max_rows` answers
+    and `max_work` scalar operations for Q·x, both estimated by `query_size`
+    from the matrix's structure alone (public), checked before the charge —
+    so a query that would exhaust memory or time after the charge is
+    refused, with nothing spent, instead. The defaults keep one answer
+    array within 512 MiB and one evaluation within seconds."""
+
+    max_rows: int = 2**26
+    max_work: int = 2**33
+
+
+def query_size(Q: EMatrix) -> tuple[int, int]:
+    """(rows, work): Q's output length and an upper estimate of the scalar
+    operations of Q·x, from the structure of the kernel's matrix classes
+    (public: shapes, non-zeros and factors, never the data). A Kronecker
+    applies each factor along its axis of a tensor no larger than the
+    product of max(rows, cols) of the other factors; stacks and sums add;
+    a dense block costs rows·cols, a sparse one its non-zeros, the implicit
+    classes rows + cols (a range query its 2^d corners)."""
+    m, n = (int(d) for d in Q.shape)
+    base = m + n
+    if isinstance(Q, Kronecker):
+        dims = [max(int(f.shape[0]), int(f.shape[1])) for f in Q.factors]
+        work = base
+        for i, f in enumerate(Q.factors):
+            work += query_size(f)[1] * math.prod(dims[:i] + dims[i + 1:])
+        return m, work
+    if isinstance(Q, (VStack, HStack)):
+        return m, base + sum(query_size(b)[1] for b in Q.blocks)
+    if isinstance(Q, Sum):
+        return m, base + sum(query_size(t)[1] for t in Q.terms)
+    if isinstance(Q, Product):
+        return m, base + query_size(Q.A)[1] + query_size(Q.B)[1]
+    if isinstance(Q, Weighted):
+        return m, base + query_size(Q.base)[1]
+    if isinstance(Q, Sparse):
+        return m, base + int(Q.matrix.nnz)
+    if isinstance(Q, RangeQueries):
+        return m, base + min(m, n) * 2 ** len(Q.domain_shape)
+    if isinstance(Q, Dense):
+        return m, base + m * n
+    if isinstance(Q, Hierarchy):
+        return m, base + min(m, n) * (Q.height + 1)
+    return m, base  # Identity, Ones/Total, Prefix, Suffix, Diagonal, Wavelet: O(m + n)
+
+
+def check_size(Q: EMatrix, limits: QueryLimits, name: str = "M") -> None:
+    """Refuse (before any charge) a query over the kernel's `limits`."""
+    rows, work = query_size(Q)
+    if rows > limits.max_rows:
+        raise ValueError(
+            f"{name} has {rows:.3g} rows; the kernel answers at most {limits.max_rows} "
+            "(nothing was spent)"
+        )
+    if work > limits.max_work:
+        raise ValueError(
+            f"{name} needs about {work:.3g} operations to evaluate; the kernel's limit is "
+            f"{limits.max_work:.3g} (nothing was spent)"
+        )
+
+
 def trusted_partition(P: Any, size: int) -> Partition:
     """A fresh `Partition` from a copy of the client's group array."""
     if not isinstance(P, Partition):
@@ -188,11 +254,16 @@ class Kernel:
     """Holds one protected input, its derived sources, the budget and the noise."""
 
     def __init__(
-        self, budget: PureDP | ZCDP, *, seed: int | None = None, ledger: Accountant | None = None
+        self, budget: PureDP | ZCDP, *, seed: int | None = None, ledger: Accountant | None = None,
+        limits: QueryLimits | None = None,
     ):
         """`ledger`: the accountant to charge (default: a fresh in-memory
         `Ledger` of `budget`; a durable one from `store.attach` must be of
-        the same unit)."""
+        the same unit). `limits`: the largest query evaluated (`QueryLimits`,
+        checked before any charge)."""
+        if limits is not None and not isinstance(limits, QueryLimits):
+            raise TypeError(f"limits must be a QueryLimits, got {type(limits).__name__}")
+        self.limits = QueryLimits() if limits is None else limits
         if not isinstance(budget, (PureDP, ZCDP)):
             raise TypeError(f"budget must be PureDP(...) or ZCDP(...), got {budget!r}")
         if ledger is not None and ledger.unit != budget.unit:
@@ -481,7 +552,7 @@ class Kernel:
     @_private
     def transform(self, source: int, M: Any) -> int:
         node, v = self._vector(source)
-        Q = _checked_matrix(M, v)
+        Q = _checked_matrix(M, v, self.limits)
         f = query_facts(Q)
         values = _answer(Q, v.values)
         integral = v.integral and f.integral
@@ -550,7 +621,7 @@ class Kernel:
         "gaussian" at ρ = amount), the noise scale validated, then the release
         step and the public Measurement."""
         laplace = mechanism == "laplace"
-        Q = _checked_matrix(M, v)
+        Q = _checked_matrix(M, v, self.limits)
         f = query_facts(Q)
         sens = f.l1 if laplace else f.l2
         if sens == 0:
@@ -624,7 +695,7 @@ class Kernel:
         self, v: _Vector, workload: Any, x_hat: Any
     ) -> tuple[EMatrix, np.ndarray, float]:
         """Checks for MWEM's selection (mwem.py S1–S3), all before the charge."""
-        W, xh = _checked_matrix(workload, v, "workload"), _estimate(x_hat, v)
+        W, xh = _checked_matrix(workload, v, self.limits, "workload"), _estimate(x_hat, v)
         if W.shape[0] >= 2**23:  # the exponential mechanism's exact weights (noise.py E2)
             raise ValueError(f"the workload has {W.shape[0]} queries; must be < 2**23")
         f = query_facts(W, "workload")
@@ -765,10 +836,11 @@ def _matrix_digest(Q: EMatrix) -> str:
     return hashlib.sha256(to_json(Q).encode()).hexdigest()
 
 
-def _checked_matrix(M: Any, v: _Vector, name: str = "M") -> EMatrix:
+def _checked_matrix(M: Any, v: _Vector, limits: QueryLimits, name: str = "M") -> EMatrix:
     Q = trusted_matrix(M, name)
     if Q.shape[1] != v.values.size:
         raise ValueError(f"{name} has {Q.shape[1]} columns; the vector has {v.values.size} cells")
+    check_size(Q, limits, name)  # output and work from the structure, before any charge
     return Q
 
 

@@ -20,11 +20,14 @@ import numpy as np
 from .contracts import Sparse, each_marginal, sparse_cells
 
 __all__ = [
+    "EM_SENSITIVITY",
+    "R_MAX",
     "Scores",
     "all_scores",
     "candidates",
     "check_options",
     "engine_scores",
+    "exact_score",
     "greedy",
     "marginal_sets",
     "privbayes_select",
@@ -32,6 +35,10 @@ __all__ = [
 ]
 
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
+R_MAX = 2**32  # the public clamp of the scores (docstring, "Floating-point")
+# the exponential mechanism's sensitivity: R's, plus one rounding of a clamped
+# score per neighbour (public constants only: issue #36)
+EM_SENSITIVITY = _SENSITIVITY + 2.0 * math.ldexp(float(R_MAX), -53)
 
 
 def check_options(*, degree: int = 2, max_cells: int | None = None) -> dict[str, int]:
@@ -160,9 +167,19 @@ def _joint_score(
     joint = np.bincount(inverse, weights=counts).astype(np.int64)
     x_counts = np.bincount(cells // pi_size, joint, minlength=sizes[child]).astype(np.int64)
     pi_counts = np.bincount(cells % pi_size, joint, minlength=pi_size).astype(np.int64)
-    expected = x_counts[cells // pi_size] * pi_counts[cells % pi_size] / n_rows
-    gap = np.abs(joint - expected).sum() + max(0.0, n_rows - expected.sum())
-    return 0.5 * float(gap)
+    return exact_score(joint, x_counts[cells // pi_size], pi_counts[cells % pi_size], n_rows)
+
+
+def exact_score(joint: np.ndarray, cx: np.ndarray, cpi: np.ndarray, n_rows: int) -> float:
+    """R = ½ Σ |c(x,π) − c(x)c(π)/N| over all cells, from the nonzero cells'
+    c(x,π), c(x), c(π): 2N·R summed exactly in Python integers, then one
+    correctly rounded division, clamped to the public R_MAX (docstring)."""
+    n = int(n_rows)
+    c, a, b = (np.asarray(v, dtype=np.int64).astype(object) for v in (joint, cx, cpi))
+    products = a * b
+    twice_nr = int(np.abs(c * n - products).sum()) + (n * n - int(products.sum()))
+    # int / int is correctly rounded, and rounding is monotone: fl(min(R, R_MAX))
+    return min(twice_nr / (2 * n), float(R_MAX))
 
 
 def privbayes_select(
@@ -217,7 +234,7 @@ def greedy(
         return network
     chosen = [first]
     eps_step = eps / (d - 1)
-    sensitivity = _SENSITIVITY + 4.0 * (scored.rows + 2) ** 2 * 2.0**-53
+    sensitivity = EM_SENSITIVITY  # public: never the row count (issue #36)
     sizes = scored.sizes if cap is not None else (1,) * d  # sizes matter under a cap only
     while len(chosen) < d:
         pairs = candidates(sizes, chosen, degree=degree, max_cells=cap)
@@ -245,10 +262,10 @@ def r_score(
     x_code, x_counts = _codes(table, dims, (child,), cache)
     joint = x_code * pi_counts.size + pi_code
     cells, counts = np.unique(joint, return_counts=True)
-    expected = x_counts[cells // pi_counts.size] * pi_counts[cells % pi_counts.size] / n_rows
     # cells with c(x, π) = 0 contribute their expected count; those sum to N − Σ expected
-    gap = np.abs(counts - expected).sum() + max(0.0, n_rows - expected.sum())
-    return 0.5 * float(gap)
+    return exact_score(
+        counts, x_counts[cells // pi_counts.size], pi_counts[cells % pi_counts.size], n_rows
+    )
 
 
 def _codes(

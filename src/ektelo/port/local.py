@@ -18,7 +18,7 @@ from .. import ledger_store as store
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
 from ..engines import is_table_source, open_table, rows_per_unit
-from ..kernel import Kernel, PrivacyUnit, Receipt, check_epsilon, check_rho
+from ..kernel import Kernel, PrivacyUnit, QueryLimits, Receipt, check_epsilon, check_rho
 from . import requests as port
 from .handles import ProtectedTable, ProtectedVector
 
@@ -148,6 +148,7 @@ def protect(
     analyst: str | None = None,
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
+    query_limits: QueryLimits | None = None,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total privacy budget (§4.1).
 
@@ -180,6 +181,10 @@ def protect(
     at the values to decide it (the noise grid and the partition operators
     depend on it); `integral=True` on a float array checks the values here,
     at protect time, and refuses fractions. Tables are always counts.
+
+    `query_limits=` (a `QueryLimits`) bounds the rows and the work of any
+    query the kernel evaluates (default `QueryLimits()`); larger ones are
+    refused before anything is charged (issue #36).
 
     `seed=None` draws secure noise; an int seed is research mode (reproducible,
     NOT secure) and is recorded in every Measurement.
@@ -228,7 +233,7 @@ def protect(
         sealed = None
         if suggest is not None and units is not None:  # k chosen privately, in this kernel
             sizes = rows_per_unit(data, domain, units.column, engine=engine)
-            kernel = _kernel(budget, seed, ledger, dataset, analyst)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits)
             sealed, histogram = kernel.seal_units(units.column, sizes)
             choice = suggest.choose(ProtectedVector(LocalPort(kernel), histogram))
             units = PrivacyUnit(units.column, choice.max_rows)
@@ -237,7 +242,7 @@ def protect(
             units=units, key=key,
         )  # fmt: skip
         if sealed is None:
-            kernel = _kernel(budget, seed, ledger, dataset, analyst)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits)
         root = kernel.add_engine_table(table_engine, table, domain, units=units, root=sealed)
         return ProtectedTable(LocalPort(kernel), root)
     if privacy_unit is not None or max_rows_per_unit is not None:
@@ -261,19 +266,19 @@ def protect(
     if declared and not np.array_equal(values, np.round(values)):
         # the data holder's own call, before any kernel or analyst exists
         raise ValueError("integral=True needs integer values; the array has fractions")
-    kernel = _kernel(budget, seed, ledger, dataset, analyst)
+    kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits)
     return ProtectedVector(LocalPort(kernel), kernel.add_vector(values, integral=declared))
 
 
 def _kernel(
     budget: PureDP | ZCDP, seed: int | None, ledger: Any, dataset: str | None,
-    analyst: str | None,
+    analyst: str | None, limits: QueryLimits | None = None,
 ) -> Kernel:  # fmt: skip
     """A kernel over the in-memory ledger, or attached to `dataset` in a store
     (after the data was checked, so a refused protect records nothing)."""
     if ledger is None:
-        return Kernel(budget, seed=seed)
+        return Kernel(budget, seed=seed, limits=limits)
     if dataset is None:
         raise TypeError("a ledger= needs dataset= naming the budget in it")
     durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None)
-    return Kernel(budget, seed=seed, ledger=durable)
+    return Kernel(budget, seed=seed, ledger=durable, limits=limits)

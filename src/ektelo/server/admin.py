@@ -44,7 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     ds.add_argument("--epsilon", type=float)
     ds.add_argument("--delta", type=float)
     ds.add_argument("--rho", type=float)
-    ds.add_argument("--seed", type=int, help="research mode (reproducible, NOT secure)")
+    ds.add_argument("--seed", type=int, help="research mode (reproducible, NOT secure): "
+                    "refused without --insecure-research-seed")
+    ds.add_argument("--insecure-research-seed", action="store_true",
+                    help="serve --seed anyway (every response and the status page say so)")
     ds.add_argument("--engine", choices=("memory", "duckdb", "spark"),
                     help="where the rows live (default: DuckDB for a file when installed)")
     ds.add_argument("--table", help="a table in a DuckDB database file (--data)")
@@ -70,7 +73,8 @@ def _add_dataset(path: Path, args: argparse.Namespace) -> None:
     options: dict[str, Any] = {"epsilon": args.epsilon, "delta": args.delta, "rho": args.rho,
                                "seed": args.seed, "engine": args.engine, "table": args.table,
                                "memory_limit": args.memory_limit, "threads": args.threads,
-                               "temp_directory": args.temp_directory}
+                               "temp_directory": args.temp_directory,
+                               "insecure_research_seed": args.insecure_research_seed or None}
     section = dataset_section(args.name, args.data, args.domain, options)
     if args.name in load_config(path).datasets:
         raise ValueError(f"dataset {args.name!r} is already configured")

@@ -44,12 +44,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import ledger_store as store
 from .. import wire
 from ..errors import BudgetExceeded, HandleError, RequestConflict
-from ..kernel import BudgetReport
+from ..kernel import BudgetReport, QueryLimits
 from ..port import requests as port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import Dataset, ServerAuditEntry, ServerSession, load_data
 from .status import render_status
+from .timing import ResponseFloors, release_after
+from .worker import WorkerLimits, WorkerLost
 
 __all__ = ["Service", "create_app", "main"]
 
@@ -74,7 +76,8 @@ class Service:
         self.config = config
         self.tokens = TokenStore(config.state)
         self.limits = wire.Limits(
-            max_array_elements=config.max_array_elements, max_matrix_dim=config.max_matrix_dim
+            max_array_elements=config.max_array_elements, max_matrix_dim=config.max_matrix_dim,
+            max_matrix_nodes=config.max_matrix_nodes,
         )
         self.store = open_ledger(config.ledger)
         self.datasets: dict[str, Dataset] = {}
@@ -82,7 +85,11 @@ class Service:
             if self.store is not None:
                 ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
-            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store)
+            limits = QueryLimits(config.max_query_rows, config.max_query_work)
+            worker = None if not config.worker_memory_mb else WorkerLimits(
+                config.worker_memory_mb, config.worker_cpu_seconds)
+            ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits,
+                                               ledger=config.ledger, worker=worker)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
@@ -125,11 +132,11 @@ class Service:
             now = time.monotonic()
             for sid in [k for k, s in self.sessions.items()
                         if now - s.last_used > SESSION_IDLE_SECONDS]:
-                del self.sessions[sid]
+                self.sessions.pop(sid).close()
             mine = [s for s in self.sessions.values() if s.analyst == who.name]
             if len(mine) >= MAX_SESSIONS_PER_ANALYST:
                 oldest = min(mine, key=lambda s: s.last_used)
-                del self.sessions[oldest.id]
+                self.sessions.pop(oldest.id).close()
             self.sessions[session.id] = session
         return session
 
@@ -141,8 +148,10 @@ class Service:
         s.last_used = time.monotonic()
         return s
 
-    def run(self, session: ServerSession, body: bytes) -> bytes:
-        """Decode, check and run one request; audit it; encode the response."""
+    def run(self, session: ServerSession, body: bytes, charged: list[bool] | None = None) -> bytes:
+        """Decode, check and run one request; audit it; encode the response.
+        `charged` receives the request's public class (whether it is
+        Private→Public) as soon as it is decoded (for the release time)."""
         try:
             doc = json.loads(body, parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as err:
@@ -171,6 +180,8 @@ class Service:
         digest = wire.request_digest(doc["request"])
         operation = type(request).__name__
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
+        if charged is not None:
+            charged.append(spends)
         try:
             with session.lock:  # a session's ids and last charge are its requests' own
                 response = session.submit(request, request_id)
@@ -178,6 +189,15 @@ class Service:
         except BudgetExceeded as err:
             self._audit(session, operation, digest, None, "refused: BudgetExceeded")
             raise ApiError(403, "BudgetExceeded", str(err)) from err
+        except WorkerLost as err:  # the worker is gone: so is the session (worker.py)
+            with self.sessions_lock:
+                self.sessions.pop(session.id, None)
+            self._audit(session, operation, digest, None, "lost: charged, not answered")
+            raise ApiError(
+                503, "ChargedNotAnswered",
+                "the kernel's worker was lost while answering: any charge made stands and no "
+                "answer was released; the session is closed (open a new one)",
+            ) from err
         except HandleError as err:
             raise ApiError(404, "ValueError", str(err)) from err
         except RequestConflict as err:  # the kernel ledger's (a ValueError)
@@ -189,7 +209,10 @@ class Service:
             raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
         if spends:
             self._audit(session, operation, digest, charge, "replayed" if replayed else "granted")
-        return json.dumps({"response": wire.encode(response)}, separators=(",", ":")).encode()
+        out: dict[str, Any] = {"response": wire.encode(response)}
+        if session.dataset.cfg.insecure_research_seed:
+            out["insecure"] = RESEARCH_SEED_WARNING
+        return json.dumps(out, separators=(",", ":")).encode()
 
     def _audit(
         self, session: ServerSession, operation: str, digest: str, charge: float | None,
@@ -199,6 +222,20 @@ class Service:
             ServerAuditEntry(time.time(), session.analyst, session.dataset.name, operation,
                              digest, charge, outcome)
         )
+
+
+#: what every response about a dataset served with a research seed says (issue #36)
+RESEARCH_SEED_WARNING = (
+    "INSECURE: this dataset is served with a research seed (reproducible, predictable "
+    "noise); its answers are not differentially private"
+)
+
+
+def _insecure(response: Response, ds: Dataset | None) -> Response:
+    """Mark a response about a research-seeded dataset (header `Ektelo-Insecure`)."""
+    if ds is not None and ds.cfg.insecure_research_seed:
+        response.headers["Ektelo-Insecure"] = "research-seed"
+    return response
 
 
 def _refuse_constant(name: str) -> Any:
@@ -261,13 +298,28 @@ def create_app(config: ServerConfig) -> ASGIApp:
     """The ASGI application for `config` (datasets loaded, tokens opened)."""
     service = Service(config)
 
+    floors = ResponseFloors(**config.response_floor_ms)
+
+    async def hold(start: float, charged: bool) -> None:
+        """Wait until the release time of a response (timing.py): the class's
+        floor after `start`, or the next point of its doubling grid."""
+        elapsed = (time.monotonic() - start) * 1000.0
+        wait = release_after(elapsed, floors.of(charged)) - elapsed
+        if wait > 0:
+            await anyio.sleep(wait / 1000.0)
+
     def handler(fn: Any) -> Any:
         async def run(request: Request) -> Response:
+            start = time.monotonic()
             try:
                 result: Response = await fn(request)
-                return result
             except ApiError as err:
-                return _error(err.status, err.kind, err.message)
+                result = _error(err.status, err.kind, err.message)
+            if request.url.path.startswith("/v1/") and not request.url.path.startswith(
+                "/v1/sessions/"
+            ):  # a session request holds itself, by its class (submit)
+                await hold(start, charged=False)
+            return result
 
         return run
 
@@ -286,25 +338,39 @@ def create_app(config: ServerConfig) -> ASGIApp:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
         session = await run_in_threadpool(service.open_session, who, ds)
-        return JSONResponse({"session": session.id, "root": 0, "kind": ds.kind})
+        doc = {"session": session.id, "root": 0, "kind": ds.kind}
+        if ds.cfg.insecure_research_seed:
+            doc["insecure"] = RESEARCH_SEED_WARNING
+        return _insecure(JSONResponse(doc), ds)
 
     @handler
     async def submit(request: Request) -> Response:
         body = await _body(request, config.max_request_bytes)
+        start = time.monotonic()  # the request is all here: its release clock starts
+        found: list[Dataset] = []
+        charged: list[bool] = []
 
         def work() -> bytes:  # one thread hop: authenticate, find the session, run
             who = service.principal(request)
-            return service.run(service.session(who, request.path_params["sid"]), body)
+            session = service.session(who, request.path_params["sid"])
+            found.append(session.dataset)
+            return service.run(session, body, charged)
 
-        out = await run_in_threadpool(work)
-        return Response(out, media_type="application/json")
+        result: Response
+        try:
+            out = await run_in_threadpool(work)
+            result = Response(out, media_type="application/json")
+        except ApiError as err:
+            result = _error(err.status, err.kind, err.message)
+        await hold(start, charged=bool(charged and charged[0]))
+        return _insecure(result, found[0] if found else None)
 
     @handler
     async def budget(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
         value = await run_in_threadpool(service.budget, ds)
-        return JSONResponse({"response": wire.encode(value)})
+        return _insecure(JSONResponse({"response": wire.encode(value)}), ds)
 
     @handler
     async def status(request: Request) -> Response:

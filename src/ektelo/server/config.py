@@ -8,11 +8,22 @@ Relative paths are read relative to the file::
     port = 8750
     state = "state"              # directory: token database and HMAC key
     ledger = "ledger.sqlite"     # the durable ledger (path or postgresql:// URL);
-                                 # omit for an in-memory ledger (lost on restart)
+                                 # required unless insecure_in_memory_ledger = true
+    insecure_in_memory_ledger = false  # test/demo only: an in-memory ledger, every
+                                 # budget lost on restart (shown on the status page)
     max_request_bytes = 8388608
     max_array_elements = 4194304
     max_matrix_dim = 16777216
+    max_matrix_nodes = 32768     # matrices (blocks, factors, terms) in one request's spec
+    max_query_rows = 67108864    # the largest query the kernel evaluates: answers and
+    max_query_work = 8589934592  # operations of Q·x, estimated from its structure;
+                                 # larger ones are refused before anything is charged
     min_response_ms = 0          # pad every response to at least this long
+    response_floor_ms = {free = 50, charged = 100}  # release times per request class,
+                                 # then on a doubling grid (server/timing.py); 0: off
+    worker_memory_mb = 0         # > 0: each session's kernel in a worker process with
+    worker_cpu_seconds = 600     # this much memory headroom and CPU per request
+                                 # (server/worker.py; needs a durable ledger)
     ssl_certfile = "cert.pem"    # optional: TLS in uvicorn itself
     ssl_keyfile = "key.pem"
 
@@ -22,7 +33,10 @@ Relative paths are read relative to the file::
     domain = "adult-domain.json"
     epsilon = 1.0                # the dataset's total budget: epsilon (with delta),
                                  # or rho
-    seed = 7                     # research mode only (reproducible, NOT secure)
+    seed = 7                     # research mode only (reproducible, NOT secure):
+    insecure_research_seed = true  # refused without this; every response and the
+                                 # status page then say so, and each session draws
+                                 # from its own stream (seed derived per session)
     engine = "duckdb"            # where the rows live (docs/engines.md): "duckdb"
                                  # (default for files when DuckDB is installed),
                                  # "memory" (pandas; the default otherwise), "spark"
@@ -54,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from ..budget import ZCDP, PureDP
+from .timing import FLOOR_DEFAULTS
 
 __all__ = ["DatasetConfig", "ServerConfig", "ensure_in_store", "load_config"]
 
@@ -75,6 +90,7 @@ class DatasetConfig:
     engine: str | None = None  # a table's engine: "memory", "duckdb" or "spark"
     duckdb: dict[str, Any] = field(default_factory=dict)  # DuckDBEngine's options
     table: str | None = None  # a DuckDB database's table
+    insecure_research_seed: bool = False  # the custodian's opt-in to serving `seed`
 
     @property
     def kind(self) -> str:
@@ -109,7 +125,16 @@ class ServerConfig:
     max_request_bytes: int = 8 << 20
     max_array_elements: int = 1 << 22
     max_matrix_dim: int = 1 << 24
+    max_matrix_nodes: int = 1 << 15
+    max_query_rows: int = 1 << 26
+    max_query_work: int = 1 << 33
     min_response_ms: float = 0.0
+    insecure_in_memory_ledger: bool = False  # the test/demo opt-in to ledger = None
+    worker_memory_mb: int = 0  # 0: kernels in the server's process; > 0: worker.py
+    worker_cpu_seconds: int = 600
+    response_floor_ms: dict[str, float] = field(
+        default_factory=lambda: dict(FLOOR_DEFAULTS)
+    )  # per request class ("free", "charged"): timing.py
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     datasets: dict[str, DatasetConfig] = field(default_factory=dict)
@@ -117,11 +142,13 @@ class ServerConfig:
 
 _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
-    "max_matrix_dim", "min_response_ms", "ssl_certfile", "ssl_keyfile",
+    "max_matrix_dim", "max_matrix_nodes", "max_query_rows", "max_query_work", "min_response_ms",
+    "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
+    "worker_memory_mb", "worker_cpu_seconds",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
-    "temp_directory", "table",
+    "temp_directory", "table", "insecure_research_seed",
 }
 _ENGINES = ("memory", "duckdb", "spark")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -179,7 +206,24 @@ def _dataset(base: Path, name: str, spec: Any) -> DatasetConfig:
     seed = spec.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"[datasets.{name}] seed must be an integer, got {seed!r}")
-    return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table)
+    insecure = _flag(spec, "insecure_research_seed", f"[datasets.{name}]")
+    if seed is not None and not insecure:
+        raise ValueError(
+            f"[datasets.{name}] seed = {seed} is research mode (reproducible, predictable "
+            "noise: NOT secure); refused unless insecure_research_seed = true"
+        )
+    if insecure and seed is None:
+        raise ValueError(f"[datasets.{name}] insecure_research_seed applies to a dataset "
+                         "with seed = <int>")
+    return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table,
+                         insecure)
+
+
+def _flag(section: dict[str, Any], key: str, where: str) -> bool:
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} {key} must be true or false, got {value!r}")
+    return value
 
 
 def _data(base: Path, name: str, spec: dict[str, Any]) -> tuple[Path, str | None]:
@@ -287,9 +331,34 @@ def load_config(path: str | Path) -> ServerConfig:
     ledger = server.get("ledger")
     if ledger is not None and not str(ledger).startswith(("postgresql://", "postgres://")):
         ledger = str(base / str(ledger))
+    in_memory = _flag(server, "insecure_in_memory_ledger", "[server]")
+    if ledger is None and not in_memory:
+        raise ValueError(
+            "[server] ledger is not set: without a durable ledger a restart or a crash "
+            "resets every budget; set ledger = <file or postgresql:// URL> (or "
+            "insecure_in_memory_ledger = true for a test or demo)"
+        )
     pad = server.get("min_response_ms", 0.0)
     if isinstance(pad, bool) or not isinstance(pad, (int, float)) or not 0 <= pad <= 60_000:
         raise ValueError(f"[server] min_response_ms must be in [0, 60000], got {pad!r}")
+
+    floors = server.get("response_floor_ms", {})
+    if not isinstance(floors, dict) or set(floors) - set(FLOOR_DEFAULTS) or any(
+        isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 60_000
+        for v in floors.values()
+    ):
+        raise ValueError(
+            "[server] response_floor_ms must be a table {free = ms, charged = ms} of numbers "
+            f"in [0, 60000], got {floors!r}"
+        )
+
+    worker_mb = server.get("worker_memory_mb", 0)
+    if isinstance(worker_mb, bool) or not isinstance(worker_mb, int) or worker_mb < 0:
+        raise ValueError(f"[server] worker_memory_mb must be a non-negative integer, got "
+                         f"{worker_mb!r}")
+    if worker_mb and ledger is None:
+        raise ValueError("[server] worker_memory_mb needs a durable ledger (ledger = ...): a "
+                         "lost worker must not take the budget with it")
 
     def opt_path(key: str) -> Path | None:
         return None if key not in server else base / str(server[key])
@@ -304,7 +373,14 @@ def load_config(path: str | Path) -> ServerConfig:
         max_request_bytes=_positive_int(server, "max_request_bytes", 8 << 20),
         max_array_elements=_positive_int(server, "max_array_elements", 1 << 22),
         max_matrix_dim=_positive_int(server, "max_matrix_dim", 1 << 24),
+        max_matrix_nodes=_positive_int(server, "max_matrix_nodes", 1 << 15),
+        max_query_rows=_positive_int(server, "max_query_rows", 1 << 26),
+        max_query_work=_positive_int(server, "max_query_work", 1 << 33),
         min_response_ms=float(pad),
+        insecure_in_memory_ledger=in_memory,
+        worker_memory_mb=worker_mb,
+        worker_cpu_seconds=_positive_int(server, "worker_cpu_seconds", 600),
+        response_floor_ms={**FLOOR_DEFAULTS, **{k: float(v) for k, v in floors.items()}},
         ssl_certfile=opt_path("ssl_certfile"),
         ssl_keyfile=opt_path("ssl_keyfile"),
         datasets=datasets,
@@ -321,6 +397,8 @@ def dataset_section(name: str, data: str, domain: str | None, options: dict[str,
     for key, value in options.items():
         if isinstance(value, str):
             lines.append(f"{key} = {_toml_str(value)}")
+        elif isinstance(value, bool):
+            lines.append(f"{key} = {str(value).lower()}")
         elif value is not None:
             lines.append(f"{key} = {value!r}")
     return "\n".join(lines) + "\n"

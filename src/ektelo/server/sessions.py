@@ -26,6 +26,7 @@ digest, the charge, the outcome, the time) — never a data value.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 import threading
 import time
@@ -39,14 +40,16 @@ import pandas as pd
 from .. import wire
 from ..domain import Domain
 from ..errors import HandleError
-from ..kernel import NodeState
+from ..kernel import NodeState, QueryLimits
 from ..port import ProtectedTable, ProtectedVector, protect
 from ..port import requests as port
 from ..port.local import LocalPort
 from .config import DatasetConfig
+from .worker import KernelWorker, WorkerLimits
 
 __all__ = [
     "AuditEntry", "Dataset", "HandleError", "ServerAuditEntry", "ServerSession", "Session",
+    "session_seed",
 ]
 
 
@@ -110,6 +113,28 @@ def engine_for(cfg: DatasetConfig) -> Any:
     return MemoryEngine()
 
 
+def session_seed(seed: int | None, dataset: str, session: str) -> int | None:
+    """A research dataset's seed for one session's kernel: SHA-256 of the
+    configured seed, the dataset and the session id (issue #36: sessions of
+    one seeded dataset used to repeat the same noise, which differencing
+    removes). None stays None (secure noise)."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"{seed}/{dataset}/{session}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def open_in_worker(spec: dict[str, Any]) -> ProtectedTable | ProtectedVector:
+    """A worker's root handle (worker.py runs this in the child): the
+    dataset protected on its own connection to the durable ledger."""
+    from .. import ledger_store as store
+
+    ds = Dataset(spec["cfg"], spec["data"], spec["domain"],
+                 store=store.open_store(spec["ledger"]),
+                 limits=QueryLimits(*spec["query_limits"]))
+    return ds._protect(spec["analyst"], spec["session"])
+
+
 @dataclass
 class Dataset:
     """A configured dataset and its kernel (in-memory ledger) or store."""
@@ -118,6 +143,9 @@ class Dataset:
     data: Any
     domain: Domain | None
     store: Any = None
+    limits: QueryLimits | None = None  # the largest query a kernel evaluates (config)
+    ledger: str | None = None  # the durable ledger's location (for a worker's connection)
+    worker: WorkerLimits | None = None  # run each session's kernel in a worker (worker.py)
     lock: threading.Lock = field(default_factory=threading.Lock)
     audit: deque[ServerAuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
     _root: ProtectedTable | ProtectedVector | None = None
@@ -126,7 +154,9 @@ class Dataset:
     def name(self) -> str:
         return self.cfg.name
 
-    def _protect(self, analyst: str | None) -> ProtectedTable | ProtectedVector:
+    def _protect(
+        self, analyst: str | None, session: str | None = None
+    ) -> ProtectedTable | ProtectedVector:
         extra: dict[str, Any] = {}
         if self.store is not None:
             extra = {"ledger": self.store, "dataset": self.name, "analyst": analyst}
@@ -138,15 +168,27 @@ class Dataset:
                 # then removes nothing and opens the file without scanning it again
                 # for every session (and keeps the codes valid should it change)
                 extra["on_invalid"] = "drop"
+        seed = c.seed if session is None else session_seed(c.seed, c.name, session)
         return protect(
-            self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=c.seed,
-            **extra,
+            self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=seed,
+            query_limits=self.limits, **extra,
         )
 
-    def root_for(self, analyst: str) -> tuple[LocalPort, int, bool]:
-        """(port, root id, shared): one shared kernel without a store."""
+    def root_for(
+        self, analyst: str, session: str | None = None
+    ) -> tuple[LocalPort | KernelWorker, int, bool]:
+        """(port, root id, shared): one shared kernel without a store; with
+        one, a kernel for `session` (its research seed derived from the
+        session's id: no two sessions draw the same noise)."""
+        if self.store is not None and self.worker is not None and session is not None:
+            limits = self.limits or QueryLimits()
+            spec = {"cfg": self.cfg, "data": self.data, "domain": self.domain,
+                    "ledger": self.ledger, "analyst": analyst, "session": session,
+                    "query_limits": (limits.max_rows, limits.max_work)}
+            worker = KernelWorker(open_in_worker, spec, self.worker)
+            return worker, worker.root, False
         if self.store is not None:
-            handle = self._protect(analyst)
+            handle = self._protect(analyst, session)
             return _local(handle.port), handle.node, False
         with self.lock:  # one kernel per dataset: two would split its cap
             if self._root is None:
@@ -177,7 +219,7 @@ class ServerSession:
     id: str
     analyst: str
     dataset: Dataset
-    kernel: LocalPort
+    kernel: LocalPort | KernelWorker  # both answer submit_with_receipt in one round trip
     shared: bool
     nodes: list[int]  # session id -> kernel id
     records: list[port.QueryRecord] = field(default_factory=list)  # this session's, kernel ids
@@ -192,8 +234,15 @@ class ServerSession:
 
     @classmethod
     def open(cls, analyst: str, dataset: Dataset) -> ServerSession:
-        kernel_port, root, shared = dataset.root_for(analyst)
-        return cls(secrets.token_urlsafe(18), analyst, dataset, kernel_port, shared, [root])
+        sid = secrets.token_urlsafe(18)
+        kernel_port, root, shared = dataset.root_for(analyst, sid)
+        return cls(sid, analyst, dataset, kernel_port, shared, [root])
+
+    def close(self) -> None:
+        """Release the session's kernel if it is its own worker's."""
+        close = getattr(self.kernel, "close", None)
+        if close is not None:
+            close()
 
     # -- ids -------------------------------------------------------------------
     def _kernel_id(self, source: Any) -> int:

@@ -24,6 +24,7 @@ _STYLE = """
 body { font-family: sans-serif; margin: 2em; background: #fafafa; color: #222; }
 h1 { color: #234; } table { border-collapse: collapse; margin-bottom: 2em; }
 th, td { border: 1px solid #889; padding: 4px 10px; text-align: left; }
+p.warn { color: #a00; font-weight: bold; }
 th { background: #dde4ee; } td.num { text-align: right; font-family: monospace; }
 """
 
@@ -55,11 +56,20 @@ def render_status(service: Service) -> str:
     else:
         _from_memory(service, datasets, analysts, recent)
     recent.sort(key=lambda row: str(row[0]), reverse=True)
+    for row in datasets:  # issue #36: insecure modes are shown, never silent
+        ds = service.datasets.get(str(row[0]))
+        seeded = ds is not None and ds.cfg.insecure_research_seed
+        row.append("INSECURE: research seed" if seeded else "secure noise")
+    banner = ""
+    if service.config.insecure_in_memory_ledger:
+        banner = ('<p id="insecure-ledger" class="warn">INSECURE: in-memory ledger '
+                  "(insecure_in_memory_ledger = true): every budget is lost on restart. "
+                  "For tests and demos only.</p>")
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>ektelo status</title>"
-        f"<style>{_STYLE}</style></head><body><h1>ektelo server status</h1>"
+        f"<style>{_STYLE}</style></head><body><h1>ektelo server status</h1>" + banner
         + _table("Datasets", "datasets", ["dataset", "kind", "engine", "unit", "total",
-                                          "spent", "remaining"], datasets)
+                                          "spent", "remaining", "noise"], datasets)
         + _table("Analysts", "analysts", ["analyst", "dataset", "quota", "spent",
                                           "remaining"], analysts)
         + _table("Recent audit entries", "audit", ["time (UTC)", "analyst", "dataset",
