@@ -413,5 +413,5 @@ def test_no_public_attribute_exposes_the_data():
             assert not isinstance(value, (np.ndarray, pd.DataFrame)), name
         assert not hasattr(h, "__dict__")
     public = [n for n in dir(x.port) if not n.startswith("_")]
-    assert public == ["submit"]
+    assert public == ["submit", "submit_with_receipt"]  # requests in, public values out
     assert "0." not in repr(x) and "0." not in repr(x.port).split("Budget")[0]
