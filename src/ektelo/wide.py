@@ -184,6 +184,7 @@ _PARAM_VALUES: dict[str, Callable[[Any, str], Any]] = {
     "beta": check.probability,
     "theta": check.positive,
     "rows": _optional(check.positive),
+    "discrepancy": _optional(check.positive),  # AIM's opt-in regularised refit (#43)
 }
 
 

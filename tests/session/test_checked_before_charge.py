@@ -64,6 +64,7 @@ BAD_VALUES: dict[str, tuple[object, ...]] = {
     "rows": (-5, 0, "x"),
     "mechanism": ("x", 0),
     "strategy": ("x", 0),
+    "discrepancy": (-5, 0, "x"),
 }
 BAD = [(plan, key, value) for plan in wide.MODEL_PLANS for key in sorted(plans.get(plan).parameters)
        for value in BAD_VALUES.get(key, ())]
