@@ -83,3 +83,27 @@ def test_any_body_gets_a_200_or_a_clear_4xx_and_refusals_charge_nothing(served, 
     if status != 200:
         assert doc["error"]["type"] and doc["error"]["message"]
         assert ektelo.connect(served.url, served.alice).budget("vec").spent == before
+
+
+def _with_eps(text: str) -> bytes:
+    """A valid VectorLaplace body with `text` spliced in as its ε (raw JSON)."""
+    doc = json.dumps({"request": wire.encode(port.VectorLaplace(0, Identity(64), 0.5))})
+    return doc.replace('"eps": 0.5', f'"eps": {text}').encode()
+
+
+def test_the_issue_40_bodies_get_a_clear_4xx_in_json(served):
+    """Numbers that overflow a double (1e400), an exact rational beyond any
+    double, and paths the API does not have: each a 4xx with the documented
+    JSON error, nothing charged (each was an HTTP 500 or plain text, #40)."""
+    status, doc = http("POST", f"{served.url}/v1/datasets/vec/sessions", b"{}", served.alice)
+    path = f"{served.url}/v1/sessions/{doc['session']}"
+    before = ektelo.connect(served.url, served.alice).budget("vec").spent
+    for eps in ("1e400", "-1e400", '{"$fraction": "1e999"}', '{"$fraction": "-1e999"}'):
+        status, doc = http("POST", path, _with_eps(eps), served.alice)
+        assert status in (400, 422), (eps, status, doc)
+        assert doc["error"]["type"] and doc["error"]["message"], doc
+    for method, where in (("GET", "/v1/nowhere"), ("DELETE", "/v1/datasets")):
+        status, doc = http(method, f"{served.url}{where}", None, served.alice)
+        assert status in (404, 405) and isinstance(doc, dict), (status, doc)
+        assert doc["error"]["type"] in ("NotFound", "MethodNotAllowed"), doc
+    assert ektelo.connect(served.url, served.alice).budget("vec").spent == before

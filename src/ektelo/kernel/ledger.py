@@ -65,13 +65,22 @@ EPS_FLOOR = 1e-9
 RHO_FLOOR = EPS_FLOOR**2 / 2  # the ρ of an ε-DP request at the floor
 
 
+def _shown(value: object) -> str:
+    """A refused budget value for a message, cut short (a public value)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_epsilon(value: object, name: str = "eps") -> float:
     """`value` as a finite float ≥ EPS_FLOOR, or TypeError/ValueError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    eps = float(value)
+    try:
+        eps = float(value)
+    except OverflowError:  # an exact rational beyond any double (a wire '$fraction')
+        eps = math.inf
     if math.isnan(eps) or math.isinf(eps) or eps <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+        raise ValueError(f"{name} must be a finite positive number, got {_shown(value)}")
     if eps < EPS_FLOOR:
         raise ValueError(f"{name}={value!r} is below the smallest ε accepted ({EPS_FLOOR:g})")
     return eps
@@ -81,9 +90,12 @@ def check_rho(value: object, name: str = "rho") -> float:
     """`value` as a finite float ≥ EPS_FLOOR²/2, or TypeError/ValueError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    rho = float(value)
+    try:
+        rho = float(value)
+    except OverflowError:
+        rho = math.inf
     if math.isnan(rho) or math.isinf(rho) or rho <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+        raise ValueError(f"{name} must be a finite positive number, got {_shown(value)}")
     if rho < RHO_FLOOR:
         raise ValueError(f"{name}={value!r} is below the smallest ρ accepted ({RHO_FLOOR:g})")
     return rho

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import threading
 import time
@@ -36,6 +37,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -153,7 +155,7 @@ class Service:
         `charged` receives the request's public class (whether it is
         Private→Public) as soon as it is decoded (for the release time)."""
         try:
-            doc = json.loads(body, parse_constant=_refuse_constant)
+            doc = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
         except (ValueError, RecursionError) as err:
             raise ApiError(400, "MalformedRequest", f"malformed JSON: {err}") from err
         if not isinstance(doc, dict) or set(doc) - {"request", "request_id"} or (
@@ -240,6 +242,15 @@ def _insecure(response: Response, ds: Dataset | None) -> Response:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"JSON constant {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refusing one that overflows to ±∞ (1e400):
+    a 400 naming it, never an infinity reaching the digest or the kernel (#40)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range (not a finite double)")
+    return value
 
 
 def open_ledger(location: str | None) -> Any:
@@ -387,7 +398,15 @@ def create_app(config: ServerConfig) -> ASGIApp:
         entries = [dataclasses.asdict(e) for e in list(ds.audit)]
         return JSONResponse({"entries": entries})
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        """Starlette's own refusals (an unknown path, a wrong method) in the
+        documented JSON error shape, as every other error (#40)."""
+        status = int(getattr(exc, "status_code", 500))
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(status, "HTTPError")
+        return _error(status, kind, str(getattr(exc, "detail", "")) or kind)
+
     app = Starlette(
+        exception_handlers={HTTPException: http_error},
         routes=[
             Route("/healthz", health),
             Route("/v1/datasets", list_datasets),
