@@ -163,7 +163,6 @@ def test_session_questions_spend_their_epsilon_per_unit() -> None:
         ({"privacy_unit": "person", "max_rows_per_unit": 2.5}, "positive int"),
         ({"privacy_unit": "person"}, "needs max_rows_per_unit"),
         ({"max_rows_per_unit": 2}, "name it with privacy_unit"),
-        ({"privacy_unit": "person", "max_rows_per_unit": 2, "ledger": "x.db"}, "durable"),
     ],
 )
 @pytest.mark.parametrize("engine", ENGINES)
@@ -264,3 +263,29 @@ def test_sums_and_means_respect_the_unit() -> None:
         return float(answer["std_error"].iloc[0])
 
     assert sum_error(4) == pytest.approx(4 * sum_error(None), rel=1e-6)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_durable_ledger_keeps_the_budget_per_unit(tmp_path: Any, engine: str) -> None:
+    """The store records the relation a dataset was created with: every session
+    charges k·ε per person at the dataset's root, and a session per row (or
+    per another column) is refused before anything is recorded."""
+    ledger = str(tmp_path / "budget.db")
+    units = {"privacy_unit": "person", "max_rows_per_unit": 3}
+    for _ in range(2):  # two sessions, one persistent root
+        t = ektelo.protect(events(), DOMAIN, epsilon=1.0, engine=engine, ledger=ledger,
+                           dataset="visits", **units)  # fmt: skip
+        t.vectorize().laplace(Identity(40), eps=0.1)
+    assert t.budget.spent == pytest.approx(2 * 3 * 0.1)
+    with pytest.raises(ValueError, match="per privacy unit 'person'"):
+        ektelo.protect(events().drop(columns="person"), DOMAIN, epsilon=1.0, engine=engine,
+                       ledger=ledger, dataset="visits")  # fmt: skip
+    with pytest.raises(ValueError, match="neighbouring relation"):
+        ektelo.protect(events().assign(other=1), DOMAIN, epsilon=1.0, engine=engine,
+                       ledger=ledger, dataset="visits", privacy_unit="other",
+                       max_rows_per_unit=3)  # fmt: skip
+    ektelo.protect(events().drop(columns="person"), DOMAIN, epsilon=1.0, engine=engine,
+                   ledger=ledger, dataset="per-row")  # a new dataset: per row  # fmt: skip
+    with pytest.raises(ValueError, match="per row"):
+        ektelo.protect(events(), DOMAIN, epsilon=1.0, engine=engine, ledger=ledger,
+                       dataset="per-row", **units)  # fmt: skip

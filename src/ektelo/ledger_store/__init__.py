@@ -75,19 +75,21 @@ def open_store(target: str | os.PathLike[str] | SQLStore) -> SQLStore:
 
 def attach(
     target: str | os.PathLike[str] | SQLStore, dataset: str, budget: PureDP | ZCDP, *,
-    analyst: str | None = None, research: bool = False,
+    analyst: str | None = None, research: bool = False, neighbours: str = "row",
 ) -> DurableLedger:  # fmt: skip
     """A kernel session's ledger on `dataset` in the store `target`: the dataset
     is created with `budget` on first use; later its stored budget must match
     (ValueError naming it otherwise). `analyst` must have been added
-    (`add_analyst`); None is the data holder (the dataset cap only)."""
+    (`add_analyst`); None is the data holder (the dataset cap only).
+    `neighbours`: "row", or "unit:<column>" for a dataset protected per
+    privacy unit (a dataset keeps the relation it was created with)."""
     if not isinstance(dataset, str):
         raise TypeError(f"dataset= must be a str naming the budget, got {type(dataset).__name__}")
     if analyst is not None and not isinstance(analyst, str):
         raise TypeError(f"analyst= must be a str or None, got {type(analyst).__name__}")
     store = open_store(target)
     delta = budget.delta if isinstance(budget, ZCDP) else None
-    ref = store.ensure_dataset(dataset, budget.unit, Fraction(budget.total), delta)
+    ref = store.ensure_dataset(dataset, budget.unit, Fraction(budget.total), delta, neighbours)
     session = uuid.uuid4().hex
     store.open_session(ref, analyst, session, "research" if research else "secure")
     return DurableLedger(store, ref, analyst=analyst, session=session)

@@ -130,6 +130,13 @@ class Outcome:
     answer: str | None = None
 
 
+def _relation(neighbours: str) -> str:
+    """"row" or "unit:<column>" in words."""
+    if neighbours.startswith("unit:"):
+        return f"privacy unit {neighbours[5:]!r}"
+    return "row"
+
+
 def _delta_text(delta: float | None) -> str | None:
     return None if delta is None else repr(float(delta))
 
@@ -245,11 +252,16 @@ class SQLStore:
         return int(row[0])
 
     def ensure_dataset(
-        self, name: str, unit: Literal["epsilon", "rho"], total: Fraction, delta: float | None
+        self, name: str, unit: Literal["epsilon", "rho"], total: Fraction, delta: float | None,
+        neighbours: str = "row",
     ) -> DatasetRef:
         """The dataset `name`, created with this budget if absent; a dataset
         that exists must have been created with the same unit, total and δ
-        (a stored cap never changes) — else ValueError naming the stored one."""
+        (a stored cap never changes) — else ValueError naming the stored one.
+        `neighbours` is the neighbouring relation its budget is about: "row",
+        or "unit:<column>" for a privacy unit (issue #37); kept beside the
+        dataset (in `ektelo_meta`, so the schema is unchanged) and checked the
+        same way — a dataset protected per person is never charged per row."""
         if not isinstance(name, str) or not name or not name.isprintable() or len(name) > 200:
             raise ValueError(f"a dataset name is 1 to 200 printable characters, got {name!r}")
 
@@ -275,7 +287,18 @@ class SQLStore:
                 self._audit(conn, ds, name, analyst=OWNER, session=None, operation="dataset",
                             outcome="created", amount=total)  # fmt: skip
                 row = (ds, unit, str(total), _delta_text(delta), int(root[0][0]))
+                self._exec(conn, "INSERT INTO ektelo_meta (key, value) VALUES (?, ?)",
+                           (f"neighbours:{ds}", neighbours))  # fmt: skip
             ds, s_unit, s_total, s_delta, root_id = row
+            stored_rel = self._exec(conn, "SELECT value FROM ektelo_meta WHERE key = ?",
+                                    (f"neighbours:{ds}",))  # fmt: skip
+            relation = str(stored_rel[0][0]) if stored_rel else "row"  # older datasets: rows
+            if relation != neighbours:
+                raise ValueError(
+                    f"dataset {name!r} keeps a budget per {_relation(relation)}; this call "
+                    f"protects it per {_relation(neighbours)}. A dataset's neighbouring relation "
+                    "never changes: protect it as it was first protected, or use another name"
+                )
             if (s_unit, frac(s_total), s_delta) != (unit, total, _delta_text(delta)):
                 stored = f"{s_unit}={float(frac(s_total)):.12g}"
                 if s_delta is not None:

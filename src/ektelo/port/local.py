@@ -25,7 +25,7 @@ from .handles import ProtectedTable, ProtectedVector
 __all__ = ["LocalPort", "budget_of", "protect"]
 
 
-def _units(column: Any, max_rows: Any, ledger: Any) -> PrivacyUnit | None:
+def _units(column: Any, max_rows: Any) -> PrivacyUnit | None:
     """The neighbouring relation protect was asked for (None: one row)."""
     if column is None and max_rows is None:
         return None
@@ -35,9 +35,6 @@ def _units(column: Any, max_rows: Any, ledger: Any) -> PrivacyUnit | None:
     if max_rows is None:
         raise ValueError(f"privacy_unit={column!r} needs max_rows_per_unit=k, the most rows "
                          "one unit may contribute (ektelo.units.suggest_max_rows proposes one)")
-    if ledger is not None:
-        raise ValueError("privacy units with a durable ledger are not supported yet: the "
-                         "store does not record the neighbouring relation (issue #37)")
     return PrivacyUnit(column, max_rows)
 
 
@@ -228,12 +225,12 @@ def protect(
         from ..units import SuggestMaxRows
 
         suggest = max_rows_per_unit if isinstance(max_rows_per_unit, SuggestMaxRows) else None
-        units = _units(privacy_unit, 1 if suggest else max_rows_per_unit, ledger)
+        units = _units(privacy_unit, 1 if suggest else max_rows_per_unit)
         key = secrets.token_hex(16) if seed is None else f"research-{seed}"
         sealed = None
         if suggest is not None and units is not None:  # k chosen privately, in this kernel
             sizes = rows_per_unit(data, domain, units.column, engine=engine)
-            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units)
             sealed, histogram = kernel.seal_units(units.column, sizes)
             choice = suggest.choose(ProtectedVector(LocalPort(kernel), histogram))
             units = PrivacyUnit(units.column, choice.max_rows)
@@ -242,7 +239,7 @@ def protect(
             units=units, key=key,
         )  # fmt: skip
         if sealed is None:
-            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units)
         root = kernel.add_engine_table(table_engine, table, domain, units=units, root=sealed)
         return ProtectedTable(LocalPort(kernel), root)
     if privacy_unit is not None or max_rows_per_unit is not None:
@@ -272,7 +269,7 @@ def protect(
 
 def _kernel(
     budget: PureDP | ZCDP, seed: int | None, ledger: Any, dataset: str | None,
-    analyst: str | None, limits: QueryLimits | None = None,
+    analyst: str | None, limits: QueryLimits | None = None, units: PrivacyUnit | None = None,
 ) -> Kernel:  # fmt: skip
     """A kernel over the in-memory ledger, or attached to `dataset` in a store
     (after the data was checked, so a refused protect records nothing)."""
@@ -280,5 +277,7 @@ def _kernel(
         return Kernel(budget, seed=seed, limits=limits)
     if dataset is None:
         raise TypeError("a ledger= needs dataset= naming the budget in it")
-    durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None)
+    relation = "row" if units is None else f"unit:{units.column}"
+    durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None,
+                           neighbours=relation)  # fmt: skip
     return Kernel(budget, seed=seed, ledger=durable, limits=limits)
