@@ -174,3 +174,38 @@ def test_a_dataset_duckdb_cannot_read_stops_the_server(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="ektelo-serve exited"):
         server.start(timeout=60)
     assert "DuckDB cannot read it" in server.log.read_text()
+
+
+def test_a_dataset_served_per_person(tmp_path: Path) -> None:
+    """`privacy_unit` / `max_rows_per_unit` per dataset (issue #37): every
+    session's requests are charged k·ε per person at the dataset's root, and
+    each session answers as a local kernel bounding the same rows (its seed
+    derives the bounding key in research mode), on memory and DuckDB."""
+    rows = table_rows(300, seed=5).splitlines()
+    people = [f"{rows[0]},person"] + [f"{r},{i % 40}" for i, r in enumerate(rows[1:])]
+    (tmp_path / "visits.csv").write_text("\n".join(people) + "\n")
+    (tmp_path / "visits-domain.json").write_text(json.dumps(DOMAIN))
+    common = {"data": "visits.csv", "domain": "visits-domain.json", "epsilon": 10.0, "seed": 3,
+              "privacy_unit": "person", "max_rows_per_unit": 2}
+    config = write_config(tmp_path, {"mem": {**common, "engine": "memory"}, "duck": common},
+                          ledger="ledger.sqlite")  # fmt: skip
+    run_admin(config, "init")
+    token = ""
+    for name in ("mem", "duck"):
+        token = run_admin(config, "add-analyst", "ann", "--dataset", name)
+    frame = pd.read_csv(tmp_path / "visits.csv")
+    server = ServerProcess(config).start()
+    try:
+        for name in ("mem", "duck"):
+            remote = ektelo.connect(server.url, token).dataset(name)
+            answer = remote.vectorize(["a"]).laplace(Identity(4), eps=0.5).answers.tolist()
+            assert remote.budget.spent == pytest.approx(2 * 0.5)  # k·ε per person
+            local = ektelo.protect(frame, ektelo.Domain.from_dict(DOMAIN), epsilon=10.0,
+                                   seed=remote.seed, engine="memory", privacy_unit="person",
+                                   max_rows_per_unit=2)  # fmt: skip
+            assert local.vectorize(["a"]).laplace(Identity(4), eps=0.5).answers.tolist() == answer
+    finally:
+        server.stop()
+    bad = write_config(tmp_path, {"x": {**common, "max_rows_per_unit": 0}})
+    with pytest.raises(ValueError, match="max_rows_per_unit"):
+        load_config(bad)

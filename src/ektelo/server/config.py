@@ -44,6 +44,13 @@ Relative paths are read relative to the file::
     threads = 2                  # spill directory
     temp_directory = "spill"
 
+    [datasets.visits]
+    data = "visits.csv"
+    domain = "visits-domain.json"
+    epsilon = 1.0                # per person, not per row (docs/units.md):
+    privacy_unit = "person_id"   # the identifier column (never a query attribute)
+    max_rows_per_unit = 5        # each person's rows kept at most (a keyed choice)
+
     [datasets.warehouse]
     data = "warehouse.duckdb"    # a table of a DuckDB database, opened read-only
     table = "people"             # (or data = "duckdb:///abs/path.db?table=people")
@@ -91,6 +98,8 @@ class DatasetConfig:
     duckdb: dict[str, Any] = field(default_factory=dict)  # DuckDBEngine's options
     table: str | None = None  # a DuckDB database's table
     insecure_research_seed: bool = False  # the custodian's opt-in to serving `seed`
+    privacy_unit: str | None = None  # budgets per person: the identifier column (#37)
+    max_rows_per_unit: int | None = None  # ... and each person's contribution bound
 
     @property
     def kind(self) -> str:
@@ -148,7 +157,7 @@ _SERVER_KEYS = {
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
-    "temp_directory", "table", "insecure_research_seed",
+    "temp_directory", "table", "insecure_research_seed", "privacy_unit", "max_rows_per_unit",
 }
 _ENGINES = ("memory", "duckdb", "spark")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -215,8 +224,21 @@ def _dataset(base: Path, name: str, spec: Any) -> DatasetConfig:
     if insecure and seed is None:
         raise ValueError(f"[datasets.{name}] insecure_research_seed applies to a dataset "
                          "with seed = <int>")
+    unit, rows = spec.get("privacy_unit"), spec.get("max_rows_per_unit")
+    if (unit is None) != (rows is None):
+        raise ValueError(f"[datasets.{name}] privacy_unit and max_rows_per_unit go together "
+                         "(the identifier column and each person's bound on rows)")
+    if unit is not None:
+        if data.suffix == ".npy":
+            raise ValueError(f"[datasets.{name}] privacy_unit applies to a table, not a vector")
+        from ..kernel import PrivacyUnit
+
+        try:
+            PrivacyUnit(unit, rows)  # type: ignore[arg-type]  # checked by PrivacyUnit
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"[datasets.{name}] {err}") from None
     return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table,
-                         insecure)
+                         insecure, unit, rows)
 
 
 def _flag(section: dict[str, Any], key: str, where: str) -> bool:
@@ -413,4 +435,5 @@ def ensure_in_store(store: Any, ds: DatasetConfig) -> None:
     that the stored cap is the configured one (a cap never changes)."""
     budget = ds.budget()
     delta = budget.delta if isinstance(budget, ZCDP) else None
-    store.ensure_dataset(ds.name, budget.unit, Fraction(budget.total), delta)
+    relation = "row" if ds.privacy_unit is None else f"unit:{ds.privacy_unit}"
+    store.ensure_dataset(ds.name, budget.unit, Fraction(budget.total), delta, relation)

@@ -163,6 +163,8 @@ class Dataset:
         c = self.cfg
         if c.kind == "table":
             extra["engine"] = engine_for(c)
+            if c.privacy_unit is not None:  # budgets per person (#37, docs/units.md)
+                extra.update(privacy_unit=c.privacy_unit, max_rows_per_unit=c.max_rows_per_unit)
             if c.engine in ("duckdb", "spark"):
                 # load_data refused any invalid value at start-up (one scan); "drop"
                 # then removes nothing and opens the file without scanning it again
