@@ -235,3 +235,23 @@ def test_the_wrong_kind_of_budget_is_refused_before_the_ledger_is_touched(
                         "--epsilon", "0.5", "--total", "1", "--ledger", str(ledger))
     assert code == 2 and message in err and "nothing was spent" in err
     assert not ledger.exists()
+
+
+def test_synth_says_how_binned_columns_are_written(census, tmp_path, capsys):
+    """Binned columns hold each bin's lower edge (they re-encode to the same
+    bin), and the command says so; --bin-labels writes "[lo, hi)" (#41)."""
+    data, domain = census
+    common = ["synth", "--no-ledger", "--data", str(data), "--domain", str(domain),
+              "--epsilon", "0.6", "--plan", "privbayes_pgm", "--rows", "200", "--seed", "0"]
+    edges_out, labels_out = tmp_path / "edges.csv", tmp_path / "labels.csv"
+    code, stdout, err = call(capsys, *common, "--out", str(edges_out))
+    assert code == 0, err
+    assert "binned columns (age, salary) hold each bin as its lower edge" in stdout
+    edges = pd.read_csv(edges_out)
+    assert set(edges["age"]) <= set(COARSE["age"]["bins"][:-1])
+    code, stdout, err = call(capsys, *common, "--bin-labels", "--out", str(labels_out))
+    assert code == 0, err
+    labels = pd.read_csv(labels_out)
+    bins = COARSE["age"]["bins"]
+    assert set(labels["age"]) <= {f"[{lo:g}, {hi:g})" for lo, hi in itertools.pairwise(bins)}
+    assert "its label [lo, hi)" in stdout

@@ -204,6 +204,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
     session = _open(args, domain, budget, ledger, dataset)
     frame = session.synthetic(args.rows, plan=args.plan, epsilon=args.epsilon, seed=args.seed,
                               params=_params(args.param))
+    binned = [a for a in domain.attributes if a.bins is not None and a.name in frame.columns]
+    if binned and args.bin_labels:
+        frame = frame.assign(**{a.name: _bin_labels(a, frame[a.name]) for a in binned})
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix.lower() == ".parquet":
         try:
@@ -216,8 +219,24 @@ def cmd_synth(args: argparse.Namespace) -> int:
     print(f"plan: {args.plan} (graphical model, spent {'ρ' if args.delta else 'pure ε'}; "
           "synthetic rows are post-processing)")
     print(f"wrote {len(frame):,} synthetic rows × {frame.shape[1]} columns to {out}")
+    if binned:
+        names = ", ".join(a.name for a in binned)
+        print(f"binned columns ({names}) hold each bin as "
+              + ("its label [lo, hi)" if args.bin_labels else
+                 "its lower edge, so they re-encode to the same bin (--bin-labels writes "
+                 "[lo, hi) instead)"))
     _print_budget(session, ledger, dataset)
     return 0
+
+
+def _bin_labels(attribute: Any, lower_edges: Any) -> Any:
+    """A binned column's lower edges as the bins' labels "[lo, hi)" (#41)."""
+    import numpy as np
+
+    edges = np.asarray(attribute.bins, dtype=np.float64)
+    codes = np.searchsorted(edges[:-1], np.asarray(lower_edges, dtype=np.float64), side="right") - 1
+    labels = [f"[{edges[i]:g}, {edges[i + 1]:g})" for i in range(edges.size - 1)]
+    return [labels[i] for i in codes]
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -700,6 +719,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "pure ε)")
     synth.add_argument("--rows", type=int,
                        help="rows to write (default: the model's noisy total)")
+    synth.add_argument("--bin-labels", action="store_true",
+                       help="write a binned column as its bin's label [lo, hi) (default: the "
+                            "bin's lower edge, which re-encodes to the same bin)")
     synth.add_argument("--seed", type=int,
                        help="seeds the drawing of rows only (the noise stays secure)")
     synth.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
