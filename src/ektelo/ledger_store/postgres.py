@@ -50,11 +50,8 @@ class PostgresStore(SQLStore):
         super().__init__()
         self._pg = _psycopg()
         self.location = _redacted(url)
-        try:
-            self._conn = self._pg.connect(url, autocommit=True, connect_timeout=connect_timeout)
-            self._conn.execute("SET synchronous_commit = on")
-        except self._pg.Error as err:
-            raise StoreError(f"cannot open the ledger store {self.location}: {err}") from err
+        self._url, self._timeout = url, connect_timeout
+        self._conn = self._connect()
 
         def schema(conn: Any) -> None:
             for statement in DDL:
@@ -81,10 +78,30 @@ class PostgresStore(SQLStore):
         batch: contextlib.AbstractContextManager[Any] = conn.pipeline()
         return batch
 
+    def _connect(self) -> Any:
+        """A new connection (the store's one), or StoreError."""
+        try:
+            conn = self._pg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
+            conn.execute("SET synchronous_commit = on")
+        except self._pg.Error as err:
+            raise StoreError(f"cannot open the ledger store {self.location}: {err}") from err
+        return conn
+
+    def _live(self) -> Any:
+        """The connection, reopened if the database dropped it (a restart):
+        a request during an outage fails with StoreError before anything is
+        charged, and the first one after it reconnects (issue #40)."""
+        if self._conn.closed or self._conn.broken:
+            with contextlib.suppress(self._pg.Error):
+                self._conn.close()
+            self._conn = self._connect()
+        return self._conn
+
     def _run(self, fn: Callable[[Any], T], first: Callable[[Any], None]) -> T:
         errors = self._pg.errors
         retry = (errors.SerializationFailure, errors.DeadlockDetected)
         with self._lock:
+            self._live()
             for attempt in range(_RETRIES):
                 try:
                     with self._conn.transaction():
@@ -102,7 +119,7 @@ class PostgresStore(SQLStore):
         if not lock:  # one statement (a release): atomic on its own, in autocommit
             with self._lock:
                 try:
-                    return fn(self._conn)
+                    return fn(self._live())
                 except self._pg.Error as err:
                     raise StoreError(f"ledger store {self.location}: {err}") from err
 

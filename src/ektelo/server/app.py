@@ -326,6 +326,11 @@ def create_app(config: ServerConfig) -> ASGIApp:
                 result: Response = await fn(request)
             except ApiError as err:
                 result = _error(err.status, err.kind, err.message)
+            except store.StoreError:  # an outage of the ledger's database (#40)
+                result = _error(503, "LedgerUnavailable", "the ledger store does not answer; "
+                                "retry later (a request charged before the failure stays "
+                                "charged, its request id answers as such)")
+                result.headers["Retry-After"] = "5"
             if request.url.path.startswith("/v1/") and not request.url.path.startswith(
                 "/v1/sessions/"
             ):  # a session request holds itself, by its class (submit)
@@ -337,6 +342,20 @@ def create_app(config: ServerConfig) -> ASGIApp:
     @handler
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
+
+    async def ready(request: Request) -> Response:
+        """/readyz: the ledger answers a real round trip (a read of its
+        datasets); 503 with Retry-After while it does not (#40). /livez and
+        /healthz say only that the process serves."""
+        if service.store is None:
+            return JSONResponse({"ready": True, "ledger": "in memory"})
+        try:
+            await run_in_threadpool(service.store.datasets)
+        except Exception:  # the store's own message may name its location: not shown
+            response = _error(503, "LedgerUnavailable", "the ledger store does not answer")
+            response.headers["Retry-After"] = "5"
+            return response
+        return JSONResponse({"ready": True, "ledger": "answers"})
 
     @handler
     async def list_datasets(request: Request) -> Response:
@@ -409,6 +428,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
         exception_handlers={HTTPException: http_error},
         routes=[
             Route("/healthz", health),
+            Route("/livez", health),
+            Route("/readyz", ready),
             Route("/v1/datasets", list_datasets),
             Route("/v1/datasets/{name}/sessions", new_session, methods=["POST"]),
             Route("/v1/datasets/{name}/budget", budget),
