@@ -59,11 +59,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         max_matrix_dim=1 << 16,
     )
     admin = run_admin(config, "init")
-    alice = run_admin(config, "add-analyst", "alice", "--dataset", "vec", "--quota", "500")
+    first = run_admin(config, "add-analyst", "alice", "--dataset", "vec", "--quota", "500")
     run_admin(config, "add-analyst", "alice", "--dataset", "tab")
     run_admin(config, "add-analyst", "alice", "--dataset", "capped")
-    run_admin(config, "add-analyst", "alice", "--dataset", "zcdp")
-    # a second add-analyst issues a second live token; alice's first stays valid
+    # one token per analyst (#40): each grant replaces alice's earlier token
+    alice = run_admin(config, "add-analyst", "alice", "--dataset", "zcdp")
+    assert first != alice
     bob = run_admin(config, "add-analyst", "bob", "--dataset", "vec")
     server = ServerProcess(config).start()
     try:

@@ -32,8 +32,8 @@ def isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
         "secure": {"data": "x.npy", "epsilon": 100.0},
     })
     run_admin(config, "init")
-    token = run_admin(config, "add-analyst", "mallory", "--dataset", "research")
-    run_admin(config, "add-analyst", "mallory", "--dataset", "secure")
+    run_admin(config, "add-analyst", "mallory", "--dataset", "research")
+    token = run_admin(config, "add-analyst", "mallory", "--dataset", "secure")  # one token (#40)
     server = ServerProcess(config).start()
     try:
         yield server.url, token, d
@@ -141,3 +141,27 @@ def test_the_attacks_would_work_on_an_in_process_kernel(monkeypatch):
     assert lied.noise.scale < 64 / 0.5  # the sensitivity of the lie, not of Prefix
     with pytest.raises(TypeError):  # over the wire such a class cannot even be sent
         ektelo.wire.encode(Lying(64))
+
+
+def test_one_token_per_analyst(tmp_path) -> None:
+    """A second grant replaces the analyst's earlier token (#40): the new one
+    opens every dataset granted, the old one none; revoking covers them all."""
+    import numpy as np
+
+    from tests.server.harness import ServerProcess, http, write_config
+
+    np.save(tmp_path / "vec.npy", np.arange(8))
+    config = write_config(tmp_path, {n: {"data": "vec.npy", "epsilon": 1.0} for n in "ab"})
+    run_admin(config, "init")
+    old = run_admin(config, "add-analyst", "ann", "--dataset", "a")
+    new = run_admin(config, "add-analyst", "ann", "--dataset", "b")
+    server = ServerProcess(config).start()
+    try:
+        for name in "ab":
+            assert http("POST", f"{server.url}/v1/datasets/{name}/sessions", b"{}", new)[0] == 200
+            assert http("POST", f"{server.url}/v1/datasets/{name}/sessions", b"{}", old)[0] == 401
+        run_admin(config, "revoke-token", "ann")
+        for name in "ab":
+            assert http("POST", f"{server.url}/v1/datasets/{name}/sessions", b"{}", new)[0] == 401
+    finally:
+        server.stop()

@@ -10,7 +10,10 @@
     ektelo-admin --config server.toml revoke-token NAME [--admin]
 
 Tokens are printed once, on stdout, and stored only as keyed hashes
-(`auth.TokenStore`). A dataset is appended to the configuration file (and
+(`auth.TokenStore`). An analyst has one live token, covering every dataset
+granted to them: `add-analyst` for a second dataset prints a new token and
+revokes the earlier one, and `rotate-token`/`revoke-token` cover them all.
+A dataset is appended to the configuration file (and
 the file re-checked: on an error it is left as it was); restart the server
 to serve it. An analyst's quota is recorded with the durable ledger when the
 server has one (its per-analyst bound beneath the dataset's cap).
@@ -127,7 +130,13 @@ def main(argv: list[str] | None = None) -> int:
             if config.ledger is not None:
                 _add_to_store(config.ledger, config.datasets[dataset], name, args.quota)
             tokens.grant(name, dataset, args.quota)
+            # one token per analyst, covering every dataset granted (#40): a new grant
+            # replaces the analyst's earlier token instead of adding a second one
+            revoked = tokens.revoke(name, "analyst")
             print(tokens.issue(name, "analyst", _lifetime(args)))
+            if revoked:
+                print(f"{name}'s earlier token is revoked: the new one opens every dataset "
+                      f"granted to {name}", file=sys.stderr)
         elif args.command == "rotate-token":
             role = "admin" if args.admin else "analyst"
             print(tokens.rotate(args.name, role, _lifetime(args)))
