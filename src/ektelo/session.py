@@ -265,8 +265,10 @@ class AnalystSession:
         if privacy_unit is not None or max_rows_per_unit is not None:
             # per-unit budgets (issue #37): the engine bounds each unit's rows
             options.update(privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit)
-            if engine == "memory":  # the identifier column travels with the rows
-                data = _with_units(table_or_path, data, privacy_unit)
+            if engine == "memory":  # read by the engine, the identifier beside the codes
+                # (load_table above has checked the file and named any problem)
+                data = str(table_or_path) if isinstance(table_or_path, Path) else table_or_path
+                options.update(engine="memory", on_invalid=on_invalid)
         # every question is asked of the bounded table, k-stable from the units:
         # its ε becomes ε/k there (ρ/k²), so the root — the per-unit budget — pays ε
         self.privacy_unit = privacy_unit
@@ -863,25 +865,3 @@ class _Progress:
         if self._thread.is_alive():
             self._thread.join()
 
-
-def _with_units(source: Any, frame: pd.DataFrame, column: str | None) -> pd.DataFrame:
-    """The in-memory table with its privacy unit's column beside the domain's
-    (read as text from a file: identifiers are labels, not numbers)."""
-    if column is None or column in frame.columns:
-        return frame
-    if isinstance(source, pd.DataFrame):
-        if column not in source.columns:
-            raise ValueError(f"privacy_unit={column!r}: the data has no such column")
-        ids = source[column]
-    elif Path(source).suffix.lower() in (".parquet", ".pq"):
-        ids = pd.read_parquet(source, columns=[column])[column]
-    else:
-        path = Path(source)
-        header = pd.read_csv(path, nrows=0).columns
-        if column not in header:
-            raise ValueError(f"privacy_unit={column!r}: the data has no such column")
-        ids = pd.read_csv(path, usecols=[column], dtype=str, keep_default_na=False)[column]
-    if len(ids) != len(frame):
-        raise ValueError(f"privacy_unit={column!r} cannot be read beside the domain's columns "
-                         "(rows were dropped): use engine='duckdb'")
-    return frame.assign(**{column: ids.to_numpy()})

@@ -72,15 +72,16 @@ class SuggestMaxRows:
         stay unbiased)."""
         size = int(rows_per_unit.size)
         lower, upper = _buckets(size - 1)
-        rows = np.concatenate([np.arange(lo, hi + 1) * 0 + i for i, (lo, hi) in
-                               enumerate(zip(lower, upper, strict=True))])  # fmt: skip
-        cols = np.concatenate([np.arange(lo, hi + 1) for lo, hi in zip(lower, upper, strict=True)])
+        widths = [hi - lo + 1 for lo, hi in zip(lower, upper, strict=True)]
+        rows = np.repeat(np.arange(len(lower)), widths)  # bucket of each entry 1..cap
+        cols = np.arange(1, size)
         B = Sparse(sp.csr_matrix((np.ones(cols.size), (rows, cols)), shape=(len(lower), size)))
         noisy = rows_per_unit.laplace(B, eps=self.epsilon).answers  # Private→Public
         h = np.asarray(noisy, dtype=np.float64)  # public from here on
         cumulative = np.cumsum(h)
         total = cumulative[-1]
-        first = np.flatnonzero(cumulative >= self.quantile * total) if total > 0 else []
+        reached = cumulative >= self.quantile * total if total > 0 else np.zeros(0, bool)
+        first = np.flatnonzero(reached)
         bucket = int(first[0]) if len(first) else len(lower) - 1
         k = int(upper[bucket])
         middle = (np.asarray(lower) + np.asarray(upper)) / 2.0
