@@ -290,7 +290,10 @@ def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger:
                        dataset=dataset if ledger is not None else None,
                        engine=_engine(args), public_rows=getattr(args, "public_rows", None),
                        privacy_unit=getattr(args, "privacy_unit", None),
-                       max_rows_per_unit=getattr(args, "max_rows_per_unit", None))
+                       max_rows_per_unit=getattr(args, "max_rows_per_unit", None),
+                       max_groups_per_unit=getattr(args, "max_groups_per_unit", None),
+                       max_rows_per_group=getattr(args, "max_rows_per_group", None),
+                       group_by=getattr(args, "group_by_unit", None))
     except Exception as exc:
         from .domain import DomainValueError
 
@@ -635,6 +638,18 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
                              "secret choice); the budget is per person, noise scales with K; "
                              "auto:EPS spends EPS more (per person) to choose K as the noisy "
                              "95%% quantile of rows per person (auto:EPS:Q: another quantile)")
+    parser.add_argument("--max-groups-per-unit", type=int, metavar="G",
+                        help="with --privacy-unit, instead of --max-rows-per-unit: keep at "
+                             "most G groups (values of --unit-groups) per person and "
+                             "--max-rows-per-group R rows of each; Gaussian (zCDP) histograms "
+                             "and marginals that include those attributes get noise √G·R "
+                             "instead of G·R (docs/units.md)")
+    parser.add_argument("--max-rows-per-group", type=int, metavar="R",
+                        help="with --max-groups-per-unit: rows kept per person and group")
+    parser.add_argument("--unit-groups", dest="group_by_unit", metavar="A,B",
+                        type=lambda text: [t.strip() for t in text.split(",") if t.strip()],
+                        help="with --max-groups-per-unit: the attributes whose values are "
+                             "a person's groups")
 
 
 class _Parser(argparse.ArgumentParser):

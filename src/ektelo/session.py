@@ -221,6 +221,9 @@ class AnalystSession:
         public_rows: float | None = None,
         privacy_unit: str | None = None,
         max_rows_per_unit: int | None = None,
+        max_groups_per_unit: int | None = None,
+        max_rows_per_group: int | None = None,
+        group_by: Sequence[str] | None = None,
     ):
         from .port import ProtectedTable, protect
 
@@ -262,9 +265,12 @@ class AnalystSession:
                 options["analyst"] = analyst
         if engine != "memory":
             options.update(engine=engine, on_invalid=on_invalid)
-        if privacy_unit is not None or max_rows_per_unit is not None:
+        bounds = {"max_rows_per_unit": max_rows_per_unit, "group_by": group_by,
+                  "max_groups_per_unit": max_groups_per_unit,
+                  "max_rows_per_group": max_rows_per_group}  # fmt: skip
+        if privacy_unit is not None or any(v is not None for v in bounds.values()):
             # per-unit budgets (issue #37): the engine bounds each unit's rows
-            options.update(privacy_unit=privacy_unit, max_rows_per_unit=max_rows_per_unit)
+            options.update(privacy_unit=privacy_unit, **bounds)
             if engine == "memory":  # read by the engine, the identifier beside the codes
                 # (load_table above has checked the file and named any problem)
                 data = str(table_or_path) if isinstance(table_or_path, Path) else table_or_path
@@ -286,6 +292,12 @@ class AnalystSession:
         assert isinstance(table, ProtectedTable)  # (a table's data is protected as a table)
         # k: the bounded table's stability from the units (1 per row), chosen or given
         self.max_rows_per_unit = int(table.ledger()[table.node].stability)
+        # g and group_by when each unit is bounded to g groups (#37): a Gaussian
+        # plan whose queries count within groups is charged g·r²·ρ, not (g·r)²·ρ
+        self._unit_groups = None if max_groups_per_unit is None else (
+            int(max_groups_per_unit),
+            (group_by,) if isinstance(group_by, str) else tuple(group_by or ()),
+        )  # fmt: skip
         self._recorder = Recorder(table.port)
         self._table = ProtectedTable(self._recorder, table.node)  # every request recorded
         self.dataset = dataset
@@ -500,7 +512,7 @@ class AnalystSession:
         alpha = _alpha(alpha)
         budget = self._request(epsilon, rho)
         choice = self._choose(q, plan, budget)
-        std, method = self._expected_std(q, choice, budget)
+        std, method = self._expected_std(q, choice, self._group_gain(q, choice, budget, {}))
         half = None if std is None else _half_width(std, method, alpha)
         return Preview(choice.plan, choice.why, std, half, method, float(alpha), budget,
                        self._ranking(choice))
@@ -540,11 +552,12 @@ class AnalystSession:
                 raise TypeError(f"plan {name!r} has no parameter(s) {sorted(unknown)}; its "
                                 f"parameters are {sorted(info.parameters)}")
         before = len(self._recorder.measurements)
+        spend = self._group_gain(q, choice, budget, params)
         with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
-            estimate = self._run(q, choice, table, budget, params,
+            estimate = self._run(q, choice, table, spend, params,
                                  rows=None if where is not None else self.public_rows)
         taken = self._recorder.measurements[before:]
-        std, method = self._observed_std(q, choice, budget, taken, params)
+        std, method = self._observed_std(q, choice, spend, taken, params)
         answers = np.asarray(estimate, dtype=np.float64)
         if q.derived is not None:  # sums, means, quantiles: post-processing (issue #38)
             from .derived import finish
@@ -613,6 +626,38 @@ class AnalystSession:
         if k == 1:
             return budget
         return {n: v / (k * k if n == "rho" else k) for n, v in budget.items()}
+
+    def _group_gain(self, q: questions.ParsedWorkload, choice: Choice,
+                    budget: dict[str, float], params: dict[str, Any]) -> dict[str, float]:
+        """The budget to ask of the bounded table: ρ·g instead of ρ when each
+        unit is bounded to g groups and every Gaussian query the plan makes
+        counts within one group (`kernel.sensitivity.group_separable`, the
+        kernel's own test). The bounded table's ρ is ρ_u/(g·r)² per unit's
+        ρ_u (`_per_row`); asked ρ_u/(g·r²) instead, the kernel charges its
+        √g·r bound — ρ_u at the root, the question's budget — and the noise
+        is √g times smaller than by L1 (issue #37)."""
+        from .kernel import group_separable
+
+        if self._unit_groups is None or "rho" not in budget or params:
+            return budget
+        g, names = self._unit_groups
+        if choice.gaussian and set(names) <= set(q.attributes):
+            from .plans import strategy_for
+
+            S = strategy_for(choice.plan, tuple(q.shape), q.matrix, mechanism="gaussian")
+            axes = tuple(q.attributes.index(n) for n in names)
+            within = S is not None and group_separable(S, tuple(q.shape), axes)
+        else:
+            within = False
+        return {**budget, "rho": budget["rho"] * g} if within else budget
+
+    def _marginal_gain(self, attrs: Sequence[str], budget: dict[str, float]) -> float:
+        """g for a Gaussian marginal over `attrs` that include the unit's
+        group_by (Identity counts within groups: `_group_gain`), else 1."""
+        if self._unit_groups is None or "rho" not in budget or not attrs:
+            return 1.0
+        g, names = self._unit_groups
+        return float(g) if set(names) <= set(attrs) else 1.0
 
     def _choose(self, q: questions.ParsedWorkload, plan: str, budget: dict[str, float],
                 filtered: bool = False) -> Choice:
@@ -709,7 +754,7 @@ class AnalystSession:
                 x = table.vectorize(list(attrs))
                 M = Identity(x.size)
             if "rho" in budget:
-                y = x.gaussian(M, rho=budget["rho"] / K)
+                y = x.gaussian(M, rho=budget["rho"] / K * self._marginal_gain(attrs, budget))
             else:
                 y = x.laplace(M, eps=budget["epsilon"] / K)
             out.append(np.asarray(y.answers))
@@ -729,10 +774,12 @@ class AnalystSession:
         if name in wide.MODEL_PLANS:
             return None, wide.model_ci_method(name)
         if name == DIRECT_MARGINALS:
-            K = len(_marginal_groups(q))
-            if gaussian:
-                var = K / (2 * budget["rho"])  # σ² of each marginal's Gaussian at ρ/K
-                return np.full(m, math.sqrt(var)), "exact Gaussian"
+            groups = _marginal_groups(q)
+            K = len(groups)
+            if gaussian:  # σ² of each marginal's Gaussian at ρ/K (·g within groups)
+                sd = [np.full(rows, math.sqrt(K / (2 * budget["rho"] * self._marginal_gain(
+                    attrs, budget)))) for attrs, rows in groups]  # fmt: skip
+                return np.concatenate(sd), "exact Gaussian"
             return np.full(m, math.sqrt(2) * K / budget["epsilon"]), "exact Laplace"
         info = plans.get(name)
         if info.data_dependent:

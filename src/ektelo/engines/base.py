@@ -74,20 +74,40 @@ def guarded(engine: str, operation: str, run: Callable[[], _T]) -> _T:
 # with `key` a secret per-kernel string: an order no analyst can influence or
 # observe, and the same in every engine (parity tests). Rows of one unit with
 # the same codes tie, and are interchangeable: which of them is kept changes
-# no count the kernel can compute.
+# no count the kernel can compute. With `max_groups` (L0), each engine keeps
+# the first `max_groups` groups of each unit in the order of
+#     md5(key | unit | g | the group_by codes…), then the group_by codes
+# (distinct groups never tie) and, in each kept (unit, group), the first
+# `max_rows` rows in the row order above (L∞).
 UNIT_SEPARATOR = "|"
+GROUP_MARKER = "g"  # keeps a group's order text apart from any row's
 
 
-def unit_order_text(key: str, units: Any, codes: np.ndarray) -> list[str]:
-    """md5 hex digests of `key|unit|codes…` per row (the memory engine's order)."""
+def unit_order_text(
+    key: str, units: Any, codes: np.ndarray, marker: tuple[str, ...] = ()
+) -> list[str]:
+    """md5 hex digests of `key|unit|marker|codes…` per row (the memory engine's order)."""
 
     ids = [str(u) for u in units]
     rows = codes.astype(str).tolist() if codes.size else [[] for _ in ids]
     sep = UNIT_SEPARATOR
     return [
-        hashlib.md5(sep.join([key, u, *r]).encode("utf-8")).hexdigest()
+        hashlib.md5(sep.join([key, u, *marker, *r]).encode("utf-8")).hexdigest()
         for u, r in zip(ids, rows, strict=True)
     ]
+
+
+def group_axes(units: Any, domain: Any) -> list[int]:
+    """The domain positions of a privacy unit's `group_by` attributes (or a
+    clear error naming an unknown one); [] without a groups bound."""
+    if units.max_groups is None:
+        return []
+    unknown = [n for n in units.group_by if n not in domain.names]
+    if unknown:
+        raise ValueError(
+            f"group_by: unknown attribute(s) {unknown}; the domain has {list(domain.names)}"
+        )
+    return [domain.index(n) for n in units.group_by]
 
 
 def check_unit_column(column: str, domain: Any, available: Any) -> None:

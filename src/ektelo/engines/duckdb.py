@@ -77,10 +77,12 @@ from ..domain import Attribute, Domain, DomainValueError
 from ..kernel.contracts import PrivacyUnit
 from . import codes as cd
 from .base import (
+    GROUP_MARKER,
     UNIT_SEPARATOR,
     Sparse,
     check_on_invalid,
     check_unit_column,
+    group_axes,
     guarded,
     sparse_cells,
 )
@@ -238,6 +240,7 @@ class DuckDBEngine:
             )
         raws: list[str] = []
         codes: list[str] = []
+        axes: list[int] = []
         params: list[Any] = []
         for j, a in enumerate(domain.attributes):
             raw, code, code_params = _encoding(a, types[a.name], text, policy)
@@ -246,6 +249,7 @@ class DuckDBEngine:
             params.extend(code_params)
         if units is not None:
             check_unit_column(units.column, domain, types)
+            axes = group_axes(units, domain)
             if any(k in types[units.column] for k in ("FLOAT", "DOUBLE", "DECIMAL", "REAL")):
                 raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
             nulls = self._run(
@@ -273,17 +277,33 @@ class DuckDBEngine:
                 ["CAST(? AS VARCHAR)", "ektelo_unit"]
                 + [f"CAST(c{j} AS VARCHAR)" for j in range(len(domain))]
             )
+            within, group_rank, group_params = "ektelo_unit", "", tuple[str, ...]()
+            if axes:  # and of its first max_groups groups (base.py)
+                gcodes = [f"c{j}" for j in axes]
+                gkeyed = ", ".join(["CAST(? AS VARCHAR)", "ektelo_unit", f"'{GROUP_MARKER}'"]
+                                   + [f"CAST({c} AS VARCHAR)" for c in gcodes])  # fmt: skip
+                within = ", ".join(["ektelo_unit", *gcodes])
+                group_rank = (
+                    "dense_rank() OVER (PARTITION BY ektelo_unit ORDER BY "
+                    f"md5(concat_ws('{UNIT_SEPARATOR}', {gkeyed})), {', '.join(gcodes)}) "
+                    "AS ektelo_group, "
+                )
+                group_params = (key,)
             ranked = (
-                f"SELECT {_cols(len(domain))}, {raw_names}, ok, row_number() OVER (PARTITION BY "
-                f"ektelo_unit ORDER BY md5(concat_ws('{UNIT_SEPARATOR}', {keyed}))) AS ektelo_rank "
-                f"FROM (SELECT {_cols(len(domain))}, {raw_names}, ektelo_unit, ({valid}) AS ok "
-                f"FROM ({both}) AS coded) AS units WHERE ok"
+                f"SELECT {_cols(len(domain))}, {raw_names}, ok, {group_rank}row_number() OVER "
+                f"(PARTITION BY {within} ORDER BY md5(concat_ws('{UNIT_SEPARATOR}', {keyed}))) "
+                f"AS ektelo_rank FROM (SELECT {_cols(len(domain))}, {raw_names}, ektelo_unit, "
+                f"({valid}) AS ok FROM ({both}) AS coded) AS units WHERE ok"
             )
             coded = (
                 f"SELECT {_cols(len(domain))}, {raw_names}, ok FROM ({ranked}) AS bounded "
                 "WHERE ektelo_rank <= CAST(? AS BIGINT)"
+                + (" AND ektelo_group <= CAST(? AS BIGINT)" if axes else "")
             )
-            both_params = (key, *both_params, units.max_rows)
+            both_params = (
+                *group_params, key, *both_params, units.max_rows,
+                *(() if units.max_groups is None else (units.max_groups,)),
+            )  # fmt: skip
         return Relation(coded, both_params, len(domain), raw_attrs)
 
     def open_frame(

@@ -28,7 +28,15 @@ from ..domain import Domain
 from ..kernel.contracts import MAX_CELLS, PrivacyUnit
 from ..predicates import compile_predicate
 from . import rows as tables
-from .base import Sparse, check_on_invalid, check_unit_column, sparse_cells, unit_order_text
+from .base import (
+    GROUP_MARKER,
+    Sparse,
+    check_on_invalid,
+    check_unit_column,
+    group_axes,
+    sparse_cells,
+    unit_order_text,
+)
 
 __all__ = ["MemoryEngine", "open_frame"]
 
@@ -96,6 +104,7 @@ def open_frame(
 ) -> tables.Rows:  # fmt: skip
     """The root table of `frame`: its codes, every row a member — with
     `units`, at most `units.max_rows` rows of each unit (contracts C4)."""
+    axes: list[int] = []
     if units is not None:
         check_unit_column(units.column, domain, frame.columns)
         if frame[units.column].isna().any():
@@ -103,6 +112,7 @@ def open_frame(
                              "needs its unit's identifier")  # fmt: skip
         if frame[units.column].dtype.kind == "f":
             raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
+        axes = group_axes(units, domain)
     ids = None if units is None else frame[units.column].reset_index(drop=True)
     if check_on_invalid(on_invalid) == "drop" and ids is not None:  # the rows clean keeps
         valid = np.ones(len(ids), dtype=bool)
@@ -115,18 +125,34 @@ def open_frame(
         frame = domain.clean(frame, on_invalid)
     codes = domain.encode(frame, show_bad_values=show_bad_values)
     if units is not None and ids is not None:
-        codes = codes[_kept_per_unit(ids, codes, units.max_rows, key)]
+        codes = codes[_kept_per_unit(ids, codes, units, axes, key)]
     readonly = np.array(codes, dtype=np.int64, copy=True)
     readonly.setflags(write=False)
     return tables.Rows.all(readonly, tuple(int(n) for n in domain.shape))
 
 
-def _kept_per_unit(ids: pd.Series, codes: np.ndarray, k: int, key: str) -> np.ndarray:
-    """The rows kept: the first k of each unit in the keyed order (base.py)."""
-    digest = unit_order_text(key, ids.to_numpy(), codes)
-    order = pd.DataFrame({"u": ids.astype(str).to_numpy(), "h": digest})
-    order = order.sort_values(["u", "h"], kind="stable")
-    rank = order.groupby("u", sort=False).cumcount()
+def _kept_per_unit(
+    ids: pd.Series, codes: np.ndarray, units: PrivacyUnit, axes: list[int], key: str
+) -> np.ndarray:
+    """The rows kept: the first max_rows of each unit — or of each of its first
+    max_groups groups — in the keyed orders (base.py)."""
+    u = ids.astype(str).to_numpy()
+    order = pd.DataFrame({"u": u, "h": unit_order_text(key, u, codes)})
+    within = ["u"]
+    if units.max_groups is not None:
+        gcols = [f"g{i}" for i in range(len(axes))]
+        for name, axis in zip(gcols, axes, strict=True):
+            order[name] = codes[:, axis]
+        order["gh"] = unit_order_text(key, u, codes[:, axes], (GROUP_MARKER,))
+        groups = order[["u", "gh", *gcols]].drop_duplicates().sort_values(["u", "gh", *gcols])
+        groups["grank"] = groups.groupby("u", sort=False).cumcount()
+        order = order.merge(groups, on=["u", "gh", *gcols], how="left")  # keeps row order
+        within += gcols
+    order = order.sort_values([*within, "h"], kind="stable")
+    rank = order.groupby(within, sort=False).cumcount().to_numpy()
+    kept = rank < units.max_rows
+    if units.max_groups is not None:
+        kept &= order["grank"].to_numpy() < units.max_groups
     keep = np.zeros(len(ids), dtype=bool)
-    keep[order.index[rank.to_numpy() < k]] = True
+    keep[order.index[kept]] = True
     return keep

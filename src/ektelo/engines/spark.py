@@ -44,10 +44,12 @@ from ..domain import Attribute, Domain, DomainValueError
 from ..kernel.contracts import PrivacyUnit
 from . import codes as cd
 from .base import (
+    GROUP_MARKER,
     UNIT_SEPARATOR,
     Sparse,
     check_on_invalid,
     check_unit_column,
+    group_axes,
     guarded,
     sparse_cells,
 )
@@ -112,8 +114,10 @@ class SparkEngine:
         if missing:
             raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
         raws, code_cols, unit_col = [], [], []
+        axes: list[int] = []
         if units is not None:
             check_unit_column(units.column, domain, fields)
+            axes = group_axes(units, domain)
             kind = type(fields[units.column]).__name__
             if kind in ("FloatType", "DoubleType", "DecimalType"):
                 raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
@@ -146,7 +150,18 @@ class SparkEngine:
                 UNIT_SEPARATOR, sf.lit(key), sf.col("ektelo_unit"),
                 *(c.cast("string") for c in codes),
             ))  # fmt: skip
-            window = Window.partitionBy("ektelo_unit").orderBy(order)
+            within = [sf.col("ektelo_unit")]
+            if axes:  # and of its first max_groups groups (base.py)
+                gcodes = [codes[j] for j in axes]
+                gorder = sf.md5(sf.concat_ws(
+                    UNIT_SEPARATOR, sf.lit(key), sf.col("ektelo_unit"), sf.lit(GROUP_MARKER),
+                    *(c.cast("string") for c in gcodes),
+                ))  # fmt: skip
+                groups = Window.partitionBy("ektelo_unit").orderBy(gorder, *gcodes)
+                kept = kept.withColumn("ektelo_group", sf.dense_rank().over(groups))
+                kept = kept.where(sf.col("ektelo_group") <= sf.lit(units.max_groups))
+                within += gcodes
+            window = Window.partitionBy(*within).orderBy(order)
             kept = kept.withColumn("ektelo_rank", sf.row_number().over(window))
             kept = kept.where(sf.col("ektelo_rank") <= sf.lit(units.max_rows))
         return kept.select(*codes, sf.lit(True).alias("ok"))

@@ -30,6 +30,7 @@ from .ledger import (
     check_rho,
 )
 from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
+from .sensitivity import group_separable
 
 __all__ = [
     "Budget",
@@ -47,4 +48,5 @@ __all__ = [
     "TableEngine",
     "check_epsilon",
     "check_rho",
+    "group_separable",
 ]

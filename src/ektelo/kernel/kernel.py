@@ -51,7 +51,7 @@ from .gaussian import gaussian_draw, gaussian_sigma_for
 from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon
 from .noise import RandomSource, laplace_scale_for
 from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
-from .sensitivity import Facts, facts, has_rules, max_abs_entry
+from .sensitivity import Facts, facts, group_separable, has_rules, max_abs_entry
 
 __all__ = ["Kernel", "QueryLimits", "check_size", "query_size"]
 
@@ -61,6 +61,9 @@ class _Table:
     rows: Any  # the engine's table value (opaque: contracts.TableEngine)
     domain: Domain
     engine: TableEngine
+    # (group_by, max_groups) when every unit has at most max_groups groups of
+    # group_by in these rows, each of at most the unit's max_rows rows
+    groups: tuple[tuple[str, ...], int] | None = None
 
 
 @dataclass
@@ -72,6 +75,9 @@ class _Vector:
     root_shape: tuple[int, ...]
     to_root: EMatrix | None  # this vector = to_root · root vector (None: it is the root)
     attributes: tuple[str, ...] | None = None  # the table attributes the root counts over
+    # (axes of the group_by attributes, max_groups): the vectorization of a
+    # table with `_Table.groups` over attributes that include group_by
+    groups: tuple[tuple[int, ...], int] | None = None
 
 
 _SEALED = object()  # the source entry of a privacy-unit table's sealed root
@@ -333,12 +339,14 @@ class Kernel:
         """A root table held by a table engine (`engines.open_table`, protect).
 
         With `units` (neighbours differ in all rows of one privacy unit), the
-        engine opened `table` with at most `units.max_rows` rows per unit
-        (contracts C4): it becomes the child by `bound_contributions`, of
-        stability max_rows, of the sealed table of units (`root`, from
+        engine opened `table` with at most `units.max_rows` rows per unit —
+        or per (unit, group) of at most `units.max_groups` groups — (contracts
+        C4): it becomes the child by `bound_contributions`, of stability
+        `units.stability` (L1), of the sealed table of units (`root`, from
         `seal_units`, or a new one) — never a source any request may name —
-        so Algorithm 2 charges every request on it max_rows times at the root
-        (proofs/kernel.md)."""
+        so Algorithm 2 charges every request on it that many times at the
+        root (proofs/kernel.md); `gaussian` charges group-separable queries
+        less (`_measure`)."""
         if units is None:
             if root is not None:
                 raise ValueError("root= is the sealed table of units: pass units= too")
@@ -347,14 +355,19 @@ class Kernel:
             return node
         if not isinstance(units, PrivacyUnit):
             raise TypeError(f"units must be a PrivacyUnit, got {type(units).__name__}")
+        groups = None
+        if units.max_groups is not None:
+            check_names(domain, list(units.group_by), "group_by")
+            groups = (units.group_by, units.max_groups)
         if root is None:
             root = self._seal(units.column)
         elif root != 0 or self._units is not None or self._sources.get(0) is not _SEALED:
             raise ValueError("root= must be the sealed table of units of this kernel")
         self._units = units
         return self._new_table(
-            root, table, domain, units.max_rows, "bound_contributions", repr(units), engine
-        )
+            root, table, domain, units.stability, "bound_contributions", repr(units), engine,
+            groups,
+        )  # fmt: skip
 
     def _seal(self, column: str) -> int:
         root = self._ledger.add_root("table", f"protect(privacy unit {column!r})")
@@ -417,12 +430,14 @@ class Kernel:
     def _new_table(
         self, parent: int, rows: Any, domain: Domain, stability: int, op: str,
         spec: str = "", engine: TableEngine | None = None,
+        groups: tuple[tuple[str, ...], int] | None = None,
     ) -> int:  # fmt: skip
-        """A derived table; `rows` is the parent's engine's table value."""
+        """A derived table; `rows` is the parent's engine's table value;
+        `groups` only where its rows are a subset of a group-bounded table's."""
         if engine is None:  # the parent's (a split's children pass theirs: see split_table)
             engine = cast(_Table, self._sources[parent]).engine
         node = self._ledger.add_child(parent, "table", stability, op, spec)
-        self._sources[node] = _Table(rows, domain, engine)
+        self._sources[node] = _Table(rows, domain, engine, groups)
         return node
 
     def _add_vector(
@@ -465,7 +480,7 @@ class Kernel:
         node, t = self._table(source)
         # the engines check the predicate against the public domain first
         rows = t.engine.where(t.rows, predicate, t.domain)
-        return self._new_table(node, rows, t.domain, 1, "where", repr(predicate))
+        return self._new_table(node, rows, t.domain, 1, "where", repr(predicate), None, t.groups)
 
     @_private
     def select(self, source: int, attrs: Any) -> int:
@@ -473,7 +488,10 @@ class Kernel:
         names = check_names(t.domain, attrs)
         cols = [t.domain.index(n) for n in names]
         rows = t.engine.select(t.rows, cols)
-        return self._new_table(node, rows, t.domain.project(names), 1, "select", repr(names))
+        kept = t.groups if t.groups and set(t.groups[0]) <= set(names) else None
+        return self._new_table(
+            node, rows, t.domain.project(names), 1, "select", repr(names), None, kept
+        )
 
     @_private
     def group_by(
@@ -511,7 +529,10 @@ class Kernel:
         cols = [t.domain.index(n) for n in names]
         values = t.engine.vectorize(t.rows, cols, shape)  # engines: no charge here (base.py)
         root_id = self._table_root(node, tuple(names))
-        vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names))
+        groups = None
+        if t.groups is not None and set(t.groups[0]) <= set(names):
+            groups = (tuple(names.index(n) for n in t.groups[0]), t.groups[1])
+        vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names), groups)
         return self._add_vector(node, "vectorize", 1, vec, repr(tuple(names)))
 
     # -- Private: vector transformations (§5.1) ------------------------------------
@@ -564,7 +585,7 @@ class Kernel:
     def _release(
         self, node: int, operation: str, compute: Callable[[], dict[str, Any]], *,
         eps: float | None = None, rho: float | None = None, request_id: Any = None,
-        content: dict[str, Any] | None = None, **detail: Any,
+        content: dict[str, Any] | None = None, groups: int = 1, **detail: Any,
     ) -> dict[str, Any]:  # fmt: skip
         """THE release step of every Private→Public request, called once its
         arguments are validated from public facts (proofs/kernel.md):
@@ -578,8 +599,11 @@ class Kernel:
 
         `content` is the request's public content beyond the source and the
         budget (the query's spec, options), for the request's digest; the
-        answer is a dict of public values, the same shape fresh or replayed."""
-        amount = self._ledger.amount(eps=eps, rho=rho)
+        answer is a dict of public values, the same shape fresh or replayed.
+        `groups`: g of a group-separable Gaussian query on a vector of a
+        table bounded to g groups per unit, which Algorithm 2 then charges
+        ρ/g·(g·r)² = g·r²·ρ at the root (`_measure`, proofs/kernel.md K7)."""
+        amount = self._ledger.amount(eps=eps, rho=rho) / groups
         budget = {"eps": None if eps is None else str(Fraction(eps)),
                   "rho": None if rho is None else str(Fraction(rho))}  # fmt: skip
         res = self._ledger.reserve(
@@ -628,6 +652,9 @@ class Kernel:
             raise ValueError("M is all zero: nothing to measure")
         kw = dict[str, Any](integral=v.integral and f.integral, max_column_nnz=f.max_column_nnz)
         (laplace_scale_for if laplace else gaussian_sigma_for)(sens, amount, **kw)  # validates
+        groups = 1  # a unit's groups move disjoint answers: L2 √g·r, not g·r (#37)
+        if not laplace and v.groups is not None and group_separable(Q, v.shape, v.groups[0]):
+            groups = v.groups[1]
 
         def draw() -> dict[str, Any]:  # after the charge: nothing raises on the data
             exact = _answer(Q, v.values)
@@ -640,7 +667,7 @@ class Kernel:
         out = self._release(
             node, mechanism, draw, **{"eps" if laplace else "rho": amount},
             request_id=request_id, content={"query": _matrix_digest(Q)}, query=repr(Q),
-            sensitivity=sens,
+            sensitivity=sens, groups=groups,
         )  # fmt: skip
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
         noise = (Laplace if laplace else Gaussian)(out["scale"], out["grid"])
@@ -819,7 +846,8 @@ class Kernel:
             node, "select_marginal",
             lambda: {"index": int(marginal_select.select_marginal(q, request, em_eps,
                                                                   self._random))},
-            sensitivity=request.sensitivity, request_id=request_id, content=content, **charge,
+            sensitivity=request.sensitivity, request_id=request_id, content=content,
+            **cast(dict[str, Any], charge),
         )  # fmt: skip
         return request.candidates[int(out["index"])]
 

@@ -79,22 +79,57 @@ class PrivacyUnit:
     value of the identifier `column` — added or removed (Tumult's
     `AddRowsWithID`); the engine keeps at most `max_rows` of each unit's rows
     (chosen by a keyed hash no analyst can see), so one unit moves at most
-    `max_rows` rows of the bounded table. Without a `PrivacyUnit` the
-    relation is one row added or removed. A public value: the ledger records
-    it, and reports state it."""
+    `max_rows` rows of the bounded table. With `max_groups` (and `group_by`,
+    the grouping attributes) the engine keeps instead at most `max_groups`
+    groups of each unit and at most `max_rows` rows of each (unit, group):
+    the L0 and L∞ bounds, so one unit moves at most `max_groups·max_rows`
+    rows (L1) and a count grouped by `group_by` by at most
+    `√max_groups·max_rows` in L2. Without a `PrivacyUnit` the relation is
+    one row added or removed. A public value: the ledger records it, and
+    reports state it."""
 
     column: str
     max_rows: int
+    max_groups: int | None = None
+    group_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if type(self.column) is not str or not self.column:
             raise TypeError(f"privacy_unit must name a column, got {self.column!r}")
-        k = self.max_rows
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"max_rows_per_unit must be a positive int, got {k!r}")
-        if k > 2**20:
-            raise ValueError(f"max_rows_per_unit must be at most 2**20, got {k!r}")
-        object.__setattr__(self, "max_rows", int(k))
+        name = "max_rows_per_unit" if self.max_groups is None else "max_rows_per_group"
+        object.__setattr__(self, "max_rows", _bound(self.max_rows, name))
+        if self.max_groups is None:
+            if self.group_by:
+                raise ValueError("group_by= names the groups of max_groups_per_unit: give both")
+            return
+        object.__setattr__(self, "max_groups", _bound(self.max_groups, "max_groups_per_unit"))
+        names = self.group_by
+        if isinstance(names, str) or not isinstance(names, tuple | list) or not names:
+            raise ValueError("max_groups_per_unit needs group_by=, the grouping attributes")
+        if any(type(n) is not str for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"group_by must name distinct attributes, got {names!r}")
+        if self.column in names:
+            raise ValueError(f"group_by names the privacy unit {self.column!r}")
+        object.__setattr__(self, "group_by", tuple(names))
+
+    @property
+    def stability(self) -> int:
+        """Rows one unit moves in the bounded table, at most (L1 = L0·L∞)."""
+        return self.max_rows * (self.max_groups or 1)
 
     def __str__(self) -> str:
-        return f"privacy unit {self.column!r}, at most {self.max_rows} rows each"
+        if self.max_groups is None:
+            return f"privacy unit {self.column!r}, at most {self.max_rows} rows each"
+        return (
+            f"privacy unit {self.column!r}, at most {self.max_groups} groups of "
+            f"{list(self.group_by)} each, {self.max_rows} rows per group"
+        )
+
+
+def _bound(k: object, name: str) -> int:
+    """A contribution bound: an int in [1, 2**20], or ValueError naming it."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < 1:
+        raise ValueError(f"{name} must be a positive int, got {k!r}")
+    if int(k) > 2**20:
+        raise ValueError(f"{name} must be at most 2**20, got {k!r}")
+    return int(k)

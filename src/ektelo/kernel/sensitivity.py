@@ -36,7 +36,7 @@ from ..matrix import (
 )
 from .evaluate import leaf_depths as tree_leaf_depths
 
-__all__ = ["Facts", "facts", "has_rules", "max_abs_entry"]
+__all__ = ["Facts", "facts", "group_separable", "has_rules", "max_abs_entry"]
 
 _VECTOR_LIMIT = 1 << 24  # keep per-column norms as arrays up to this many columns
 
@@ -335,3 +335,57 @@ _RULES: dict[type, Callable[[Any], _Norms]] = {
     HStack: _side_by_side,
     Kronecker: _kronecker,
 }
+
+
+def group_separable(Q: EMatrix, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
+    """True when every row of `Q` (over cells of `shape`, row-major) weights
+    cells of one value of the attributes on `axes` only: then the rows that
+    different groups move are disjoint, so a unit of at most g groups with at
+    most r rows each moves Q·x by at most √g·r·l2 in L2 (proofs/sensitivity.md,
+    G1). A sufficient, structural test: False when unsure."""
+    t = type(Q)
+    if t is Identity or t is Diagonal:
+        return True
+    if t is Weighted:
+        return group_separable(cast(Weighted, Q).base, shape, axes)
+    if t is VStack:
+        return all(group_separable(b, shape, axes) for b in cast(VStack, Q).blocks)
+    if t is Kronecker:
+        factors = cast(Kronecker, Q).factors
+        if len(factors) != len(shape) or any(
+            f.shape[1] != n for f, n in zip(factors, shape, strict=True)
+        ):
+            return False
+        return all(_one_per_row(factors[a]) for a in axes)
+    if t is Sparse or t is Dense:
+        return _rows_in_one_group(Q, shape, axes)
+    return False
+
+
+def _one_per_row(F: EMatrix) -> bool:
+    """At most one non-zero in every row of a Kronecker factor."""
+    if type(F) is Identity or type(F) is Diagonal:
+        return True
+    if type(F) in (Ones, Total):
+        return int(F.shape[1]) == 1
+    if type(F) is Weighted:
+        return _one_per_row(F.base)
+    if type(F) is Sparse or type(F) is Dense:
+        return _rows_in_one_group(F, (int(F.shape[1]),), (0,))
+    return False
+
+
+def _rows_in_one_group(Q: EMatrix, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
+    """The explicit test: each row's non-zeros share their `axes` coordinates."""
+    if isinstance(Q, Dense) and Q.array.size > _VECTOR_LIMIT:
+        return False
+    m = sp.coo_matrix(Q.matrix if isinstance(Q, Sparse) else cast(Dense, Q).array)
+    if m.nnz > _VECTOR_LIMIT or m.shape[1] != math.prod(shape):
+        return False
+    nonzero = m.data != 0
+    rows, cols = m.row[nonzero], m.col[nonzero]
+    coords = np.unravel_index(cols, shape)
+    group = np.ravel_multi_index(tuple(coords[a] for a in axes), tuple(shape[a] for a in axes))
+    first = np.full(m.shape[0], -1, dtype=np.int64)
+    first[rows] = group  # any one group of each row; all must equal it
+    return bool(np.all(first[rows] == group))

@@ -9,7 +9,7 @@ port: the same handles and plans run unchanged against it.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,17 +25,36 @@ from .handles import ProtectedTable, ProtectedVector
 __all__ = ["LocalPort", "budget_of", "protect"]
 
 
-def _units(column: Any, max_rows: Any) -> PrivacyUnit | None:
-    """The neighbouring relation protect was asked for (None: one row)."""
-    if column is None and max_rows is None:
+def unit_relation(
+    column: Any, max_rows: Any, max_groups: Any = None, per_group: Any = None,
+    group_by: Any = None,
+) -> PrivacyUnit | None:  # fmt: skip
+    """The neighbouring relation protect was asked for (None: one row), or
+    a clear error (also the server's check of a dataset's configuration)."""
+    bounds = (max_rows, max_groups, per_group, group_by)
+    if column is None and all(b is None for b in bounds):
         return None
     if column is None:
-        raise ValueError("max_rows_per_unit= bounds the rows of a privacy unit: name it "
-                         "with privacy_unit=")  # fmt: skip
-    if max_rows is None:
-        raise ValueError(f"privacy_unit={column!r} needs max_rows_per_unit=k, the most rows "
-                         "one unit may contribute (ektelo.units.suggest_max_rows proposes one)")
-    return PrivacyUnit(column, max_rows)
+        raise ValueError("max_rows_per_unit=, max_groups_per_unit= and max_rows_per_group= "
+                         "bound a privacy unit's rows: name it with privacy_unit=")  # fmt: skip
+    if max_groups is None and per_group is None and group_by is None:
+        if max_rows is None:
+            raise ValueError(
+                f"privacy_unit={column!r} needs max_rows_per_unit=k, the most rows one unit "
+                "may contribute (ektelo.units.suggest_max_rows proposes one), or "
+                "max_groups_per_unit=, max_rows_per_group= and group_by="
+            )
+        return PrivacyUnit(column, max_rows)
+    if max_rows is not None:
+        raise ValueError("give max_rows_per_unit= or max_groups_per_unit= (with "
+                         "max_rows_per_group= and group_by=), not both")  # fmt: skip
+    if max_groups is None or per_group is None or group_by is None:
+        raise ValueError("a bound on groups per unit needs max_groups_per_unit=, "
+                         "max_rows_per_group= and group_by= together")  # fmt: skip
+    names = (group_by,) if isinstance(group_by, str) else group_by
+    if not isinstance(names, Sequence):
+        raise TypeError(f"group_by must be a list of attribute names, got {type(names).__name__}")
+    return PrivacyUnit(column, per_group, max_groups, tuple(names))
 
 
 def budget_of(
@@ -146,6 +165,9 @@ def protect(
     privacy_unit: str | None = None,
     max_rows_per_unit: int | None = None,
     query_limits: QueryLimits | None = None,
+    max_groups_per_unit: int | None = None,
+    max_rows_per_group: int | None = None,
+    group_by: Sequence[str] | None = None,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total privacy budget (§4.1).
 
@@ -207,6 +229,12 @@ def protect(
     request on the returned table is charged k times its ε (the budget is
     per person). Counts then carry the bias of the rows dropped (not in any
     interval); `ektelo.units.suggest_max_rows` proposes k privately.
+    Instead of k, `max_groups_per_unit=g`, `max_rows_per_group=r` and
+    `group_by=[...]` keep at most g groups (values of the group_by
+    attributes) of each person and r rows of each: requests are charged
+    g·r times their ε, but a Gaussian measurement whose every query counts
+    within one group (a histogram or marginal over attributes that include
+    group_by) only g·r² times its ρ — the L2 bound √g·r (docs/units.md).
 
     Guarantee: any sequence of requests on the returned handle and the handles
     derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
@@ -225,7 +253,13 @@ def protect(
         from ..units import SuggestMaxRows
 
         suggest = max_rows_per_unit if isinstance(max_rows_per_unit, SuggestMaxRows) else None
-        units = _units(privacy_unit, 1 if suggest else max_rows_per_unit)
+        if suggest is not None and max_groups_per_unit is not None:
+            raise ValueError("suggest_max_rows chooses max_rows_per_unit; it does not combine "
+                             "with max_groups_per_unit=")  # fmt: skip
+        units = unit_relation(
+            privacy_unit, 1 if suggest else max_rows_per_unit, max_groups_per_unit,
+            max_rows_per_group, group_by,
+        )  # fmt: skip
         key = secrets.token_hex(16) if seed is None else f"research-{seed}"
         sealed = None
         if suggest is not None and units is not None:  # k chosen privately, in this kernel
@@ -242,7 +276,8 @@ def protect(
             kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units)
         root = kernel.add_engine_table(table_engine, table, domain, units=units, root=sealed)
         return ProtectedTable(LocalPort(kernel), root)
-    if privacy_unit is not None or max_rows_per_unit is not None:
+    if any(b is not None for b in (privacy_unit, max_rows_per_unit, max_groups_per_unit,
+                                   max_rows_per_group, group_by)):  # fmt: skip
         raise ValueError("privacy_unit= applies to tables; an array's cells have no units")
     if on_invalid != "error":
         raise ValueError("on_invalid= applies to tables; an array is protected as a vector")

@@ -100,6 +100,10 @@ class DatasetConfig:
     insecure_research_seed: bool = False  # the custodian's opt-in to serving `seed`
     privacy_unit: str | None = None  # budgets per person: the identifier column (#37)
     max_rows_per_unit: int | None = None  # ... and each person's contribution bound
+    # or: at most this many groups of `group_by` per person, max_rows_per_group each
+    max_groups_per_unit: int | None = None
+    max_rows_per_group: int | None = None
+    group_by: tuple[str, ...] | None = None
 
     @property
     def kind(self) -> str:
@@ -158,6 +162,7 @@ _SERVER_KEYS = {
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
     "temp_directory", "table", "insecure_research_seed", "privacy_unit", "max_rows_per_unit",
+    "max_groups_per_unit", "max_rows_per_group", "group_by",
 }
 _ENGINES = ("memory", "duckdb", "spark")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -225,20 +230,26 @@ def _dataset(base: Path, name: str, spec: Any) -> DatasetConfig:
         raise ValueError(f"[datasets.{name}] insecure_research_seed applies to a dataset "
                          "with seed = <int>")
     unit, rows = spec.get("privacy_unit"), spec.get("max_rows_per_unit")
-    if (unit is None) != (rows is None):
-        raise ValueError(f"[datasets.{name}] privacy_unit and max_rows_per_unit go together "
+    groups, per_group = spec.get("max_groups_per_unit"), spec.get("max_rows_per_group")
+    group_by = spec.get("group_by")
+    if isinstance(group_by, list):
+        group_by = tuple(group_by)
+    grouped = (groups, per_group, group_by)
+    if (unit is None) != (rows is None and all(v is None for v in grouped)):
+        raise ValueError(f"[datasets.{name}] privacy_unit and max_rows_per_unit (or "
+                         "max_groups_per_unit, max_rows_per_group and group_by) go together "
                          "(the identifier column and each person's bound on rows)")
     if unit is not None:
         if data.suffix == ".npy":
             raise ValueError(f"[datasets.{name}] privacy_unit applies to a table, not a vector")
-        from ..kernel import PrivacyUnit
+        from ..port.local import unit_relation
 
         try:
-            PrivacyUnit(unit, rows)  # type: ignore[arg-type]  # checked by PrivacyUnit
+            unit_relation(unit, rows, groups, per_group, group_by)
         except (TypeError, ValueError) as err:
             raise ValueError(f"[datasets.{name}] {err}") from None
     return DatasetConfig(name, data, domain, eps, delta, rho, seed, engine, duckdb, table,
-                         insecure, unit, rows)
+                         insecure, unit, rows, groups, per_group, group_by)
 
 
 def _flag(section: dict[str, Any], key: str, where: str) -> bool:

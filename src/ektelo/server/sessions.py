@@ -164,7 +164,9 @@ class Dataset:
         if c.kind == "table":
             extra["engine"] = engine_for(c)
             if c.privacy_unit is not None:  # budgets per person (#37, docs/units.md)
-                extra.update(privacy_unit=c.privacy_unit, max_rows_per_unit=c.max_rows_per_unit)
+                extra.update(privacy_unit=c.privacy_unit, max_rows_per_unit=c.max_rows_per_unit,
+                             max_groups_per_unit=c.max_groups_per_unit,
+                             max_rows_per_group=c.max_rows_per_group, group_by=c.group_by)
             if c.engine in ("duckdb", "spark"):
                 # load_data refused any invalid value at start-up (one scan); "drop"
                 # then removes nothing and opens the file without scanning it again
