@@ -457,6 +457,7 @@ class AnalystSession:
         wide.spend(plan, budget)  # the plan's unit: refused before anything is spent
         table = self._filtered(where)
         self._check_remaining(budget)
+        table = _envelope(table, budget)  # the question's one charge, all or nothing
         with _Progress(f"{plan} model over {len(names)} attributes", self.progress):
             model = wide.fit(table, names, plan, budget, cliques=cliques, params=params,
                              say=wide.stderr_lines if self.progress else None,
@@ -543,6 +544,8 @@ class AnalystSession:
         name, why = choice.plan, choice.why
         table = self._filtered(where)  # checks the filter before anything is spent
         self._check_remaining(budget)
+        if name in wide.MODEL_PLANS:  # a model's options, before its envelope is charged
+            wide.check_params(name, params)
         if name != DIRECT_MARGINALS:
             if name not in wide.MODEL_PLANS:
                 _check_vector_size(q, name)
@@ -551,6 +554,7 @@ class AnalystSession:
             if unknown:
                 raise TypeError(f"plan {name!r} has no parameter(s) {sorted(unknown)}; its "
                                 f"parameters are {sorted(info.parameters)}")
+        table = _envelope(table, budget)  # the question's one charge, all or nothing
         before = len(self._recorder.measurements)
         spend = self._group_gain(q, choice, budget, params)
         with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
@@ -847,6 +851,15 @@ def _alpha(alpha: float) -> float:
     if not a < 1:
         raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha!r}")
     return a
+
+
+def _envelope(table: Any, budget: dict[str, float]) -> Any:
+    """`table` inside one envelope of the question's budget (issue #41): the
+    kernel charges it once, now, or refuses it whole — a plan's steps then
+    spend from it, never a part of the question alone."""
+    if "rho" in budget:
+        return table.envelope(rho=budget["rho"])
+    return table.envelope(eps=budget["epsilon"])
 
 
 def _marginal_groups(q: questions.ParsedWorkload) -> list[tuple[tuple[str, ...], int]]:

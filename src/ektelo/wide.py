@@ -135,7 +135,7 @@ def check_request(domain: Any, plan: str, attrs: Any, workload: Any,
         raise ValueError(f"workload= is for {', '.join(takers)} ({plan} models all low-order "
                          "marginals)")
     cliques = None if workload is None else [tuple(str(a) for a in c) for c in workload]
-    _check_params(plan, params)
+    check_params(plan, params)
     return names, cliques
 
 
@@ -188,7 +188,7 @@ _PARAM_VALUES: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
-def _check_params(plan: str, params: Mapping[str, Any] | None,
+def check_params(plan: str, params: Mapping[str, Any] | None,
                   unit: str | None = None) -> None:
     """Unknown parameters, and a `mechanism=` that is not the session's (the
     budget's unit decides it), refused before anything is spent."""
@@ -232,7 +232,7 @@ def fit(table: Any, attrs: list[str] | None, plan: str, budget: Mapping[str, flo
 
     unit, amount = spend(plan, budget)
     params = dict(params or {})
-    _check_params(plan, params, unit)
+    check_params(plan, params, unit)
     sub = table if attrs is None or list(attrs) == list(table.domain.names) else \
         table.select(list(attrs))
     if plan == "aim":

@@ -22,6 +22,7 @@ from ektelo.matrix import Identity, Partition, Prefix, Total
 from ektelo.port import requests as port
 from ektelo.server.auth import TokenStore
 from tests.server.harness import http, run_admin
+from tests.server.harness import vector as _vector
 
 
 def _session(url: str, token: str, dataset: str = "vec") -> str:
@@ -284,3 +285,25 @@ def test_a_query_too_large_to_evaluate_is_a_422_with_nothing_charged(served):
         small.laplace(Kronecker([factor] * 3), eps=0.5)
     assert y.budget.spent == before and _granted(served.url, served.admin) == granted
 
+
+
+def test_an_envelope_is_one_charge_remotely_and_refused_whole(served):
+    """`envelope` through the server (issue #41): one charge at its first
+    request, then nothing more at the dataset's root; beyond the cap, a 403
+    BudgetExceeded with nothing changed; the answers equal a local kernel's."""
+    x = ektelo.connect(served.url, served.alice).dataset("vec")
+    before = x.budget.spent
+    e = x.envelope(eps=0.3)
+    first = e.laplace(Identity(64), eps=0.1).answers
+    e.laplace(Total(64), eps=0.2)
+    assert x.budget.spent == pytest.approx(before + 0.3)
+    with pytest.raises(ektelo.BudgetExceeded):
+        e.laplace(Total(64), eps=0.05)
+    assert x.budget.spent == pytest.approx(before + 0.3)
+    too_big = x.envelope(eps=2000.0)  # beyond the dataset's total of 1000
+    with pytest.raises(ektelo.BudgetExceeded):
+        too_big.laplace(Total(64), eps=0.1)
+    assert x.budget.spent == pytest.approx(before + 0.3)
+    local = ektelo.protect(_vector(64), epsilon=1000.0, seed=11)
+    # the same requests in the same order on a fresh kernel with the same seed
+    assert np.array_equal(local.envelope(eps=0.3).laplace(Identity(64), eps=0.1).answers, first)

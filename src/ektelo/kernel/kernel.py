@@ -83,6 +83,19 @@ class _Vector:
 _SEALED = object()  # the source entry of a privacy-unit table's sealed root
 
 
+@dataclass
+class _Envelope:
+    """One envelope (`Kernel.envelope`): the ledger its requests are charged
+    to, the variable its own charge is made at, and that charge — made at
+    its first request (`_release`), once."""
+
+    ledger: Ledger
+    parent: int
+    eps: float | None
+    rho: float | None
+    charged: bool = False
+
+
 def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
     """A kernel-owned copy of `M` that the kernel's own rules cover.
 
@@ -281,6 +294,8 @@ class Kernel:
         self._lock = threading.RLock()
         self._units: PrivacyUnit | None = None  # the neighbouring relation, when per unit
         self._marginals = marginal_select.MarginalCache()  # select_marginal's counts (#25)
+        # the variables under an envelope → (the envelope, their id in its ledger)
+        self._scopes: dict[int, tuple[_Envelope, int]] = {}
         self.id = uuid.uuid4().hex
 
     # -- public state ------------------------------------------------------------
@@ -436,14 +451,25 @@ class Kernel:
         `groups` only where its rows are a subset of a group-bounded table's."""
         if engine is None:  # the parent's (a split's children pass theirs: see split_table)
             engine = cast(_Table, self._sources[parent]).engine
-        node = self._ledger.add_child(parent, "table", stability, op, spec)
+        node = self._child(parent, "table", stability, op, spec)
         self._sources[node] = _Table(rows, domain, engine, groups)
+        return node
+
+    def _child(
+        self, parent: int, kind: Any, stability: Any, op: str, spec: str = ""
+    ) -> int:
+        """A new variable in the ledger — and in its envelope's, if any."""
+        node = self._ledger.add_child(parent, kind, stability, op, spec)
+        scope = self._scopes.get(parent)
+        if scope is not None:
+            env, local = scope
+            self._scopes[node] = (env, env.ledger.add_child(local, kind, stability, op, spec))
         return node
 
     def _add_vector(
         self, parent: int, op: str, stability: Any, vec: _Vector, spec: str = ""
     ) -> int:
-        node = self._ledger.add_child(parent, "vector", stability, op, spec)
+        node = self._child(parent, "vector", stability, op, spec)
         self._sources[node] = vec
         return node
 
@@ -513,7 +539,7 @@ class Kernel:
         node, t = self._table(source)
         (name,) = check_names(t.domain, [attr], "attr")
         parts = t.engine.split(t.rows, t.domain.index(name), t.domain[name].size)
-        part = self._ledger.add_child(node, "partition", 1, f"split_by_partition({name})", name)
+        part = self._child(node, "partition", 1, f"split_by_partition({name})", name)
         return [
             self._new_table(part, c, t.domain, 1, "split_child", str(i), t.engine)
             for i, c in enumerate(parts)
@@ -551,7 +577,7 @@ class Kernel:
     def split_vector(self, source: int, P: Any) -> list[int]:
         node, v = self._vector(source)
         part = trusted_partition(P, v.values.size)
-        pnode = self._ledger.add_child(
+        pnode = self._child(
             node, "partition", 1, "split_by_partition", _array_digest(part.groups)
         )
         order = np.argsort(part.groups, kind="stable")
@@ -585,7 +611,7 @@ class Kernel:
     def _release(
         self, node: int, operation: str, compute: Callable[[], dict[str, Any]], *,
         eps: float | None = None, rho: float | None = None, request_id: Any = None,
-        content: dict[str, Any] | None = None, groups: int = 1, **detail: Any,
+        content: dict[str, Any] | None = None, scale: Fraction = Fraction(1), **detail: Any,
     ) -> dict[str, Any]:  # fmt: skip
         """THE release step of every Private→Public request, called once its
         arguments are validated from public facts (proofs/kernel.md):
@@ -600,27 +626,64 @@ class Kernel:
         `content` is the request's public content beyond the source and the
         budget (the query's spec, options), for the request's digest; the
         answer is a dict of public values, the same shape fresh or replayed.
-        `groups`: g of a group-separable Gaussian query on a vector of a
-        table bounded to g groups per unit, which Algorithm 2 then charges
-        ρ/g·(g·r)² = g·r²·ρ at the root (`_measure`, proofs/kernel.md K7)."""
-        amount = self._ledger.amount(eps=eps, rho=rho) / groups
+        `scale` multiplies the amount charged: 1/g for a group-separable
+        Gaussian query on a table bounded to g groups per unit, which
+        Algorithm 2 then charges ρ/g·(g·r)² = g·r²·ρ at the root (`_measure`,
+        proofs/kernel.md K7). A request under an
+        envelope is charged to the envelope's ledger (K8): nothing more at
+        the root, which paid for the envelope."""
+        amount = self._ledger.amount(eps=eps, rho=rho) * scale
+        ledger, local = self._ledger, node
+        scope = self._scopes.get(node)
+        if scope is not None:
+            env, local = scope
+            ledger = env.ledger
+            if not env.charged:  # its first request: the envelope's one charge, first
+                ledger.plan(local, amount)  # beyond the envelope? refused, nothing charged
+                self._release(env.parent, "envelope", dict, eps=env.eps, rho=env.rho,
+                              content={"nonce": uuid.uuid4().hex})  # never a replay
+                env.charged = True
         budget = {"eps": None if eps is None else str(Fraction(eps)),
                   "rho": None if rho is None else str(Fraction(rho))}  # fmt: skip
-        res = self._ledger.reserve(
-            node, amount, operation=operation, request_id=request_id,
+        res = ledger.reserve(
+            local, amount, operation=operation, request_id=request_id,
             content={**budget, **(content or {})},
         )  # fmt: skip
+        enveloped = ledger is not self._ledger
         answer = dict(res.replay) if res.replay is not None else compute()
         self._history.append(QueryRecord(
             index=len(self._history), operation=operation, node=node, eps=eps,
-            charged_at_root=float(res.charged),
-            increments=tuple((n, float(inc)) for n, inc in res.steps), rho=rho,
+            charged_at_root=0.0 if enveloped else float(res.charged),
+            increments=() if enveloped else tuple((n, float(inc)) for n, inc in res.steps),
+            rho=rho,
             request_id=None if request_id is None else res.request_id,
             replayed=res.replay is not None, noise_scale=answer.get("scale"), **detail,
         ))  # fmt: skip
         if res.replay is None:  # a store failure here raises; the charge stands (ledger.md)
-            self._ledger.release(res, answer)
+            ledger.release(res, answer)
         return answer
+
+    @_private
+    def envelope(self, source: int, *, eps: Any = None, rho: Any = None) -> int:
+        """One charge for many requests (issue #41): a new variable — the same
+        table or vector as `source`, 1-stable — whose requests, and those of
+        everything derived from it, are charged to the envelope's own ledger,
+        up to ε (or ρ) in all (proofs/kernel.md K8). The envelope itself is
+        charged ε at `source` by Algorithm 2, like a request, at the first
+        request inside it: a question's plan that is refused on public facts
+        before it measures anything spends nothing; once it measures, its
+        whole budget is charged at once — or refused whole (BudgetExceeded,
+        nothing changed) — and no later step can be refused by the kernel's
+        budget, only by the envelope's. Never replayed: a retry is a new
+        envelope and a new charge."""
+        node = self._resolve(source, None)
+        cap = self._ledger.amount(eps=eps, rho=rho)  # validates; refuses ρ on a pure-ε kernel
+        kind = self._ledger.kind(node)
+        child = self._child(node, kind, 1, "envelope", str(cap))
+        self._sources[child] = self._sources[node]  # the same rows or values
+        ledger = Ledger.envelope(self._ledger.unit, cap, kind)
+        self._scopes[child] = (_Envelope(ledger, node, eps, rho), 0)
+        return child
 
     @_private
     def laplace(self, source: int, M: Any, *, eps: Any, request_id: Any = None) -> Measurement:
@@ -667,7 +730,7 @@ class Kernel:
         out = self._release(
             node, mechanism, draw, **{"eps" if laplace else "rho": amount},
             request_id=request_id, content={"query": _matrix_digest(Q)}, query=repr(Q),
-            sensitivity=sens, groups=groups,
+            sensitivity=sens, scale=Fraction(1, groups),
         )  # fmt: skip
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
         noise = (Laplace if laplace else Gaussian)(out["scale"], out["grid"])

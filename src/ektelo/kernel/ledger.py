@@ -317,6 +317,16 @@ class Ledger:
         """A request's cost in the ledger's unit (see `amount_in`)."""
         return amount_in(self.unit, eps=eps, rho=rho)
 
+    @classmethod
+    def envelope(cls, unit: Literal["epsilon", "rho"], cap: Fraction, kind: Kind) -> Ledger:
+        """The ledger of one envelope (`Kernel.envelope`): its root stands for
+        the envelope's variable, whose requests add up to `cap` there — what
+        the kernel's ledger charged for it — within the same float slack."""
+        ledger = cls(PureDP(float(cap)) if unit == "epsilon" else ZCDP(float(cap)))
+        ledger.total, ledger.limit = cap, cap * (1 + SLACK)
+        ledger.add_root(kind, "envelope")
+        return ledger
+
     # -- graph ---------------------------------------------------------------
     def add_root(self, kind: Kind, operation: str) -> int:
         """Create the root source variable (St = 1, B = 0)."""

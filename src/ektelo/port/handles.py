@@ -53,6 +53,16 @@ class _Handle:
     def _new(self, cls: type[_H], response: msg.NewSource) -> _H:
         return cls(self._port, response.source)
 
+    def envelope(self: _H, *, eps: float | None = None, rho: float | None = None) -> _H:
+        """Private→Public, one charge for many requests (issue #41): ε (or ρ)
+        is charged here now, in one reservation — or BudgetExceeded, and
+        nothing changes — and the returned handle (the same rows or values)
+        spends from that envelope: every request on it and on what derives
+        from it is charged to the envelope, up to what it holds, and to
+        nothing else. A question's plan runs in one, so it is charged all
+        at once or not at all."""
+        return self._new(type(self), self._port.submit(msg.Envelope(self._node, eps, rho)))
+
     @property
     def budget(self) -> BudgetReport:
         """The kernel's total, spent and remaining budget (floats)."""

@@ -98,6 +98,7 @@ class LocalPort:
                 tuple(k.split_vector(r.source, r.partition))
             ),
             port.Transform: lambda r: port.NewSource(k.transform(r.source, r.matrix)),
+            port.Envelope: lambda r: port.NewSource(k.envelope(r.source, eps=r.eps, rho=r.rho)),
             port.VectorLaplace: lambda r: k.laplace(
                 r.source, r.matrix, eps=r.eps, request_id=r.request_id
             ),
@@ -238,7 +239,8 @@ def protect(
 
     Guarantee: any sequence of requests on the returned handle and the handles
     derived from it is ε·(1 + 10⁻⁹)-differentially private (Theorem 1; the
-    10⁻⁹ is the ledger's documented float slack, see `kernel.ledger`); with
+    10⁻⁹ is the ledger's documented float slack, see `kernel.ledger`;
+    ε·(1 + 10⁻⁹)² with envelopes, which allow the same slack inside); with
     a ledger, so is every request on the dataset, from all sessions together.
     """
     budget = budget_of(epsilon=epsilon, delta=delta, rho=rho)

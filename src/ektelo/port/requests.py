@@ -30,6 +30,7 @@ __all__ = [
     "AugmentedWorstApprox",
     "DAWAPartition",
     "Describe",
+    "Envelope",
     "GetBudget",
     "GetHistory",
     "GetLedger",
@@ -158,6 +159,15 @@ class Transform:
 
 
 # -- Private→Public (each carries the ε it asks to spend) --------------------------
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One charge for a question's requests (`Kernel.envelope`): never replayed."""
+
+    source: int
+    eps: Any = None
+    rho: Any = None
 
 
 @dataclass(frozen=True)
