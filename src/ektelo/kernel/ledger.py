@@ -27,6 +27,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "BudgetReport",
+    "Graph",
     "Ledger",
     "NodeState",
     "RequestConflict",
@@ -150,8 +151,63 @@ class _Node:
     parent: int | None
     stability: Fraction
     operation: str
-    spent: Fraction = Fraction(0)
-    digest: str = ""
+    digest: str
+    spent: Fraction = Fraction(0)  # B(sv), in the in-memory `Ledger` only
+
+
+class Graph:
+    """The transformation graph of §4.4 — each variable's kind, parent,
+    stability, operation and structural digest — kept once, for the in-memory
+    `Ledger` and the durable one (`ledger_store.DurableLedger`) alike."""
+
+    def __init__(self) -> None:
+        self._nodes: list[_Node] = []
+
+    def add_root(self, kind: Kind, operation: str, digest: str = "root") -> int:
+        """Create the root source variable (St = 1, B = 0)."""
+        if self._nodes:
+            raise ValueError("the ledger already has a root")
+        if kind == "partition":
+            raise ValueError("a partition variable cannot be the root")
+        self._nodes.append(_Node(kind, None, Fraction(1), operation, digest))
+        return 0
+
+    def add_child(
+        self, parent: int, kind: Kind, stability: float | Fraction, operation: str,
+        spec: str = "",
+    ) -> int:  # fmt: skip
+        """Add a variable derived from `parent` by a `stability`-stable
+        transformation; `spec` names its public arguments (for its digest)."""
+        s = check_child(self._node(parent).kind, kind, stability)
+        digest = node_digest(self._nodes[parent].digest, operation, spec)
+        self._nodes.append(_Node(kind, parent, s, operation, digest))
+        return len(self._nodes) - 1
+
+    def kind(self, node: int) -> Kind:
+        return self._node(node).kind
+
+    def digest(self, node: int) -> str:
+        """The structural digest of a variable (`node_digest`)."""
+        return self._node(node).digest
+
+    def _node(self, node: int) -> _Node:
+        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(self._nodes):
+            raise ValueError(f"unknown source variable {node!r}")
+        return self._nodes[node]
+
+    def chain(self, node: int) -> list[int]:
+        """The variables from a requested `node` up to the root (Algorithm 2's path)."""
+        if self._node(node).kind == "partition":
+            raise ValueError("requests are made at tables or vectors, not partition variables")
+        path: list[int] = []
+        current: int | None = node
+        while current is not None:
+            path.append(current)
+            current = self._nodes[current].parent
+        return path
+
+    def __len__(self) -> int:
+        return len(self._nodes)
 
 
 def amount_in(
@@ -298,17 +354,17 @@ class Accountant(Protocol):
     def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None: ...
 
 
-class Ledger:
+class Ledger(Graph):
     """Transformation graph, stabilities and B(sv) for one kernel (Algorithm 2)."""
 
     def __init__(self, budget: PureDP | ZCDP | float):
+        super().__init__()
         if not isinstance(budget, (PureDP, ZCDP)):
             budget = PureDP(check_epsilon(budget, "epsilon"))
         self.kind_of_budget = budget
         self.unit: Literal["epsilon", "rho"] = budget.unit
         self.total = Fraction(budget.total)
         self.limit = self.total * (1 + SLACK)
-        self._nodes: list[_Node] = []
         # explicit request ids → (request digest, stored answer); a request
         # without an id gets a fresh one and nothing is kept
         self._requests: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
@@ -327,35 +383,6 @@ class Ledger:
         ledger.add_root(kind, "envelope")
         return ledger
 
-    # -- graph ---------------------------------------------------------------
-    def add_root(self, kind: Kind, operation: str) -> int:
-        """Create the root source variable (St = 1, B = 0)."""
-        if self._nodes:
-            raise ValueError("the ledger already has a root")
-        if kind == "partition":
-            raise ValueError("a partition variable cannot be the root")
-        self._nodes.append(_Node(kind, None, Fraction(1), operation, Fraction(0), "root"))
-        return 0
-
-    def add_child(
-        self, parent: int, kind: Kind, stability: float | Fraction, operation: str,
-        spec: str = "",
-    ) -> int:  # fmt: skip
-        """Add a variable derived from `parent` by a `stability`-stable
-        transformation; `spec` names its public arguments (for its digest)."""
-        s = check_child(self._node(parent).kind, kind, stability)
-        digest = node_digest(self._nodes[parent].digest, operation, spec)
-        self._nodes.append(_Node(kind, parent, s, operation, Fraction(0), digest))
-        return len(self._nodes) - 1
-
-    def kind(self, node: int) -> Kind:
-        return self._node(node).kind
-
-    def _node(self, node: int) -> _Node:
-        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(self._nodes):
-            raise ValueError(f"unknown source variable {node!r}")
-        return self._nodes[node]
-
     # -- Algorithm 2 -----------------------------------------------------------
     def plan(self, node: int, amount: float | Fraction) -> list[tuple[int, Fraction]]:
         """The increments of B along the chain from `node` to the root for a
@@ -364,13 +391,7 @@ class Ledger:
         sigma = amount if isinstance(amount, Fraction) else Fraction(check_epsilon(amount))
         if sigma <= 0:
             raise ValueError(f"a request must be positive, got {float(sigma)!r}")
-        if self._node(node).kind == "partition":
-            raise ValueError("requests are made at tables or vectors, not partition variables")
-        path: list[int] = []
-        current: int | None = node
-        while current is not None:
-            path.append(current)
-            current = self._nodes[current].parent
+        path = self.chain(node)
         links = [
             (self._nodes[i].kind, self._nodes[i].stability, self._nodes[i].spent) for i in path
         ]
@@ -386,10 +407,6 @@ class Ledger:
     def request(self, node: int, amount: float | Fraction) -> Fraction:
         """Algorithm 2: check the whole chain, then commit. Returns the root charge."""
         return self.commit(self.plan(node, amount))
-
-    def digest(self, node: int) -> str:
-        """The structural digest of a variable (`node_digest`)."""
-        return self._node(node).digest
 
     def reserve(
         self, node: int, amount: Fraction, *, operation: str, request_id: str | None,
@@ -439,6 +456,3 @@ class Ledger:
             NodeState(i, n.kind, n.parent, n.stability, n.spent, n.operation)
             for i, n in enumerate(self._nodes)
         )
-
-    def __len__(self) -> int:
-        return len(self._nodes)

@@ -22,21 +22,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
 from ..kernel.ledger import (
     Budget,
     BudgetExceeded,
+    Graph,
     Kind,
     NodeState,
     RequestConflict,
     Reservation,
     amount_in,
-    check_child,
     check_request_id,
-    node_digest,
     request_digest,
 )
 from .records import decode_answer, encode_answer
@@ -45,61 +43,28 @@ from .sql import DatasetRef, PathItem, SQLStore
 __all__ = ["DurableLedger"]
 
 
-@dataclass
-class _Local:
-    kind: Kind
-    parent: int | None
-    stability: Fraction
-    operation: str
-    digest: str
-    db_id: int | None = None
-
-
-class DurableLedger:
-    """Algorithm 2 for one kernel session, persisted in a ledger store."""
+class DurableLedger(Graph):
+    """Algorithm 2 for one kernel session, persisted in a ledger store: the
+    graph in memory (`Graph`), B along a chain read and written by the store."""
 
     def __init__(self, store: SQLStore, ref: DatasetRef, *, analyst: str | None, session: str):
+        super().__init__()
         self.store = store
         self.ref = ref
         self.unit: Literal["epsilon", "rho"] = ref.unit
         self.total = ref.total
         self.analyst = analyst
         self.session = session
-        self._nodes: list[_Local] = []
+        self._db_ids: dict[int, int] = {}  # variables persisted so far → their row ids
 
     def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
         return amount_in(self.unit, eps=eps, rho=rho)
 
-    # -- graph (public facts, in memory) -------------------------------------------
-    def add_root(self, kind: Kind, operation: str) -> int:
-        if self._nodes:
-            raise ValueError("the ledger already has a root")
-        if kind == "partition":
-            raise ValueError("a partition variable cannot be the root")
-        self._nodes.append(
-            _Local(kind, None, Fraction(1), operation, self.ref.root_digest, self.ref.root)
-        )
-        return 0
-
-    def add_child(
-        self, parent: int, kind: Kind, stability: float | Fraction, operation: str,
-        spec: str = "",
-    ) -> int:  # fmt: skip
-        s = check_child(self._node(parent).kind, kind, stability)
-        digest = node_digest(self._nodes[parent].digest, operation, spec)
-        self._nodes.append(_Local(kind, parent, s, operation, digest))
-        return len(self._nodes) - 1
-
-    def kind(self, node: int) -> Kind:
-        return self._node(node).kind
-
-    def _node(self, node: int) -> _Local:
-        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(self._nodes):
-            raise ValueError(f"unknown source variable {node!r}")
-        return self._nodes[node]
-
-    def __len__(self) -> int:
-        return len(self._nodes)
+    def add_root(self, kind: Kind, operation: str, digest: str = "") -> int:
+        """The dataset's persistent root (shared by every session)."""
+        root = super().add_root(kind, operation, self.ref.root_digest)
+        self._db_ids[root] = self.ref.root
+        return root
 
     # -- reserve → release ------------------------------------------------------------
     def reserve(
@@ -111,16 +76,10 @@ class DurableLedger:
         rid = check_request_id(request_id) or uuid.uuid4().hex
         if not isinstance(amount, Fraction) or amount <= 0:
             raise ValueError(f"a request must be a positive Fraction, got {amount!r}")
-        if self._node(node).kind == "partition":
-            raise ValueError("requests are made at tables or vectors, not partition variables")
-        chain: list[int] = []
-        current: int | None = node
-        while current is not None:
-            chain.append(current)
-            current = self._nodes[current].parent
+        chain = self.chain(node)
         path = [
-            PathItem(n.db_id, n.kind, n.stability, n.operation, n.digest)
-            for n in (self._nodes[i] for i in chain)
+            PathItem(self._db_ids.get(i), n.kind, n.stability, n.operation, n.digest)
+            for i, n in ((i, self._nodes[i]) for i in chain)
         ]
         digest = request_digest(self._nodes[node].digest, {"operation": operation, **content})
         out = self.store.reserve(
@@ -133,8 +92,7 @@ class DurableLedger:
             raise RequestConflict(out.message)
         if out.status == "replayed":
             return Reservation(rid, (), Fraction(0), replay=decode_answer(out.answer or "{}"))
-        for i, db_id in zip(chain, out.db_ids, strict=True):
-            self._nodes[i].db_id = db_id
+        self._db_ids.update(zip(chain, out.db_ids, strict=True))
         steps = tuple(zip(chain, out.increments, strict=True))
         return Reservation(rid, steps, out.increments[-1], token=out.token)
 
@@ -158,11 +116,11 @@ class DurableLedger:
     def snapshot(self) -> tuple[NodeState, ...]:
         """This session's variables with B as committed (the root's B is the
         dataset's, shared with every other session)."""
-        spent = self.store.spent_of([n.db_id for n in self._nodes if n.db_id is not None])
+        spent = self.store.spent_of(list(self._db_ids.values()))
         return tuple(
             NodeState(
                 i, n.kind, n.parent, n.stability,
-                spent.get(n.db_id, Fraction(0)) if n.db_id is not None else Fraction(0),
+                spent.get(self._db_ids[i], Fraction(0)) if i in self._db_ids else Fraction(0),
                 n.operation,
             )
             for i, n in enumerate(self._nodes)
