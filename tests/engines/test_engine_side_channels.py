@@ -197,23 +197,35 @@ def unit_neighbours() -> list[pd.DataFrame]:
     ]
 
 
+BOUNDS = [
+    {"max_rows_per_unit": 3},
+    {"max_groups_per_unit": 2, "max_rows_per_group": 2, "group_by": ["city"]},  # L0/L∞
+]
+
+
+@pytest.mark.parametrize("bounds", BOUNDS, ids=["rows", "groups"])
 @pytest.mark.parametrize("engine", ["memory", "duckdb"])
-def test_unit_neighbours_look_the_same(engine: str, tmp_path: Path, duckdb_available: None) -> None:
-    runs = [observe(f, engine, "drop", tmp_path, privacy_unit="person", max_rows_per_unit=3)
+def test_unit_neighbours_look_the_same(
+    engine: str, bounds: dict[str, Any], tmp_path: Path, duckdb_available: None
+) -> None:
+    runs = [observe(f, engine, "drop", tmp_path, privacy_unit="person", **bounds)
             for f in unit_neighbours()]  # fmt: skip
     assert len(runs[0]) == 2 * len(STEPS)
     for i, run in enumerate(runs[1:], 1):
         assert run == runs[0], f"unit neighbour {i} ({engine}) differs"
 
 
-def test_unit_neighbours_look_the_same_on_spark(tmp_path: Path, spark_session: Any) -> None:
+@pytest.mark.parametrize("bounds", BOUNDS, ids=["rows", "groups"])
+def test_unit_neighbours_look_the_same_on_spark(
+    bounds: dict[str, Any], tmp_path: Path, spark_session: Any
+) -> None:
     frames = unit_neighbours()
     steps = [STEPS[i] for i in (0, 4, 5)]
     reference = observe(frames[0], "spark", "drop", tmp_path, steps, privacy_unit="person",
-                        max_rows_per_unit=3)  # fmt: skip
+                        **bounds)  # fmt: skip
     assert len(reference) == 2 * len(steps)
     assert observe(frames[2], "spark", "drop", tmp_path, steps, privacy_unit="person",
-                   max_rows_per_unit=3) == reference  # fmt: skip
+                   **bounds) == reference  # fmt: skip
 
 
 def test_an_engine_failure_is_one_fixed_error_before_any_charge(
