@@ -28,7 +28,7 @@ import pytest
 
 import ektelo
 from ektelo import Domain, Measurement, col
-from ektelo.matrix import Identity, Total
+from ektelo.matrix import Identity, Partition, Total
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -238,8 +238,11 @@ def test_an_engine_failure_is_one_fixed_error_before_any_charge(
     table = ektelo.protect(str(path), DOMAIN, epsilon=1.0, seed=1)
     before = table.budget
     path.unlink()  # the rows are gone: every engine query now fails
+    x = table.vectorize()  # free: no query runs until a charged request reads it (#36)
     for request in (
-        lambda: table.vectorize(),
+        lambda: x.laplace(Identity(x.size), eps=0.5),  # the vectorize runs here, refused
+        lambda: x.reduce_by_partition(Partition(np.zeros(x.size, dtype=int))).laplace(
+            Identity(1), eps=0.5),
         lambda: table.noisy_count(eps=0.5),
         lambda: table.privbayes_select(eps=0.5),
         lambda: table.select_marginal([("sex", "age")], [np.zeros(8)], eps=0.5),

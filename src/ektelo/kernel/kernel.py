@@ -68,7 +68,11 @@ class _Table:
 
 @dataclass
 class _Vector:
-    values: np.ndarray  # flat float64, read-only
+    # flat float64, read-only — or, for a vector a free operation derived,
+    # how to compute it: run by `values` at the first Private→Public request
+    # that reads it, before its charge (issue #36: free requests do no work
+    # on the data, whatever the engine's planner would skip)
+    data: np.ndarray | Callable[[], np.ndarray]
     shape: tuple[int, ...]
     integral: bool  # declared at protect, kept only by integer transforms
     root_id: str
@@ -78,6 +82,16 @@ class _Vector:
     # (axes of the group_by attributes, max_groups): the vectorization of a
     # table with `_Table.groups` over attributes that include group_by
     groups: tuple[tuple[int, ...], int] | None = None
+
+    @property
+    def values(self) -> np.ndarray:
+        if callable(self.data):
+            self.data = self.data()
+        return self.data
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
 
 
 _SEALED = object()  # the source entry of a privacy-unit table's sealed root
@@ -262,6 +276,11 @@ def _private(method: _F) -> _F:
     return cast(_F, run)
 
 
+def _cells_of(v: _Vector, cells: np.ndarray) -> Callable[[], np.ndarray]:
+    """How to read `cells` of `v` (a split's child, computed lazily)."""
+    return lambda: v.values[cells]
+
+
 def _finite(values: np.ndarray) -> np.ndarray:
     """NaN → 0 and ±∞ → ±2¹⁰⁰⁰: a deterministic repair of private arithmetic."""
     repaired: np.ndarray = np.nan_to_num(values, nan=0.0, posinf=_HUGE, neginf=-_HUGE)
@@ -438,9 +457,15 @@ class Kernel:
         node = self._resolve(source, "table")
         return node, cast(_Table, self._sources[node])  # _resolve checked the kind
 
-    def _vector(self, source: Any) -> tuple[int, _Vector]:
+    def _vector(self, source: Any, *, lazy: bool = False) -> tuple[int, _Vector]:
+        """The vector `source`, its values computed now unless `lazy` (a free
+        transformation's): a Private→Public request reads them here, first,
+        so an engine's failure refuses it before its charge."""
         node = self._resolve(source, "vector")
-        return node, cast(_Vector, self._sources[node])  # _resolve checked the kind
+        vec = cast(_Vector, self._sources[node])  # _resolve checked the kind
+        if not lazy:
+            vec.values  # noqa: B018 - computed before anything is charged
+        return node, vec
 
     def _new_table(
         self, parent: int, rows: Any, domain: Domain, stability: int, op: str,
@@ -474,15 +499,16 @@ class Kernel:
         return node
 
     def _derived_vector(
-        self, parent: int, op: str, stability: Any, values: np.ndarray, base: _Vector,
-        mapping: EMatrix, integral: bool, spec: str = "",
+        self, parent: int, op: str, stability: Any, values: Callable[[], np.ndarray],
+        base: _Vector, mapping: EMatrix, integral: bool, spec: str = "",
     ) -> int:  # fmt: skip
-        """A vector = mapping · base, recorded with its map back to the root."""
+        """A vector = mapping · base (computed lazily: `_Vector.data`),
+        recorded with its map back to the root."""
         to_root = mapping if base.to_root is None else Product(mapping, base.to_root)
-        flat = _readonly(_finite(values.reshape(-1)))
         vec = _Vector(
-            flat, (flat.size,), integral, base.root_id, base.root_shape, to_root, base.attributes
-        )
+            lambda: _readonly(_finite(values().reshape(-1))), (int(mapping.shape[0]),),
+            integral, base.root_id, base.root_shape, to_root, base.attributes,
+        )  # fmt: skip
         return self._add_vector(parent, op, stability, vec, spec)
 
     @_private
@@ -553,30 +579,35 @@ class Kernel:
         if math.prod(shape) > MAX_CELLS:
             raise ValueError(f"vectorize over {shape} has too many cells; select fewer")
         cols = [t.domain.index(n) for n in names]
-        values = t.engine.vectorize(t.rows, cols, shape)  # engines: no charge here (base.py)
+        engine, rows = t.engine, t.rows
+
+        def counts() -> np.ndarray:  # at the first charged request on it (`_Vector.data`)
+            return _readonly(engine.vectorize(rows, cols, shape))
+
         root_id = self._table_root(node, tuple(names))
         groups = None
         if t.groups is not None and set(t.groups[0]) <= set(names):
             groups = (tuple(names.index(n) for n in t.groups[0]), t.groups[1])
-        vec = _Vector(_readonly(values), shape, True, root_id, shape, None, tuple(names), groups)
+        vec = _Vector(counts, shape, True, root_id, shape, None, tuple(names), groups)
         return self._add_vector(node, "vectorize", 1, vec, repr(tuple(names)))
 
     # -- Private: vector transformations (§5.1) ------------------------------------
     @_private
     def reduce_by_partition(self, source: int, P: Any) -> int:
-        node, v = self._vector(source)
-        part = trusted_partition(P, v.values.size)
+        node, v = self._vector(source, lazy=True)
+        part = trusted_partition(P, v.size)
         groups = np.asarray(part.groups, dtype=np.int64).reshape(-1)  # a copy the kernel made
-        values = np.bincount(groups, weights=v.values, minlength=int(groups.max()) + 1)
+        size = int(groups.max()) + 1
         return self._derived_vector(
-            node, "reduce_by_partition", 1, values, v, part.reduce_matrix(), v.integral,
-            _array_digest(part.groups),
+            node, "reduce_by_partition", 1,
+            lambda: np.bincount(groups, weights=v.values, minlength=size),
+            v, part.reduce_matrix(), v.integral, _array_digest(part.groups),
         )  # fmt: skip
 
     @_private
     def split_vector(self, source: int, P: Any) -> list[int]:
-        node, v = self._vector(source)
-        part = trusted_partition(P, v.values.size)
+        node, v = self._vector(source, lazy=True)
+        part = trusted_partition(P, v.size)
         pnode = self._child(
             node, "partition", 1, "split_by_partition", _array_digest(part.groups)
         )
@@ -586,26 +617,26 @@ class Kernel:
         for i, cells in enumerate(np.split(order, bounds)):
             select = sp.csr_matrix(
                 (np.ones(cells.size), (np.arange(cells.size), cells)),
-                shape=(cells.size, v.values.size),
+                shape=(cells.size, v.size),
             )
             children.append(
                 self._derived_vector(
-                    pnode, "split_child", 1, v.values[cells], v, Sparse(select), v.integral,
-                    str(i),
+                    pnode, "split_child", 1, _cells_of(v, cells), v, Sparse(select),
+                    v.integral, str(i),
                 )
             )
         return children
 
     @_private
     def transform(self, source: int, M: Any) -> int:
-        node, v = self._vector(source)
+        node, v = self._vector(source, lazy=True)
         Q = _checked_matrix(M, v, self.limits)
         f = query_facts(Q)
-        values = _answer(Q, v.values)
         integral = v.integral and f.integral
         return self._derived_vector(
-            node, "transform", Fraction(f.l1), values, v, Q, integral, _matrix_digest(Q)
-        )
+            node, "transform", Fraction(f.l1), lambda: _answer(Q, v.values), v, Q, integral,
+            _matrix_digest(Q),
+        )  # fmt: skip
 
     # -- Private→Public: one release step ----------------------------------------------
     def _release(
@@ -929,16 +960,16 @@ def _matrix_digest(Q: EMatrix) -> str:
 
 def _checked_matrix(M: Any, v: _Vector, limits: QueryLimits, name: str = "M") -> EMatrix:
     Q = trusted_matrix(M, name)
-    if Q.shape[1] != v.values.size:
-        raise ValueError(f"{name} has {Q.shape[1]} columns; the vector has {v.values.size} cells")
+    if Q.shape[1] != v.size:
+        raise ValueError(f"{name} has {Q.shape[1]} columns; the vector has {v.size} cells")
     check_size(Q, limits, name)  # output and work from the structure, before any charge
     return Q
 
 
 def _estimate(x_hat: Any, v: _Vector) -> np.ndarray:
     xh = np.array(x_hat, dtype=np.float64, copy=True).reshape(-1)
-    if xh.size != v.values.size or not np.all(np.isfinite(xh)):
-        raise ValueError(f"x_hat must be {v.values.size} finite numbers")
+    if xh.size != v.size or not np.all(np.isfinite(xh)):
+        raise ValueError(f"x_hat must be {v.size} finite numbers")
     return xh
 
 
