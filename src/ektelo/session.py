@@ -387,6 +387,20 @@ class AnalystSession:
         """Any linear workload W (an EMatrix) over the vectorization of `attrs`."""
         return self.ask(questions.custom(self.domain, W, attrs), where=where, **options)
 
+    def sql(self, text: str, *, epsilon: float | None = None, rho: float | None = None,
+            plan: str = "auto", alpha: float = 0.05, explain: bool = False
+            ) -> list[pd.DataFrame]:
+        """SQL statements over the table (docs/sql.md), answered JOINTLY: one
+        workload, one plan, one charge of `epsilon` (or `rho`); one tidy
+        frame per statement (``select`` names the aggregate). With a leading
+        EXPLAIN (or `explain=True`): the plan and each cell's expected
+        standard error, nothing spent. Unsupported SQL is a `SqlError`
+        naming the clause, before anything is spent."""
+        from .sql import answer_sql
+
+        return answer_sql(self, text, epsilon=epsilon, rho=rho, plan=plan, alpha=alpha,
+                          explain=explain)
+
     # -- graphical models and synthetic data (issue #25) -----------------------------
     def model(self, plan: str = "mst", *, epsilon: float | None = None,
               rho: float | None = None, attrs: Sequence[str] | None = None,
