@@ -193,7 +193,7 @@ def _check_clauses(tree: Any) -> None:
                          ("having", "HAVING"), ("distinct", "SELECT DISTINCT"),
                          ("offset", "OFFSET"), ("qualify", "QUALIFY"),
                          ("laterals", "LATERAL"), ("windows", "WINDOW")):
-        if tree.args.get(name):
+        if tree.args.get(name) or tree.args.get(name + "_"):  # (sqlglot spells some with _)
             raise _refuse(clause)
     source = tree.args.get("from_") or tree.args.get("from")
     if source is None:
