@@ -154,7 +154,7 @@ def test_generated_queries_compile_to_the_builders_workloads(keys: list[str], ag
         joint.question.matrix @ x)
     kept = frame if where is None else frame[_mask(frame, where[2])]
     part = joint.parts[0]
-    got = np.asarray(answers[joint.offsets[0]:joint.offsets[1]]).reshape(part.terms, -1).sum(0)
+    got = part.own_rows(np.asarray(answers[joint.offsets[0]:joint.offsets[1]]))
     names = [k if not k.startswith("FLOOR") else k for k in keys]
     if part.question.derived is None:
         np.testing.assert_allclose(got, _truth(kept, names, "count"))
@@ -183,10 +183,32 @@ def test_several_statements_share_one_vector() -> None:
     x = _vector(frame, joint.question.attributes)
     answers = np.asarray(joint.question.matrix @ x)
     o = joint.offsets
-    np.testing.assert_allclose(answers[o[0]:o[1]], frame.groupby("sex").size().to_numpy())
+    got = [p.own_rows(answers[o[i]:o[i + 1]]) for i, p in enumerate(joint.parts)]
+    np.testing.assert_allclose(got[0], frame.groupby("sex").size().to_numpy())
     sums = frame[frame.age >= 6].groupby("race")["hours"].sum().reindex(RACES, fill_value=0)
-    np.testing.assert_allclose(answers[o[1]:o[2]], sums.to_numpy())
-    np.testing.assert_allclose(answers[o[2]:o[3]], [len(frame)])
+    np.testing.assert_allclose(got[1], sums.to_numpy())
+    np.testing.assert_allclose(got[2], [len(frame)])
+    assert joint.parts[1].scale == 60  # a sum's rows in units of its largest value
+
+
+def test_parts_keep_their_row_order_whatever_the_union_order() -> None:
+    """The union's attribute order is the first statement's; a later
+    statement grouping in another order gets its rows back in its own."""
+    text = ("SELECT race, sex, COUNT(*) FROM t GROUP BY race, sex; "
+            "SELECT sex, race, SUM(hours) FROM t WHERE age < 6 OR sex = 'F' GROUP BY sex, race")
+    statements, _ = compile_sql(text, DOMAIN)
+    joint = joint_workload(statements, DOMAIN)
+    assert joint.question.attributes[:2] == ("race", "sex")
+    frame = _table()
+    answers = np.asarray(joint.question.matrix @ _vector(frame, joint.question.attributes))
+    o = joint.offsets
+    first = joint.parts[0].own_rows(answers[o[0]:o[1]])
+    np.testing.assert_allclose(first, frame.groupby(["race", "sex"]).size().to_numpy())
+    second = joint.parts[1].own_rows(answers[o[1]:o[2]])
+    kept = frame[(frame.age < 6) | (frame.sex == "F")]
+    sums = kept.groupby(["sex", "race"])["hours"].sum()
+    np.testing.assert_allclose(second, sums.to_numpy())
+    assert joint.parts[1].terms == 2
 
 
 def test_explain_and_order_by() -> None:

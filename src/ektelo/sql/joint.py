@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..domain import Domain
 from ..errors import SqlError
-from ..matrix import Dense, EMatrix, Identity, Kronecker, Sum, Total, VStack
+from ..matrix import Dense, EMatrix, Identity, Kronecker, Sum, Total, VStack, Weighted
 from ..workload import spec as questions
 from .compile import Key, Statement
 
@@ -46,6 +46,26 @@ class Part:
     summed: str | None
     matrix: EMatrix
     terms: int = 1
+    order: np.ndarray | None = None
+    scale: float = 1.0
+
+    def own_rows(self, lifted: np.ndarray) -> np.ndarray:
+        """The part's values (one per row of `question`, in its order) from
+        the lifted rows' (each term's, term-major, summed): the lift puts
+        the rows in the union's attribute order, `order` maps them back."""
+        k = self.terms
+        summed = np.asarray(lifted).reshape(k, -1, *np.shape(lifted)[1:]).sum(axis=0)
+        return self.reorder(summed)
+
+    def reorder(self, summed: np.ndarray) -> np.ndarray:
+        """Rows of `matrix` (the terms summed) in the question's order, in
+        the question's units (the lifted rows are divided by `scale`)."""
+        summed = summed * self.scale
+        if self.order is None:
+            return summed
+        out = np.empty_like(summed)
+        out[self.order] = summed
+        return out
 
 
 @dataclass(frozen=True)
@@ -162,7 +182,9 @@ def _with_keys(q: questions.ParsedWorkload, st: Statement,
     rows.attrs["shape"] = q.shape
     matrix = factors[0] if len(factors) == 1 else Kronecker(factors)
     derived = None if q.derived is None else replace(q.derived, groups=groups)
-    return questions.ParsedWorkload(q.attributes, matrix, rows, q.kind, q.shape, derived)
+    # a coarsened histogram is no longer the Identity its kind promises the planner
+    kind = "custom" if binned and q.kind == "identity" else q.kind
+    return questions.ParsedWorkload(q.attributes, matrix, rows, kind, q.shape, derived)
 
 
 def mask_terms(predicate: Any, domain: Domain,
@@ -262,8 +284,17 @@ def joint_workload(statements: list[Statement], domain: Domain) -> Joint:
         if not st.keys and q.derived is None:  # COUNT(*) alone: a Total over the union
             own = questions.custom(domain, Total(domain[U[0]].size), [U[0]])
         lifted = _lift(own, U, domain, terms, wheres.get(s, ()))
+        order = _row_order(own, U, lifted[0])
+        scale = 1.0
+        if len(raw) > 1 and q.derived is not None:
+            # a sum's rows in units of its largest value: the joint objective (total
+            # squared error) then weighs a sum's cell like a count's, not by hours²
+            scale = float(np.abs(_factors(q)[0].dense()).max()) or 1.0
+            if scale != 1.0:
+                lifted = [Weighted(m, 1.0 / scale) for m in lifted]
         parts.append(Part(s, q, st.keys, summed,
-                          lifted[0] if len(lifted) == 1 else Sum(lifted), len(lifted)))
+                          lifted[0] if len(lifted) == 1 else Sum(lifted), len(lifted),
+                          order, scale))
         mats.extend(lifted)
         ends.append(len(mats))
     matrix = mats[0] if len(mats) == 1 else VStack(mats)
@@ -275,6 +306,22 @@ def joint_workload(statements: list[Statement], domain: Domain) -> Joint:
     starts = np.cumsum([0, *(m.shape[0] for m in mats)])
     offsets = tuple(int(starts[e]) for e in ends)
     return Joint(questions.ParsedWorkload(U, matrix, rows, kind, shape), tuple(parts), offsets)
+
+
+def _row_order(q: questions.ParsedWorkload, union: tuple[str, ...],
+               lifted: EMatrix) -> np.ndarray | None:
+    """For each lifted row, the question's row it is (None: the same order).
+    The question's rows are C order over its factors' rows in its attribute
+    order, the lifted ones in the union's order."""
+    if lifted is q.matrix:
+        return None
+    attrs = list(q.attributes)
+    rows = [f.shape[0] for f in _factors(q)]
+    ours = sorted(range(len(attrs)), key=lambda i: union.index(attrs[i]))
+    if ours == list(range(len(attrs))):
+        return None
+    index = np.arange(math.prod(rows)).reshape(rows)
+    return np.asarray(index.transpose(ours).ravel())
 
 
 def _predicate_attrs(p: Any) -> set[str]:

@@ -124,12 +124,11 @@ def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | Non
 
     part = joint.parts[i]
     lo, hi = joint.offsets[i], joint.offsets[i + 1]
-    k = part.terms
-    a = answers[lo:hi].reshape(k, -1).sum(axis=0)
+    a = part.own_rows(answers[lo:hi])
     # several WHERE terms: the answer is their sum; its standard error at most the
     # sum of theirs (Minkowski), so the interval is conservative
-    s = None if std is None else std[lo:hi].reshape(k, -1).sum(axis=0)
-    if k > 1:
+    s = None if std is None else part.own_rows(std[lo:hi])
+    if part.terms > 1:
         method = f"{method}; {TERMS_BOUND}"
     q = part.question
     if q.derived is None:
@@ -162,7 +161,8 @@ def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | Non
                        or name in ("uniform", "uniform_grid", "adaptive_grid", "ahp", "dawa",
                                    "dawa_striped")))
         if linear:
-            factor = noise_factor(part.matrix, taken, max_dense=4096)
+            F = noise_factor(part.matrix, taken, max_dense=4096)
+            factor = None if F is None else part.reorder(F)
     return finish(q, a, s, method, alpha, factor)
 
 
