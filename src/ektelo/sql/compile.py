@@ -19,6 +19,7 @@ Anything else — joins, subqueries, window functions, ``COUNT(DISTINCT …)``,
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -287,7 +288,7 @@ def _check_binnable(domain: Domain, name: str, w: float) -> None:
     attr = domain[name]
     if attr.bins is not None:
         edges = attr.bins
-        for lo, hi in zip(edges, edges[1:], strict=False):
+        for lo, hi in itertools.pairwise(edges):
             if math.floor(lo / w) != math.ceil(hi / w) - 1:
                 raise SqlError(f"sql: GROUP BY FLOOR({name} / {w:g}): the bin [{lo:g}, {hi:g}) "
                                f"of {name} straddles a multiple of {w:g}")
@@ -372,7 +373,8 @@ def _predicate(node: Any, domain: Domain) -> Predicate:
         lo, hi = _literal(node.args["low"]), _literal(node.args["high"])
         check(name, ">=", lo)
         check(name, "<=", hi)
-        return (col(name) >= lo) & (col(name) <= hi)  # as `lo <= name <= hi` in --where
+        between: Predicate = (col(name) >= lo) & (col(name) <= hi)  # `lo <= name <= hi`
+        return between
     if isinstance(node, exp.In):
         if node.args.get("query") is not None:
             raise _refuse("a subquery")
@@ -393,9 +395,11 @@ def _predicate(node: Any, domain: Domain) -> Predicate:
                            "one value")
         check(name, symbol, value)
         c = col(name)
-        return {"==": lambda: c == value, "!=": lambda: c != value, "<": lambda: c < value,
-                "<=": lambda: c <= value, ">": lambda: c > value,
-                ">=": lambda: c >= value}[symbol]()
+        made: Predicate = {"==": lambda: c == value, "!=": lambda: c != value,
+                           "<": lambda: c < value, "<=": lambda: c <= value,
+                           ">": lambda: c > value,
+                           ">=": lambda: c >= value}[symbol]()
+        return made
     if isinstance(node, exp.Is):
         raise _refuse("IS NULL", "a domain has no missing values")
     if isinstance(node, exp.Like | exp.ILike):

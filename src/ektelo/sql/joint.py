@@ -325,12 +325,12 @@ def _row_order(q: questions.ParsedWorkload, union: tuple[str, ...],
 
 
 def _predicate_attrs(p: Any) -> set[str]:
-    from .. import predicates as P
+    from .. import predicates as preds
 
-    if isinstance(p, P.Compare | P.IsIn | P.Between):
+    if isinstance(p, preds.Compare | preds.IsIn | preds.Between):
         return {p.attr}
-    if isinstance(p, P.And | P.Or):
+    if isinstance(p, preds.And | preds.Or):
         return set().union(*(_predicate_attrs(x) for x in p.parts))
-    if isinstance(p, P.Not):
+    if isinstance(p, preds.Not):
         return _predicate_attrs(p.part)
     raise SqlError(f"sql: internal: unknown predicate {p!r}")
