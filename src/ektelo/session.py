@@ -292,6 +292,31 @@ class AnalystSession:
         self.progress = progress
         self._history: list[dict[str, Any]] = []
 
+    @classmethod
+    def over(cls, table: Any, *, progress: bool = False,
+             public_rows: float | None = None) -> AnalystSession:
+        """A session over a table already protected: a local
+        `ektelo.protect(...)` handle or a server's, `ektelo.connect(url,
+        token).dataset(name)` — every question then goes through the
+        handle's port as the same typed requests (remote = local)."""
+        from .port import ProtectedTable
+
+        if not isinstance(table, ProtectedTable):
+            raise TypeError(f"Session.over takes a protected table handle, got "
+                            f"{type(table).__name__}")
+        self = cls.__new__(cls)
+        self.public_rows = None if public_rows is None else check.positive(public_rows,
+                                                                           "public_rows")
+        self.domain = table.domain
+        self.privacy_unit = None
+        self.max_rows_per_unit = int(table.ledger()[table.node].stability)
+        self._recorder = Recorder(table.port)
+        self._table = ProtectedTable(self._recorder, table.node)
+        self.dataset = None
+        self.progress = progress
+        self._history = []
+        return self
+
     # -- budget ----------------------------------------------------------------------
     @property
     def budget(self) -> Any:
