@@ -114,7 +114,7 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
 def _shape(joint: Joint) -> str:
     q = joint.question
     return (f"{q.matrix.shape[0]} queries over {' × '.join(q.attributes)} "
-            f"({math.prod(q.shape):,} cells), {len(joint.parts)} parts")
+            f"({math.prod(q.shape):,} cells), {len(joint.parts)} part(s)")
 
 
 def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | None,
