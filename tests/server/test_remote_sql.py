@@ -52,8 +52,8 @@ def _records(history: Any) -> list[Any]:
 
 def test_sql_remotely_equals_sql_locally(sql_server: tuple[str, str, Any]) -> None:
     url, token, frame = sql_server
-    remote = ektelo.connect(url, token).session("t")
-    table = remote._table
+    table = ektelo.connect(url, token).dataset("t")
+    remote = Session.over(table)
     local_table = ektelo.protect(frame, ektelo.Domain.from_dict(DOMAIN), epsilon=5.0,
                                  seed=table.seed)
     local = Session.over(local_table)
@@ -71,3 +71,8 @@ def test_sql_remotely_equals_sql_locally(sql_server: tuple[str, str, Any]) -> No
     explained = remote.sql(TEXT, epsilon=1.0, explain=True)
     assert remote.spent == pytest.approx(1.0)
     assert explained[0].attrs["plan"] == got[0].attrs["plan"]
+    # Connection.session: the same, opened in one call
+    other = ektelo.connect(url, token).session("t")
+    assert other.spent == pytest.approx(1.0)  # the dataset's budget, shared
+    other.sql("SELECT COUNT(*) FROM t", epsilon=0.5)
+    assert other.spent == pytest.approx(1.5)
