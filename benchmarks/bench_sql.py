@@ -93,7 +93,7 @@ def main() -> None:
           f"(counts and sums of hours-per-week); {args.draws} draws per ε")
     print(f"{'eps':>6} {'joint plan':>10} | {'joint SSE counts':>16} {'sums':>12} | "
           f"{'1-at-a-time counts':>18} {'sums':>12} | ratio counts  sums   all | "
-          f"expected ratio counts sums | s joint  s alone")
+          f"expected ratio counts sums  all | s joint  s alone")
     for eps in eps_list:
         s = Session(df, DOMAIN, epsilon=1e9, seed=int(eps * 1000) + 7, progress=False)
         plan = s.sql(text, epsilon=eps, explain=True)[0].attrs["plan"]
@@ -118,9 +118,10 @@ def main() -> None:
         ra = (alone_c + alone_s) / (joint_c + joint_s)
         erc = ea[0] / ej[0] if math.isfinite(ea[0]) and ej[0] > 0 else math.nan
         ers = ea[1] / ej[1] if math.isfinite(ea[1]) and ej[1] > 0 else math.nan
+        era = (ea[0] + ea[1]) / (ej[0] + ej[1])
         print(f"{eps:6g} {plan:>10} | {joint_c / d:16.4g} {joint_s / d:12.4g} | "
               f"{alone_c / d:18.4g} {alone_s / d:12.4g} | {rc:12.2f} {rs:5.2f} {ra:5.2f} | "
-              f"{erc:20.2f} {ers:4.2f} | {t_joint / d:7.2f} {t_alone / d:8.2f}")
+              f"{erc:20.2f} {ers:4.2f} {era:4.2f} | {t_joint / d:7.2f} {t_alone / d:8.2f}")
     print("  SSE: total squared error over the report's cells, mean over draws; ratio = "
           "one-at-a-time SSE / joint SSE (above 1: joint is more accurate); expected: from "
           "EXPLAIN (NaN where a plan has no closed form)")

@@ -87,6 +87,20 @@ def test_joint_noise_is_smaller_than_one_at_a_time() -> None:
     assert total_joint < total_alone / 2
 
 
+def test_an_empty_filter_and_a_bare_count() -> None:
+    """A filter no cell satisfies answers 0 exactly (no noise reaches it) and
+    its means are stated NaN; COUNT(*) without keys is one row."""
+    df = _table()
+    s = Session(df, DOMAIN, epsilon=5.0, seed=2, progress=False)
+    empty, total = s.sql("SELECT sex, COUNT(*), AVG(hours) FROM t WHERE age < 0 GROUP BY sex; "
+                         "SELECT COUNT(*) FROM t", epsilon=1.0)
+    counts = empty[empty["select"] == "COUNT(*)"]
+    assert list(counts["answer"]) == [0.0, 0.0] and list(counts["std_error"]) == [0.0, 0.0]
+    assert empty.loc[empty["select"] == "AVG(hours)", "answer"].isna().all()
+    assert list(total.columns[:2]) == ["select", "answer"] and len(total) == 1
+    assert abs(float(total["answer"].iloc[0]) - len(df)) < 5 * float(total["std_error"].iloc[0])
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT COUNT(DISTINCT age) FROM t",
     "SELECT sex, COUNT(*) FROM t GROUP BY sex; SELECT a.age, COUNT(*) FROM t a JOIN u b ON "

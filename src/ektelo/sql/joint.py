@@ -240,6 +240,9 @@ def _lift(q: questions.ParsedWorkload, union: tuple[str, ...], domain: Domain,
     base = [own.get(a, Total(domain[a].size)) for a in union]
     if terms is None:
         return [base[0] if len(base) == 1 else Kronecker(base)]
+    if not terms:  # nothing satisfies the filter: every answer is 0 exactly (one
+        # zero-masked product, as small as any other term)
+        terms = [[np.zeros(domain[a].size) for a in where_attrs]]
     products: list[EMatrix] = []
     for term in terms:
         factors = list(base)
@@ -247,8 +250,6 @@ def _lift(q: questions.ParsedWorkload, union: tuple[str, ...], domain: Domain,
             i = union.index(a)
             factors[i] = _masked(factors[i], v)
         products.append(factors[0] if len(factors) == 1 else Kronecker(factors))
-    if not products:  # nothing satisfies the filter: every answer is 0 exactly
-        return [Dense(np.zeros((q.matrix.shape[0], math.prod(domain[a].size for a in union))))]
     return products
 
 

@@ -177,7 +177,7 @@ def _statements(statements: list[Statement], joint: Joint, answers: np.ndarray,
         items = []
         for item in st.items:
             f = _item_rows(item.func, item.attr, mine)
-            f = f.drop(columns=["statistic"], errors="ignore")
+            f = f.drop(columns=["statistic", "query"], errors="ignore")
             f.insert(0, "select", item.name)
             items.append(f.reset_index(drop=True))
         out.append(_ordered(st, items, expected))
