@@ -45,6 +45,10 @@ def test_statements_are_answered_jointly_with_one_charge() -> None:
     np.testing.assert_allclose(by_select["n"]["answer"], g.size().to_numpy(), atol=0.5)
     np.testing.assert_allclose(by_select["h"]["answer"], g.sum().to_numpy(), atol=5)
     np.testing.assert_allclose(by_select["m"]["answer"], g.mean().to_numpy(), atol=0.05)
+    # the mean's Fieller interval from the joint noise covariance of its sum and count
+    assert np.isfinite(by_select["m"]["std_error"]).all()
+    assert (by_select["m"]["ci_low"] <= by_select["m"]["answer"]).all()
+    assert (by_select["m"]["answer"] <= by_select["m"]["ci_high"]).all()
     assert list(first.columns[:2]) == ["select", "sex"]
     assert {"std_error", "ci_low", "ci_high", "ci_method"} <= set(first.columns)
     # ORDER BY COUNT(*) DESC LIMIT 2: the two largest races, largest first

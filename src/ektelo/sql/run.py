@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..answers import noise_factor, tidy
+from ..answers import tidy
 from ..errors import SqlError
 from ..workload import spec as questions
 from .compile import Statement, compile_sql
@@ -89,7 +89,8 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
         answers = np.zeros(n)  # (not shown: the intervals' half-widths are what count)
         frames = _statements(statements, joint, answers,
                              None if std is None else np.asarray(std), prev.ci_method,
-                             alpha, taken=None, session=session, expected=True)
+                             alpha, taken=None, session=session, expected=True,
+                             plan=prev.plan)
         for f in frames:
             f.attrs.update(plan=prev.plan, why=why or prev.why, explain=True, budget=prev.budget,
                            alpha=alpha, workload=_shape(joint), ranking=prev.ranking)
@@ -102,7 +103,7 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
     std = None if np.all(np.isnan(std_col)) else std_col
     method = str(frame.attrs.get("ci_method", ""))
     frames = _statements(statements, joint, answers, std, method, alpha, taken=taken,
-                         session=session, expected=False)
+                         session=session, expected=False, plan=str(frame.attrs["plan"]))
     for f in frames:
         f.attrs.update({k: v for k, v in frame.attrs.items() if k != "ci_method"})
         if why:
@@ -119,7 +120,7 @@ def _shape(joint: Joint) -> str:
 
 def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | None,
                 method: str, alpha: float, taken: list[Any] | None, session: Any,
-                expected: bool) -> pd.DataFrame:
+                expected: bool, plan: str) -> pd.DataFrame:
     from ..derived import finish
 
     part = joint.parts[i]
@@ -153,24 +154,21 @@ def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | Non
         return out
     factor = None
     if "mean" in q.derived.statistics and taken:
-        from .. import plans, wide
-
-        name = session.history.iloc[-1]["plan"]
-        linear = (name not in wide.MODEL_PLANS and name != wide.DIRECT_MARGINALS
-                  and (not plans.get(name).data_dependent
-                       or name in ("uniform", "uniform_grid", "adaptive_grid", "ahp", "dawa",
-                                   "dawa_striped")))
-        if linear:
-            F = noise_factor(part.matrix, taken, max_dense=4096)
-            factor = None if F is None else part.reorder(F)
+        # the session's own rule (least-squares plans only), on the part's lifted rows
+        lifted = questions.ParsedWorkload(joint.question.attributes, part.matrix,
+                                          joint.question.rows.iloc[:0],
+                                          "custom", joint.question.shape)
+        F = session._noise_factor(lifted, plan, taken, {})
+        factor = None if F is None else part.reorder(F)
     return finish(q, a, s, method, alpha, factor)
 
 
 def _statements(statements: list[Statement], joint: Joint, answers: np.ndarray,
                 std: np.ndarray | None, method: str, alpha: float, *,
-                taken: list[Any] | None, session: Any, expected: bool) -> list[pd.DataFrame]:
-    per_part = [_part_frame(joint, i, answers, std, method, alpha, taken, session, expected)
-                for i in range(len(joint.parts))]
+                taken: list[Any] | None, session: Any, expected: bool,
+                plan: str) -> list[pd.DataFrame]:
+    per_part = [_part_frame(joint, i, answers, std, method, alpha, taken, session, expected,
+                            plan) for i in range(len(joint.parts))]
     out = []
     for s, st in enumerate(statements):
         mine = [(p, f) for p, f in zip(joint.parts, per_part, strict=True) if p.statement == s]
