@@ -91,6 +91,19 @@ def test_joint_noise_is_smaller_than_one_at_a_time() -> None:
     assert total_joint < total_alone / 2
 
 
+def test_sql_under_zcdp_has_gaussian_intervals() -> None:
+    df = _table()
+    s = Session(df, DOMAIN, epsilon=4.0, delta=1e-6, seed=6, progress=False)
+    (frame,) = s.sql("SELECT sex, COUNT(*), AVG(hours) FROM t WHERE age < 6 GROUP BY sex",
+                     epsilon=1.0)
+    assert s.budget.unit == "rho" and len(s.history) == 1
+    assert frame["ci_method"].astype(str).str.contains("Gaussian").all()
+    means = frame[frame["select"] == "AVG(hours)"]
+    assert np.isfinite(means["std_error"]).all()
+    truth = df[df.age < 6].groupby("sex")["hours"].mean().to_numpy()
+    assert (np.abs(means["answer"].to_numpy() - truth) < 6 * means["std_error"]).all()
+
+
 def test_an_empty_filter_and_a_bare_count() -> None:
     """A filter no cell satisfies answers 0 exactly (no noise reaches it) and
     its means are stated NaN; COUNT(*) without keys is one row."""
