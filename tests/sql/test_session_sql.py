@@ -89,6 +89,9 @@ def test_joint_noise_is_smaller_than_one_at_a_time() -> None:
     total_alone = sum(float((s.sql(t, epsilon=1.0 / len(statements), explain=True)[0]
                              ["expected_std_error"] ** 2).sum()) for t in statements)
     assert total_joint < total_alone / 2
+    # EXPLAIN states both figures
+    assert joint[0].attrs["expected_total"] == pytest.approx(total_joint)
+    assert joint[0].attrs["one_at_a_time_total"] == pytest.approx(total_alone)
 
 
 def test_sql_under_zcdp_has_gaussian_intervals() -> None:

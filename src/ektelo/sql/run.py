@@ -91,9 +91,12 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
                              None if std is None else np.asarray(std), prev.ci_method,
                              alpha, taken=None, session=session, expected=True,
                              plan=prev.plan)
+        apart = _one_at_a_time(session, text, statements, epsilon, rho, plan, alpha)
+        together = _total(frames)
         for f in frames:
             f.attrs.update(plan=prev.plan, why=why or prev.why, explain=True, budget=prev.budget,
-                           alpha=alpha, workload=_shape(joint), ranking=prev.ranking)
+                           alpha=alpha, workload=_shape(joint), ranking=prev.ranking,
+                           expected_total=together, one_at_a_time_total=apart)
         return frames
     before = len(session._recorder.measurements)
     frame = session.ask(joint.question, epsilon=epsilon, rho=rho, plan=name, alpha=alpha)
@@ -110,6 +113,35 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
             f.attrs["why"] = why
         f.attrs["workload"] = _shape(joint)
     return frames
+
+
+def _total(frames: list[pd.DataFrame]) -> float:
+    """Expected total squared error of the cells with a closed form (NaN if none)."""
+    v = np.concatenate([f["expected_std_error"].to_numpy(dtype=np.float64) for f in frames])
+    v = v[np.isfinite(v)]
+    return float(np.sum(v**2)) if v.size else math.nan
+
+
+def _one_at_a_time(session: Any, text: str, statements: list[Statement],
+                   epsilon: float | None, rho: float | None, plan: str,
+                   alpha: float) -> float:
+    """For comparison in EXPLAIN (free): the expected total squared error of
+    the same cells were each statement asked alone with an equal share of
+    the budget (NaN when a statement's plan has no closed form)."""
+    if len(statements) < 2:
+        return math.nan
+    k = len(statements)
+    total = 0.0
+    for st in statements:
+        share = {"epsilon": None if epsilon is None else epsilon / k,
+                 "rho": None if rho is None else rho / k}
+        (f,) = answer_sql(session, st.sql, plan=plan, alpha=alpha, explain=True, **share)
+        v = f["expected_std_error"].to_numpy(dtype=np.float64)
+        if not np.all(np.isfinite(v[f["select"].astype(str).map(
+                lambda n: not n.startswith("AVG")).to_numpy()])):
+            return math.nan
+        total += float(np.nansum(v**2))
+    return total
 
 
 def _shape(joint: Joint) -> str:
@@ -249,6 +281,12 @@ def explain_text(frames: list[pd.DataFrame]) -> str:
     spend = ", ".join(f"{k}={v:g}" for k, v in a.get("budget", {}).items())
     lines = [f"workload: {a.get('workload', '')}", f"plan: {a.get('plan')} at {spend} "
              "(nothing spent)", f"  why: {a.get('why', '')}"]
+    if a.get("ranking"):
+        lines.append(str(a["ranking"]))
+    together, apart = a.get("expected_total", math.nan), a.get("one_at_a_time_total", math.nan)
+    if math.isfinite(together) and math.isfinite(apart) and together > 0:
+        lines.append(f"expected total squared error: {together:.4g} jointly; {apart:.4g} asking "
+                     f"each statement alone with an equal share ({apart / together:.2f}×)")
     for f in frames:
         lines.append(f"-- {f.attrs.get('sql', '')}")
         lines.append(f.to_string(index=False, max_rows=60))
