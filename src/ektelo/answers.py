@@ -66,8 +66,11 @@ def _kron_noise_factor(W: Any, measurements: list[Any]) -> np.ndarray | None:
     on_root = [m for m in measurements if m.query_on_root.shape[1] == n]
     if len(on_root) != 1:
         return None
-    Q = on_root[0].query_on_root
-    if not (isinstance(Q, Kronecker) and isinstance(W, Kronecker)):
+    # weighted products too (c·⊗Qᵢ: HDMM's Gaussian strategy; c·⊗Wᵢ: a joint SQL
+    # workload's sums): (cQ)ᵀ(cQ) = c²QᵀQ, so F scales by c_W / c_Q
+    Q, cq = _unweighted(on_root[0].query_on_root)
+    W, cw = _unweighted(W)
+    if not (isinstance(Q, Kronecker) and isinstance(W, Kronecker)) or cq == 0:
         return None
     if len(Q.factors) != len(W.factors) or any(
             q.shape[1] != w.shape[1] for q, w in zip(Q.factors, W.factors, strict=True)):
@@ -81,7 +84,18 @@ def _kron_noise_factor(W: Any, measurements: list[Any]) -> np.ndarray | None:
     F = parts[0]
     for part in parts[1:]:
         F = np.asarray(np.kron(F, part), dtype=np.float64)
-    return np.asarray(F * math.sqrt(on_root[0].variance), dtype=np.float64)
+    return np.asarray(F * (cw / cq) * math.sqrt(on_root[0].variance), dtype=np.float64)
+
+
+def _unweighted(M: Any) -> tuple[Any, float]:
+    """M as (base, c) with M = c·base, unwrapping `Weighted`s."""
+    from .matrix import Weighted
+
+    c = 1.0
+    while type(M) is Weighted:
+        c *= float(M.weight)
+        M = M.base
+    return M, c
 
 
 def half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:

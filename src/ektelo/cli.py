@@ -159,6 +159,53 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- sql ------------------------------------------------------------------------------
+def cmd_sql(args: argparse.Namespace) -> int:
+    """SQL statements answered jointly (docs/sql.md): compiled and checked
+    before the ledger or the data is touched; EXPLAIN/--explain spends nothing."""
+    import json
+
+    from .session import load_domain
+    from .sql import compile_joint, explain_text
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise CLIError(f"--out {args.out}: unknown output type {out.suffix or '(none)'!r}; "
+                       f"use {', '.join(OUTPUT_SUFFIXES)} (nothing was spent)")
+    try:
+        domain = load_domain(args.domain)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
+    statements, _, explained = compile_joint(args.query, domain)  # refusals: nothing opened
+    ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
+    dataset = args.dataset or Path(args.data).stem
+    budget = _dataset_budget(args, ledger, dataset)
+    session = _open(args, domain, budget, ledger, dataset, seed=args.seed)
+    frames = session.sql(args.query, epsilon=args.epsilon, plan=args.plan, alpha=args.alpha,
+                         explain=args.explain)
+    if args.explain or explained:
+        print(explain_text(frames))
+        _print_budget(session, ledger, dataset, note="nothing spent (explain)")
+        return 0
+    print(f"plan: {frames[0].attrs['plan']} ({frames[0].attrs['why']}); "
+          f"{frames[0].attrs['workload']}")
+    for i, (frame, st) in enumerate(zip(frames, statements, strict=True), start=1):
+        target = out
+        if out is not None and len(frames) > 1:
+            target = out.with_name(f"{out.stem}-{i}{out.suffix}")
+        if out is None:
+            print(f"-- {st.sql}")
+        _write(target, frame, meta={
+            "sql": st.sql, "plan": frame.attrs["plan"], "epsilon": args.epsilon,
+            "delta": args.delta, "alpha": args.alpha, "budget": frame.attrs["budget"],
+            "statements": len(frames), "seed": args.seed,
+        })
+    _print_budget(session, ledger, dataset)
+    if args.seed is not None:
+        print("note: research mode (seeded noise) — not for releasing real data")
+    return 0
+
+
 # -- synth ----------------------------------------------------------------------------
 SYNTH_SUFFIXES = (".csv", ".parquet")
 
@@ -715,6 +762,37 @@ def build_parser() -> argparse.ArgumentParser:
                           "(private data; by default only the column and the kind of problem)")
     _engine_options(run)
     run.set_defaults(func=cmd_run)
+
+    sql = sub.add_parser("sql", help="answer SQL statements jointly (one workload, one charge)")
+    sql.add_argument("query", help="\"SELECT sex, COUNT(*) FROM t GROUP BY sex; SELECT ...\" "
+                                   "(EXPLAIN first: the plan and expected errors, nothing spent)")
+    sql.add_argument("--data", required=True, help="CSV or Parquet file")
+    sql.add_argument("--domain", required=True, help="domain description (JSON; see README)")
+    sql.add_argument("--epsilon", required=True, type=_positive("epsilon"),
+                     help="privacy budget ε > 0 for all the statements together")
+    sql.add_argument("--total", type=_positive("total"),
+                     help="the dataset's total ε, recorded in the ledger by its first run")
+    sql.add_argument("--delta", type=_positive("delta"),
+                     help="(ε, δ)-DP via zCDP: Gaussian-capable plans (e.g. 1e-9)")
+    sql.add_argument("--plan", default="auto", help="plan name or 'auto' (default)")
+    sql.add_argument("--explain", action="store_true",
+                     help="the joint workload, the plan and each cell's expected error; "
+                          "spend nothing")
+    sql.add_argument("--out", help="write answers to .csv, .json or .parquet (several "
+                                   "statements: NAME-1.csv, NAME-2.csv, …)")
+    sql.add_argument("--alpha", type=_positive("alpha"), default=0.05,
+                     help="intervals at level 1 - alpha (default 0.05)")
+    sql.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
+                     help="rows with values outside the domain: refuse, drop or clamp")
+    sql.add_argument("--ledger", help="budget ledger (SQLite path or postgresql:// URL)")
+    sql.add_argument("--no-ledger", action="store_true",
+                     help="throwaway budget for this run only (demos)")
+    sql.add_argument("--dataset", help="the budget's name in the ledger (default: data file stem)")
+    sql.add_argument("--seed", type=int, help="research mode: seeded (insecure) noise")
+    sql.add_argument("--show-bad-values", action="store_true",
+                     help="data holder only: list the first 10 bad rows and values in the error")
+    _engine_options(sql)
+    sql.set_defaults(func=cmd_sql)
 
     synth = sub.add_parser("synth", help="write a synthetic table from a graphical model "
                                          "(MST, AIM, PrivBayes+PGM or HDMM+PGM)")

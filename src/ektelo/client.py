@@ -128,6 +128,18 @@ class Connection:
             return ProtectedTable(remote, remote.root)
         return ProtectedVector(remote, remote.root)
 
+    def session(self, name: str) -> Any:
+        """An analyst session (`ektelo.session.Session.over`) on `name` in a
+        new server session: named questions and ``.sql(...)`` run here,
+        every measurement on the server through the same typed requests a
+        local session sends."""
+        from .session import AnalystSession
+
+        table = self.dataset(name)
+        if not isinstance(table, ProtectedTable):
+            raise TypeError(f"dataset {name!r} is a vector: a session needs a table")
+        return AnalystSession.over(table)
+
     def __del__(self) -> None:  # a dropped connection closes its socket
         conn = getattr(self, "_conn", None)
         if conn is not None:

@@ -12,6 +12,7 @@ so ``except ValueError`` keeps working, and each names its own case::
     │   ├── RequestConflict    a request id reused for another request (kernel.ledger)
     │   ├── DomainValueError   a column holds values the domain cannot encode (domain)
     │   ├── WhereError         a filter that does not parse or fit the domain (where)
+    │   ├── SqlError           SQL ektelo does not answer, named by its clause (sql)
     │   ├── WireError          a malformed document of the port's wire format (wire)
     │   ├── HandleError        a request names a source its server session lacks (server)
     │   └── ModelTooLarge      a junction tree over the public size limit (inference)
@@ -63,6 +64,7 @@ __all__ = [
     "ModelTooLarge",
     "RequestConflict",
     "ServerError",
+    "SqlError",
     "StoreError",
     "WhereError",
     "WireError",
@@ -84,6 +86,10 @@ class ServerError(Exception):
 
 class WhereError(ValueError):
     """A filter that cannot be parsed or does not fit the domain."""
+
+
+class SqlError(ValueError):
+    """SQL that ektelo does not answer (refused before anything is spent)."""
 
 
 class WireError(ValueError):

@@ -304,6 +304,31 @@ class AnalystSession:
         self.progress = progress
         self._history: list[dict[str, Any]] = []
 
+    @classmethod
+    def over(cls, table: Any, *, progress: bool = False,
+             public_rows: float | None = None) -> AnalystSession:
+        """A session over a table already protected: a local
+        `ektelo.protect(...)` handle or a server's, `ektelo.connect(url,
+        token).dataset(name)` — every question then goes through the
+        handle's port as the same typed requests (remote = local)."""
+        from .port import ProtectedTable
+
+        if not isinstance(table, ProtectedTable):
+            raise TypeError(f"Session.over takes a protected table handle, got "
+                            f"{type(table).__name__}")
+        self = cls.__new__(cls)
+        self.public_rows = None if public_rows is None else check.positive(public_rows,
+                                                                           "public_rows")
+        self.domain = table.domain
+        self.privacy_unit = None
+        self.max_rows_per_unit = int(table.ledger()[table.node].stability)
+        self._recorder = Recorder(table.port)
+        self._table = ProtectedTable(self._recorder, table.node)
+        self.dataset = None
+        self.progress = progress
+        self._history = []
+        return self
+
     # -- budget ----------------------------------------------------------------------
     @property
     def budget(self) -> Any:
@@ -398,6 +423,20 @@ class AnalystSession:
                  **options: Any) -> pd.DataFrame:
         """Any linear workload W (an EMatrix) over the vectorization of `attrs`."""
         return self.ask(questions.custom(self.domain, W, attrs), where=where, **options)
+
+    def sql(self, text: str, *, epsilon: float | None = None, rho: float | None = None,
+            plan: str = "auto", alpha: float = 0.05, explain: bool = False
+            ) -> list[pd.DataFrame]:
+        """SQL statements over the table (docs/sql.md), answered JOINTLY: one
+        workload, one plan, one charge of `epsilon` (or `rho`); one tidy
+        frame per statement (``select`` names the aggregate). With a leading
+        EXPLAIN (or `explain=True`): the plan and each cell's expected
+        standard error, nothing spent. Unsupported SQL is a `SqlError`
+        naming the clause, before anything is spent."""
+        from .sql import answer_sql
+
+        return answer_sql(self, text, epsilon=epsilon, rho=rho, plan=plan, alpha=alpha,
+                          explain=explain)
 
     # -- graphical models and synthetic data (issue #25) -----------------------------
     def model(self, plan: str = "mst", *, epsilon: float | None = None,

@@ -159,7 +159,7 @@ def _solve(
                 "Hierarchy, and no total or prior"
             )
         if structured.small_kronecker(system.A):
-            return _direct(system, structured.kronecker_pinv(system.A), "kronecker")  # type: ignore[arg-type]
+            return _direct(system, structured.kronecker_pinv(system.A), "kronecker")
         found = None if system.facts else structured.pieces(system.parts, system.size)
         if found is not None:
             return _blocks(system, found, tol, maxiter)

@@ -210,27 +210,43 @@ _KRON_FACTOR_COLUMNS = 512
 _KRON_FACTOR_ENTRIES = 2**21
 
 
+def _weighted_kronecker(A: EMatrix) -> tuple[Kronecker, float] | None:
+    """A as c·(A₁ ⊗ … ⊗ A_d) — a Kronecker product, possibly weighted (HDMM's
+    strategy under the Gaussian mechanism is scaled to ‖A‖₂ = 1) — or None."""
+    weight = 1.0
+    while type(A) is Weighted:
+        weight *= float(A.weight)
+        A = A.base
+    if type(A) is not Kronecker or weight == 0:
+        return None
+    return A, weight
+
+
 def small_kronecker(A: EMatrix) -> bool:
-    return (
-        type(A) is Kronecker
-        and len(A.factors) > 1
-        and all(
-            f.shape[1] <= _KRON_FACTOR_COLUMNS and f.shape[0] * f.shape[1] <= _KRON_FACTOR_ENTRIES
-            for f in A.factors
-        )
+    found = _weighted_kronecker(A)
+    if found is None:
+        return False
+    K = found[0]
+    return len(K.factors) > 1 and all(
+        f.shape[1] <= _KRON_FACTOR_COLUMNS and f.shape[0] * f.shape[1] <= _KRON_FACTOR_ENTRIES
+        for f in K.factors
     )
 
 
-def kronecker_pinv(A: Kronecker) -> Callable[[np.ndarray], np.ndarray]:
-    """y ↦ (A₁ ⊗ … ⊗ A_d)⁺ y = (A₁⁺ ⊗ … ⊗ A_d⁺) y, one factor (axis) at a time:
-    the minimum-norm least-squares solution, as LSMR's from x = 0."""
-    pinvs = [np.linalg.pinv(f.dense()) for f in A.factors]
+def kronecker_pinv(A: EMatrix) -> Callable[[np.ndarray], np.ndarray]:
+    """y ↦ (c·A₁ ⊗ … ⊗ A_d)⁺ y = (A₁⁺ ⊗ … ⊗ A_d⁺) y / c, one factor (axis) at
+    a time: the minimum-norm least-squares solution, as LSMR's from x = 0."""
+    found = _weighted_kronecker(A)
+    if found is None:
+        raise ValueError("kronecker_pinv needs a (weighted) Kronecker product")
+    K, weight = found
+    pinvs = [np.linalg.pinv(f.dense()) for f in K.factors]
 
     def solve(y: np.ndarray) -> np.ndarray:
-        Y = y.reshape([f.shape[0] for f in A.factors])
+        Y = y.reshape([f.shape[0] for f in K.factors])
         for axis, P in enumerate(pinvs):
             Y = np.moveaxis(np.tensordot(P, Y, axes=([1], [axis])), 0, axis)
-        return Y.reshape(-1)
+        return Y.reshape(-1) / weight
 
     return solve
 
