@@ -322,6 +322,7 @@ class AnalystSession:
         self.domain = table.domain
         self.privacy_unit = None
         self.max_rows_per_unit = int(table.ledger()[table.node].stability)
+        self._unit_groups = None  # a groups bound is not seen here: charged by L1 (#37)
         self._recorder = Recorder(table.port)
         self._table = ProtectedTable(self._recorder, table.node)
         self.dataset = None

@@ -342,14 +342,15 @@ class Kernel:
     def receipted(self, call: Callable[[], _T]) -> tuple[_T, Receipt]:
         """Run one request (`call`, which calls one method of this kernel) and
         return its response with its `Receipt`: the nodes it created and the
-        record its charge wrote. Atomic under the kernel's lock; O(1) in the
-        length of the ledger and the history (nothing is copied)."""
+        records it wrote (two when it also charged its envelope). Atomic under
+        the kernel's lock; O(1) in the length of the ledger and the history
+        (nothing is copied)."""
         with self._lock:
             nodes, records = len(self._ledger), len(self._history)
             response = call()
             created = tuple(range(nodes, len(self._ledger)))
-            record = self._history[records] if len(self._history) > records else None
-        return response, Receipt(created, record)
+            written = tuple(self._history[records:])
+        return response, Receipt(created, written[0] if written else None, written)
 
     def __repr__(self) -> str:
         mode = f"research seed={self.seed}" if self.research_mode else "secure"

@@ -57,7 +57,8 @@ class Receipt:
     server maps a client's ids and accounts its charges from this alone."""
 
     created: tuple[int, ...] = ()
-    record: QueryRecord | None = None
+    record: QueryRecord | None = None  # the first of `records`: the one that charged
+    records: tuple[QueryRecord, ...] = ()  # all it wrote (an envelope's, then its own)
 
     @property
     def charged_at_root(self) -> float:

@@ -287,7 +287,7 @@ class ServerSession:
             self.ids[node] = len(self.nodes)
             self.nodes.append(node)
         if receipt.record is not None:  # a Private→Public request: its charge
-            self.records.append(receipt.record)
+            self.records.extend(receipt.records)  # (an envelope's record first)
             self.replayed = receipt.record.replayed
             self.last_charge = receipt.charged_at_root
         if isinstance(response, port.NewSource):
