@@ -26,8 +26,6 @@ from ektelo.matrix import (
     VStack,
 )
 from ektelo.operators import partition, selection
-from ektelo.operators._forms import dense_gram
-from ektelo.operators._greedy_h_groups import interval_reduced_ranges
 
 
 def _skewed(shape: tuple[int, int], seed: int) -> np.ndarray:
@@ -113,17 +111,17 @@ def test_counted_reduction_equals_the_dense_product(seed):
     flags = np.zeros(K, dtype=int)
     flags[cuts] = 1
     P = Partition(np.cumsum(flags))
-    counted = interval_reduced_ranges(P, Ws)
+    counted = selection.interval_reduced_ranges(P, Ws)
     assert counted is not None
     old = P.reduce_workload(Ws)
     np.testing.assert_allclose(counted.dense(), old.dense(), rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(dense_gram(counted, P.num_groups), dense_gram(old, P.num_groups),
-                               rtol=1e-12, atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(counted.gram().dense(), old.gram().dense(), rtol=1e-12,
+                               atol=1e-12)  # fmt: skip
     # on the ranges themselves (every cell a column) too
     flags = (rng.random(W.shape[1]) < 0.3).astype(int)
     flags[0] = 0
     P_cells = Partition(np.cumsum(flags))
-    direct = interval_reduced_ranges(P_cells, W)
+    direct = selection.interval_reduced_ranges(P_cells, W)
     assert direct is not None
     np.testing.assert_allclose(direct.dense(), P_cells.reduce_workload(W).dense(),
                                rtol=1e-13, atol=1e-15)  # fmt: skip
@@ -133,11 +131,11 @@ def test_counted_reduction_declines_other_inputs():
     W = wl.random_range((6, 7), 10, seed=1)
     Ws = partition.workload_based(W).select_workload(W)
     scattered = Partition(np.arange(Ws.shape[1]) % 3)  # groups that are not intervals
-    assert interval_reduced_ranges(scattered, Ws) is None
+    assert selection.interval_reduced_ranges(scattered, Ws) is None
     ranges_1d = wl.random_range(42, 10, seed=1)
-    assert interval_reduced_ranges(Partition(np.arange(42) // 6), ranges_1d) is None
+    assert selection.interval_reduced_ranges(Partition(np.arange(42) // 6), ranges_1d) is None
     P = Partition(np.arange(Ws.shape[1]) // 4)
-    assert interval_reduced_ranges(P, Product(Ws, Identity(Ws.shape[1]))) is None
+    assert selection.interval_reduced_ranges(P, Product(Ws, Identity(Ws.shape[1]))) is None
 
 
 def test_dawa_after_workload_reduction_uses_the_counted_reduction():

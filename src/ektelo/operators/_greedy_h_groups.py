@@ -9,6 +9,9 @@ by `ektelo.operators.selection`:
 * `greedy_h_on_partition(P, W)` — GreedyH's strategy for W reduced to P's
   groups, its tree built along DAWA's 1-D order of the groups (the Hilbert
   curve for 2-D domains);
+* `interval_reduced_ranges(P, W)` — W P⁺ counted from 2-D ranges' corners
+  when P's groups are intervals of W's columns (DAWA after workload-based
+  reduction), instead of densifying the implicit product;
 * `stripe_workloads(W, shape, axis)` — W restricted to every stripe, in a
   compact form with the same Gram matrix;
 * `stripe_union(shape, axis, partitions, strategies)` — every stripe's
@@ -44,7 +47,13 @@ from ..matrix.partition import hilbert_order
 from ._greedy_h import greedy_h, greedy_h_many
 from .partition import stripe
 
-__all__ = ["greedy_h_on_partition", "greedy_h_stripes", "stripe_union", "stripe_workloads"]
+__all__ = [
+    "greedy_h_on_partition",
+    "greedy_h_stripes",
+    "interval_reduced_ranges",
+    "stripe_union",
+    "stripe_workloads",
+]
 
 
 # ---------------------------------------------------------------------------
