@@ -109,11 +109,12 @@ def test_the_weighted_mean_of_a_group_measured_twice(rng: np.random.Generator) -
         Total(30),
         Weighted(Identity(30), 2.0),
         RangeQueries((5, 6), [[0, 0], [0, 3], [2, 0], [4, 4]], [[1, 2], [1, 5], [3, 5], [4, 5]]),
+        RangeQueries((6, 4), [[3, 0], [0, 0], [0, 2]], [[5, 1], [2, 1], [2, 3]]),  # a grid, a hole
         Product(Diagonal([1.0, 0.5, 2.0]), RangeQueries(30, [0, 4, 20], [3, 19, 25])),
         Sparse(sp.csr_matrix(RangeQueries(30, [0, 4, 20], [3, 19, 25]).dense())),
         VStack([RangeQueries(30, [0, 10], [9, 19]), RangeQueries(30, [20], [29])]),
     ],
-    ids=["identity", "total", "weighted", "grid-2d", "diag-ranges", "sparse", "vstack"],
+    ids=["identity", "total", "weighted", "tiles-2d", "grid-2d", "diag-ranges", "sparse", "vstack"],
 )
 def test_disjoint_structures_are_solved_in_closed_form(Q: EMatrix, rng) -> None:
     x = rng.integers(0, 30, Q.shape[1]).astype(float)

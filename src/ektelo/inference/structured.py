@@ -360,6 +360,9 @@ def _cell_rows(A: EMatrix) -> tuple[np.ndarray, np.ndarray] | None:
     if type(A) is Total:
         return np.zeros(n, dtype=np.int64), np.ones(n)
     if type(A) is RangeQueries and not A.transposed:
+        grid = _grid_rows(A)
+        if grid is not None:
+            return grid, (grid >= 0).astype(np.float64)
         sizes = A._sizes().astype(np.int64)
         if int(sizes.sum()) > n:  # some cell is in two ranges
             return None
@@ -383,6 +386,44 @@ def _cell_rows(A: EMatrix) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     row, value = inner
     return np.where(value != 0, row, -1), value
+
+
+def _grid_rows(R: RangeQueries) -> np.ndarray | None:
+    """Per cell the range holding it (-1: none) when R's ranges are products
+    of disjoint intervals per axis, each product at most once (a grid, as
+    UniformGrid's): from each cell's interval on every axis, in O(n) with no
+    list of the ranges' cells. None for any other ranges."""
+    d = len(R.domain_shape)
+    labels, counts, index = [], [], []
+    for axis, size in enumerate(R.domain_shape):
+        pairs, which = np.unique(
+            R.lower[:, axis] * (size + 1) + R.upper[:, axis], return_inverse=True
+        )  # distinct intervals, sorted by lower end (then upper)
+        spans = np.stack(np.divmod(pairs, size + 1), axis=1)
+        if np.any(spans[1:, 0] <= spans[:-1, 1]):
+            return None  # two intervals on this axis overlap
+        label = np.full(size + 1, -1, dtype=np.int64)  # the last entry: outside
+        for_cells = np.repeat(np.arange(spans.shape[0]), spans[:, 1] - spans[:, 0] + 1)
+        label[np.concatenate([np.arange(a, b + 1) for a, b in spans])] = for_cells
+        labels.append(label[:size])
+        counts.append(spans.shape[0])
+        index.append(which.reshape(-1))
+    cells = math.prod(counts)
+    if cells > 4 * R.shape[1] + 16:
+        return None
+    key = np.ravel_multi_index(tuple(index), counts)
+    if np.unique(key).size != key.size:
+        return None  # a product of intervals asked twice
+    table = np.full(cells + 1, -1, dtype=np.int64)  # the last entry: a cell outside
+    table[key] = np.arange(key.size)
+    flat = np.zeros([1] * d, dtype=np.int64)
+    outside = np.zeros([1] * d, dtype=bool)
+    for axis, (label, count) in enumerate(zip(labels, counts, strict=True)):
+        shape = [1] * d
+        shape[axis] = label.size
+        flat = flat * count + np.maximum(label, 0).reshape(shape)
+        outside = outside | (label < 0).reshape(shape)
+    return np.asarray(table[np.where(outside, cells, flat)].reshape(-1))
 
 
 def solve_disjoint(found: Disjoint) -> Callable[[np.ndarray], np.ndarray]:

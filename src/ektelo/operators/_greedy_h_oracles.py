@@ -220,6 +220,10 @@ class _RowsOracle:
     def columns(self, cells: np.ndarray) -> np.ndarray:
         """R's columns at `cells`, one per row (len(cells) × q, read-only);
         memoised, as every pass over the tree asks for the same leaves."""
+        if cells.size and cells[-1] - cells[0] + 1 == cells.size and np.all(np.diff(cells) == 1):
+            view = self.Rt[cells[0] : cells[-1] + 1]  # consecutive cells (the deepest leaves)
+            view.setflags(write=False)  # a view: no copy of a k × q block
+            return view
         key = cells.tobytes()
         got = self._memo.get(key)
         if got is None:
