@@ -100,6 +100,7 @@ from ._greedy_h_oracles import (
     _reduced_gram_source,
     _RowsOracle,
     _small_gram,
+    _sum_children,
 )
 from ._greedy_h_tree import (
     _cells,
@@ -310,6 +311,7 @@ def _greedy_pass(
     errors: list[np.ndarray] = []
     child_error = child_k = child_q = np.zeros(0)
     child_img = np.zeros((0, 0))  # per node of the level below: R_S u_S (a row each)
+    shared = False  # child_img is R's columns (leaves only): the same in every pass
     for depth in range(len(tree.levels) - 1, -1, -1):
         lv = tree.levels[depth]
         internal = lv.child_count > 0
@@ -332,8 +334,11 @@ def _greedy_pass(
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
             if rows is not None:
-                img_sum = _sum_children(child_img, start, lv.child_count[internal])
-                m = np.einsum("ij,ij->i", img_sum, img_sum)
+                if shared:  # sums of R's columns: computed once for every pass
+                    img_sum, m = rows.leaf_sums(child_img, start, lv.child_count[internal])
+                else:
+                    img_sum = _sum_children(child_img, start, lv.child_count[internal])
+                    m = np.einsum("ij,ij->i", img_sum, img_sum)
             else:
                 m = oracle.quadratic(lo, hi, u)
             if fixed is None:
@@ -369,7 +374,10 @@ def _greedy_pass(
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
             if rows is not None:  # R_S u_S after the rescaling; a flat node's columns are all equal
-                img_sum *= scale[:, None]
+                if shared:  # the memoised sums stay as they are
+                    img_sum = img_sum * scale[:, None]
+                else:
+                    img_sum *= scale[:, None]
                 if internal.all():
                     img = img_sum
                 else:
@@ -386,6 +394,7 @@ def _greedy_pass(
         child_error, child_k, child_q = error, k, q_self
         if rows is not None:
             child_img = img
+            shared = not internal.any()
     if local == "reference" and fixed is None:  # the carried errors were damped
         return _greedy_pass(tree, oracle, fixed=(splits[::-1], stops[::-1]))
     return _Fit(
@@ -394,18 +403,6 @@ def _greedy_pass(
         tuple(reversed(errors)),
         float(errors[-1][0]),
     )
-
-
-def _sum_children(child: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Row sums of the consecutive blocks child[start_i : start_i + count_i],
-    which tile `child`: strided slices when every block has the same size."""
-    c = int(count[0])
-    if c > 1 and np.all(count == c) and child.shape[0] == c * count.size:
-        out = np.add(child[0::c], child[1::c])
-        for j in range(2, c):
-            out += child[j::c]
-        return out
-    return np.add.reduceat(child, start, axis=0)
 
 
 def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:

@@ -121,20 +121,26 @@ def reduced_ranges(P: Partition, W: EMatrix, order: np.ndarray) -> EMatrix | Non
     if not np.array_equal((box[1] - box[0] + 1) * (box[3] - box[2] + 1), P.sizes):
         return None
     # overlaps per axis, once per distinct extent of the groups on that axis
-    overlap = []
+    # per axis, once per distinct extent of the groups on that axis: the share
+    # of the extent inside each range (a group's entry is the product of its
+    # two shares: |range ∩ g| / |g| for a rectangle g)
+    share = []
     for axis, (start, stop) in enumerate(((box[0], box[1]), (box[2], box[3]))):
         extents, which = np.unique(np.stack([start, stop]), axis=1, return_inverse=True)
         length = np.minimum(W.upper[:, axis], extents[1][:, None])
         length -= np.maximum(W.lower[:, axis], extents[0][:, None])
-        overlap.append((np.maximum(length + 1, 0).astype(np.float64), which.reshape(-1)[order]))
-    (by_row, row_of), (by_col, col_of) = overlap
-    inv_size = 1.0 / P.sizes[order, None]
-    out = np.empty((k, W.num_queries))  # transposed: a group's column is contiguous
-    step = max(1, 2**21 // W.num_queries)
+        inside = np.maximum(length + 1, 0) / (extents[1] - extents[0] + 1)[:, None]
+        share.append((inside, which.reshape(-1)[order]))
+    (by_row, row_of), (by_col, col_of) = share
+    q = W.num_queries
+    out = np.empty((k, q))  # transposed: a group's column is contiguous
+    step = max(1, 2**16 // q)  # blocks of the two factors that stay in the cache
+    rows_part, cols_part = np.empty((step, q)), np.empty((step, q))
     for g in range(0, k, step):
-        s = slice(g, g + step)
-        np.multiply(by_row[row_of[s]], by_col[col_of[s]], out=out[s])
-        out[s] *= inv_size[s]
+        m = min(step, k - g)
+        np.take(by_row, row_of[g : g + m], axis=0, out=rows_part[:m])
+        np.take(by_col, col_of[g : g + m], axis=0, out=cols_part[:m])
+        np.multiply(rows_part[:m], cols_part[:m], out=out[g : g + m])
     out.setflags(write=False)
     return Dense._wrap(out).T  # finite by construction: no validating copy; a view
 

@@ -213,6 +213,7 @@ class _RowsOracle:
             cut[j:e] = diff > self.tol
         self.cuts = np.cumsum(cut[:n])
         self._memo: dict[bytes, np.ndarray] = {}
+        self._sums: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def diagonal(self, cells: np.ndarray) -> np.ndarray:
         return self.colsq[cells]
@@ -230,6 +231,23 @@ class _RowsOracle:
             got = self.Rt[cells]
             got.setflags(write=False)
             self._memo[key] = got
+        return got
+
+    def leaf_sums(
+        self, columns: np.ndarray, start: np.ndarray, count: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The children's image sums and their squared norms over a level whose
+        children are all leaves (`columns`: R's columns of those leaves, as
+        `columns` gave them): the same in every pass of `_best_fit`, so
+        computed once (read-only)."""
+        key = b"sums" + start.tobytes() + count.tobytes()
+        got = self._sums.get(key)
+        if got is None:
+            total = _sum_children(columns, start, count)
+            norms = np.einsum("ij,ij->i", total, total)
+            total.setflags(write=False)
+            norms.setflags(write=False)
+            got = self._sums[key] = (total, norms)
         return got
 
     def uniform(self, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -429,3 +447,15 @@ def _dense_rows(W: EMatrix) -> np.ndarray:
         rows[np.arange(j, j + rows.shape[1]), np.arange(rows.shape[1])] = 1.0
         R[j : j + rows.shape[1]] = W.T.matmat(rows).T
     return R
+
+
+def _sum_children(child: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Row sums of the consecutive blocks child[start_i : start_i + count_i],
+    which tile `child`: strided slices when every block has the same size."""
+    c = int(count[0])
+    if c > 1 and np.all(count == c) and child.shape[0] == c * count.size:
+        out = np.add(child[0::c], child[1::c])
+        for j in range(2, c):
+            out += child[j::c]
+        return out
+    return np.add.reduceat(child, start, axis=0)
