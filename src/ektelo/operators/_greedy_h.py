@@ -309,7 +309,12 @@ def _greedy_pass(
     splits: list[np.ndarray] = []
     stops: list[np.ndarray] = []
     errors: list[np.ndarray] = []
-    child_error = child_k = child_q = np.zeros(0)
+    # "reference" compares damped errors; the exact errors of the weighting it
+    # picks ride along (u, k and m do not depend on the errors), as a second,
+    # evaluating pass would compute them — the same formulas on the same values
+    exacts: list[np.ndarray] = []
+    carry_exact = local == "reference" and fixed is None
+    child_error = child_k = child_q = child_exact = np.zeros(0)
     child_img = np.zeros((0, 0))  # per node of the level below: R_S u_S (a row each)
     shared = False  # child_img is R's columns (leaves only): the same in every pass
     for depth in range(len(tree.levels) - 1, -1, -1):
@@ -324,6 +329,7 @@ def _greedy_pass(
                 img = np.empty((lv.lower.size, child_img.shape[1]))
                 img[leaf] = rows.columns(lv.lower[leaf])
         error = diag.copy()
+        exact = diag.copy() if carry_exact else error
         k = np.ones(lv.lower.size)
         q_self = diag.copy()  # u_vᵀ G_SS u_v
         split = np.zeros(lv.lower.size)
@@ -384,6 +390,12 @@ def _greedy_pass(
                     img[internal] = img_sum
                 img[np.flatnonzero(internal)[flat]] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
+            if carry_exact:  # the evaluating pass's error: p = 1 on flat nodes (unused there)
+                p_x = np.where(flat, 1.0, p_v)
+                q_x = (1.0 - p_x) ** 2
+                sum_exact = np.add.reduceat(child_exact, start)
+                exact_v = (sum_exact - q_x * m / (p_x**2 + q_x * sum_k)) / p_x**2
+                exact[internal] = np.where(flat, diag[internal], exact_v)
             k[internal] = np.where(flat, 1.0, sum_k * scale)
             q_self[internal] = np.where(flat, diag[internal], scale**2 * m)
             split[internal] = np.where(flat, 0.0, p_v)
@@ -391,12 +403,13 @@ def _greedy_pass(
         splits.append(split)
         stops.append(stop)
         errors.append(error)
-        child_error, child_k, child_q = error, k, q_self
+        exacts.append(exact)
+        child_error, child_k, child_q, child_exact = error, k, q_self, exact
         if rows is not None:
             child_img = img
             shared = not internal.any()
-    if local == "reference" and fixed is None:  # the carried errors were damped
-        return _greedy_pass(tree, oracle, fixed=(splits[::-1], stops[::-1]))
+    if carry_exact:  # the carried errors were damped: the exact ones are the fit's
+        errors = exacts
     return _Fit(
         tuple(reversed(splits)),
         tuple(reversed(stops)),
