@@ -315,19 +315,17 @@ def _greedy_pass(
     exacts: list[np.ndarray] = []
     carry_exact = local == "reference" and fixed is None
     child_error = child_k = child_q = child_exact = np.zeros(0)
-    child_img = np.zeros((0, 0))  # per node of the level below: R_S u_S (a row each)
-    shared = False  # child_img is R's columns (leaves only): the same in every pass
+    # The level below's images R_S u_S (a row each), without its plain leaves
+    # (their images are R's columns, never copied): `child_img` holds the rows
+    # of its other nodes in order, `below_leaf` marks the plain leaves and
+    # `below_cells` are the nodes' first cells.
+    child_img = np.zeros((0, 0))
+    below_leaf: np.ndarray = np.zeros(0, dtype=bool)
+    below_cells: np.ndarray = np.zeros(0, dtype=np.int64)
     for depth in range(len(tree.levels) - 1, -1, -1):
         lv = tree.levels[depth]
         internal = lv.child_count > 0
         diag = oracle.diagonal(lv.lower)
-        if rows is not None:  # a leaf's image is its column (u = 1 there)
-            leaf = ~internal
-            if leaf.all():
-                img = rows.columns(lv.lower)
-            else:
-                img = np.empty((lv.lower.size, child_img.shape[1]))
-                img[leaf] = rows.columns(lv.lower[leaf])
         error = diag.copy()
         exact = diag.copy() if carry_exact else error
         k = np.ones(lv.lower.size)
@@ -340,11 +338,9 @@ def _greedy_pass(
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
             if rows is not None:
-                if shared:  # sums of R's columns: computed once for every pass
-                    img_sum, m = rows.leaf_sums(child_img, start, lv.child_count[internal])
-                else:
-                    img_sum = _sum_children(child_img, start, lv.child_count[internal])
-                    m = np.einsum("ij,ij->i", img_sum, img_sum)
+                img_sum, m = _child_images(
+                    rows, child_img, below_leaf, below_cells, start, lv.child_count[internal]
+                )
             else:
                 m = oracle.quadratic(lo, hi, u)
             if fixed is None:
@@ -380,15 +376,8 @@ def _greedy_pass(
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
             if rows is not None:  # R_S u_S after the rescaling; a flat node's columns are all equal
-                if shared:  # the memoised sums stay as they are
-                    img_sum = img_sum * scale[:, None]
-                else:
-                    img_sum *= scale[:, None]
-                if internal.all():
-                    img = img_sum
-                else:
-                    img[internal] = img_sum
-                img[np.flatnonzero(internal)[flat]] = rows.columns(lo[flat])
+                img = img_sum * scale[:, None]  # (img_sum may be shared: not in place)
+                img[flat] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
             if carry_exact:  # the evaluating pass's error: p = 1 on flat nodes (unused there)
                 p_x = np.where(flat, 1.0, p_v)
@@ -405,9 +394,9 @@ def _greedy_pass(
         errors.append(error)
         exacts.append(exact)
         child_error, child_k, child_q, child_exact = error, k, q_self, exact
-        if rows is not None:
-            child_img = img
-            shared = not internal.any()
+        if rows is not None:  # the internal nodes' images; leaves stay R's columns
+            child_img = img if internal.any() else np.zeros((0, rows.Rt.shape[1]))
+            below_leaf, below_cells = ~internal, lv.lower
     if carry_exact:  # the carried errors were damped: the exact ones are the fit's
         errors = exacts
     return _Fit(
@@ -416,6 +405,40 @@ def _greedy_pass(
         tuple(reversed(errors)),
         float(errors[-1][0]),
     )
+
+
+def _child_images(
+    rows: _RowsOracle,
+    child_img: np.ndarray,
+    below_leaf: np.ndarray,
+    below_cells: np.ndarray,
+    start: np.ndarray,
+    count: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every internal node's sum of its children's images R_S u_S, and its
+    squared norm m, from the level below: plain leaves (`below_leaf`, images
+    R's columns at `below_cells`) and the other children's rows `child_img`
+    in order. The leaves' part is the same in every pass (`leaf_sums`: once
+    per tree); the others' rows are added to it — in a binary tree the same
+    sums, term for term, as summing every child's row (x + 0 = x); wider
+    nodes sum every child's row in order, as before."""
+    if not below_leaf.any():  # every child has its row
+        img_sum = _sum_children(child_img, start, count)
+        return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
+    if count.max() > 2:  # wider nodes: every child's row, summed in child order
+        full = np.empty((below_leaf.size, child_img.shape[1]))
+        full[below_leaf] = rows.columns(below_cells[below_leaf])
+        full[~below_leaf] = child_img
+        img_sum = _sum_children(full, start, count)
+        return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
+    leaves, leaf_norms = rows.leaf_sums(below_leaf, below_cells, start, count)
+    if below_leaf.all():  # leaves only: shared and read-only
+        return leaves, leaf_norms
+    parent = np.repeat(np.arange(count.size), count)[~below_leaf]  # of each row, in order
+    first = np.flatnonzero(np.diff(parent, prepend=-1))
+    img_sum = leaves.copy()
+    img_sum[parent[first]] += np.add.reduceat(child_img, first, axis=0)
+    return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
 
 
 def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:

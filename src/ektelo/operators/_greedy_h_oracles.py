@@ -234,16 +234,19 @@ class _RowsOracle:
         return got
 
     def leaf_sums(
-        self, columns: np.ndarray, start: np.ndarray, count: np.ndarray
+        self, leaf: np.ndarray, cells: np.ndarray, start: np.ndarray, count: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The children's image sums and their squared norms over a level whose
-        children are all leaves (`columns`: R's columns of those leaves, as
-        `columns` gave them): the same in every pass of `_best_fit`, so
-        computed once (read-only)."""
-        key = b"sums" + start.tobytes() + count.tobytes()
+        """Per parent of a level (its children at start … start + count − 1),
+        the sum of R's columns over its children that are plain leaves
+        (`leaf`, first cells `cells`; other children count 0) and its squared
+        norm: the same in every pass of `_best_fit`, so computed once per
+        level (read-only)."""
+        key = b"".join(v.tobytes() for v in (leaf, cells, start, count))
         got = self._sums.get(key)
         if got is None:
-            total = _sum_children(columns, start, count)
+            parts = np.zeros((leaf.size, self.Rt.shape[1]))
+            parts[leaf] = self.Rt[cells[leaf]]
+            total = _sum_children(parts, start, count)
             norms = np.einsum("ij,ij->i", total, total)
             total.setflags(write=False)
             norms.setflags(write=False)
