@@ -240,13 +240,18 @@ class _RowsOracle:
         the sum of R's columns over its children that are plain leaves
         (`leaf`, first cells `cells`; other children count 0) and its squared
         norm: the same in every pass of `_best_fit`, so computed once per
-        level (read-only)."""
+        level (read-only), from the leaves' columns only."""
         key = b"".join(v.tobytes() for v in (leaf, cells, start, count))
         got = self._sums.get(key)
         if got is None:
-            parts = np.zeros((leaf.size, self.Rt.shape[1]))
-            parts[leaf] = self.Rt[cells[leaf]]
-            total = _sum_children(parts, start, count)
+            parent = np.repeat(np.arange(count.size), count)[leaf]  # of each leaf, in order
+            first = np.flatnonzero(np.diff(parent, prepend=-1))
+            sums = np.add.reduceat(self.Rt[cells[leaf]], first, axis=0)  # in child order
+            if first.size == count.size:  # every parent has a leaf child
+                total = sums
+            else:
+                total = np.zeros((count.size, self.Rt.shape[1]))
+                total[parent[first]] = sums
             norms = np.einsum("ij,ij->i", total, total)
             total.setflags(write=False)
             norms.setflags(write=False)
