@@ -206,8 +206,12 @@ def interval_reduced_ranges(P: Partition, W: EMatrix) -> EMatrix | None:
         np.maximum(part, 0, out=part)
         np.minimum(part, width[y], out=part)
         part += above[y]
-    out = np.diff(counts.astype(np.float64), axis=0)  # k × q (float: no mixed-type ufuncs)
-    out /= P.sizes[:, None]
+    out = np.empty((k, q))  # k × q: a bucket's count over its size, block by block in cache
+    sizes = P.sizes.astype(np.float64)[:, None]
+    step = max(1, 2**17 // q)
+    for a in range(0, k, step):
+        b = min(k, a + step)
+        np.divide(counts[a + 1 : b + 1] - counts[a:b], sizes[a:b], out=out[a:b])
     out.setflags(write=False)
     return Dense._wrap(out).T  # finite by construction: no validating copy; a view
 
