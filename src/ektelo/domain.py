@@ -56,6 +56,9 @@ _MISSING_TEXT = frozenset({"", "nan", "na", "n/a", "null", "none", "<na>", "nat"
 # How many offending rows `show_bad_values=True` lists.
 SHOWN_BAD_VALUES = 10
 
+# Rows per block when numbers are encoded in place (`Attribute._encode_into`).
+_ENCODE_BLOCK = 1 << 16
+
 
 class DomainValueError(ValueError):
     """A column holds values the domain cannot encode.
@@ -258,6 +261,47 @@ class Attribute:
         if not ok.all():
             raise self._bad_values(series, ~ok, is_bool, show_bad_values)
         return np.asarray(codes, dtype=np.int64)
+
+    def _encode_into(self, column: Any, out: np.ndarray, show_bad_values: bool) -> None:
+        """`encode(column)` written into `out` (any integer type that holds
+        the codes). A plain NumPy numeric column (integers or floats, not
+        booleans) of an attribute without labels is encoded block by block,
+        with no float64 or int64 copy of the column (issue #42); every block
+        is checked, and any value the attribute cannot encode sends the
+        column through `encode`, which refuses it exactly as before."""
+        series = column if isinstance(column, pd.Series) else None
+        if (
+            series is not None
+            and self.values is None
+            and isinstance(series.dtype, np.dtype)
+            and series.dtype.kind in "iuf"
+        ):
+            values = series.to_numpy(copy=False)
+            if values.ndim == 1 and len(values) == len(out) and self._numbers_into(values, out):
+                return
+        out[:] = self.encode(column, show_bad_values=show_bad_values)
+
+    def _numbers_into(self, values: np.ndarray, out: np.ndarray) -> bool:
+        """Codes of numbers into `out`, block by block; False when some value
+        is not a code (every block is encoded and checked all the same)."""
+        good = True
+        edges = None if self.bins is None else np.asarray(self.bins)
+        integral = values.dtype.kind in "iu"
+        for start in range(0, len(values), _ENCODE_BLOCK):
+            v = values[start : start + _ENCODE_BLOCK]
+            part = out[start : start + _ENCODE_BLOCK]
+            if edges is not None:  # NaN and ±inf fall outside every bin
+                codes = np.searchsorted(edges, v, side="right") - 1
+                good &= bool(codes.min() >= 0) & bool(codes.max() < self.size)
+                np.copyto(part, codes, casting="unsafe")
+            elif integral:
+                good &= bool(v.min() >= 0) & bool(v.max() < self.size)
+                np.copyto(part, v, casting="unsafe")
+            else:
+                ok = np.isfinite(v) & (v == np.round(v)) & (v >= 0) & (v < self.size)
+                good &= bool(ok.all())
+                np.copyto(part, np.where(ok, v, 0), casting="unsafe")
+        return good
 
     def _codes(self, column: Any) -> tuple[pd.Series, np.ndarray, np.ndarray, np.ndarray]:
         """(series, codes, ok, is_bool): the codes where `ok`, garbage elsewhere."""
@@ -613,10 +657,23 @@ class Domain:
         return "Domain(" + ", ".join(f"{a.name}={a.size}" for a in self.attributes) + ")"
 
     # -- data --------------------------------------------------------------------
+    def code_dtype(self) -> np.dtype[Any]:
+        """The smallest unsigned integer type that holds every attribute's codes."""
+        largest = max((a.size for a in self.attributes), default=1) - 1
+        return np.dtype(np.min_scalar_type(largest))
+
     def encode(
-        self, frame: pd.DataFrame, *, ignore_extra: bool = False, show_bad_values: bool = False
+        self,
+        frame: pd.DataFrame,
+        *,
+        ignore_extra: bool = False,
+        show_bad_values: bool = False,
+        dtype: Any = np.int64,
+        order: str = "C",
     ) -> np.ndarray:
-        """The (rows × attributes) int64 code matrix of `frame`.
+        """The (rows × attributes) code matrix of `frame`: int64 (`dtype`: any
+        integer type that holds the codes, e.g. `code_dtype()`), in C order
+        (``order="F"``: column by column).
 
         Every attribute must be a column; a column that is not an attribute is
         an error unless `ignore_extra`. Any value the domain cannot encode
@@ -641,10 +698,16 @@ class Domain:
                 f"unknown column(s) {extra} not in the domain {list(self.names)}; select the "
                 f"domain's columns first or pass ignore_extra=True"
             )
+        kind = np.dtype(dtype)
+        if kind.kind not in "iu" or any(a.size - 1 > np.iinfo(kind).max for a in self.attributes):
+            raise ValueError(f"dtype {kind} cannot hold this domain's codes")
+        if order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', got {order!r}")
         renamed = frame.set_axis(columns, axis=1)
-        codes = np.empty((len(frame), len(self)), dtype=np.int64)
+        layout: Any = order  # "C" or "F", checked above
+        codes: np.ndarray = np.empty((len(frame), len(self)), dtype=kind, order=layout)
         for j, a in enumerate(self.attributes):
-            codes[:, j] = a.encode(renamed[a.name], show_bad_values=show_bad_values)
+            a._encode_into(renamed[a.name], codes[:, j], show_bad_values)
         return codes
 
     def clean(self, frame: pd.DataFrame, on_invalid: str = "error") -> pd.DataFrame:

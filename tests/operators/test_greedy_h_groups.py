@@ -96,6 +96,62 @@ def test_dense_reduced_ranges_decline_non_rectangular_groups():
     np.testing.assert_allclose(M.dense(), (G @ C).dense(), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_counted_reduction_equals_the_dense_product(seed):
+    """After workload-based reduction (§8) DAWA partitions a 1-D vector of
+    workload groups: W·S (S the groups' first cells) reduced by intervals.
+    The counted W·S·P⁺ (`interval_reduced_ranges`), and so its Gram, equal
+    the old densification of the implicit product on random inputs."""
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(3, 20)), int(rng.integers(3, 20)))
+    W = wl.random_range(shape, int(rng.integers(5, 40)), seed=seed)
+    Ws = partition.workload_based(W).select_workload(W)
+    K = Ws.shape[1]
+    cuts = rng.choice(np.arange(1, K), size=int(rng.integers(0, K - 1)), replace=False)
+    flags = np.zeros(K, dtype=int)
+    flags[cuts] = 1
+    P = Partition(np.cumsum(flags))
+    counted = selection.interval_reduced_ranges(P, Ws)
+    assert counted is not None
+    old = P.reduce_workload(Ws)
+    np.testing.assert_allclose(counted.dense(), old.dense(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(counted.gram().dense(), old.gram().dense(), rtol=1e-12,
+                               atol=1e-12)  # fmt: skip
+    # on the ranges themselves (every cell a column) too
+    flags = (rng.random(W.shape[1]) < 0.3).astype(int)
+    flags[0] = 0
+    P_cells = Partition(np.cumsum(flags))
+    direct = selection.interval_reduced_ranges(P_cells, W)
+    assert direct is not None
+    np.testing.assert_allclose(direct.dense(), P_cells.reduce_workload(W).dense(),
+                               rtol=1e-13, atol=1e-15)  # fmt: skip
+
+
+def test_counted_reduction_declines_other_inputs():
+    W = wl.random_range((6, 7), 10, seed=1)
+    Ws = partition.workload_based(W).select_workload(W)
+    scattered = Partition(np.arange(Ws.shape[1]) % 3)  # groups that are not intervals
+    assert selection.interval_reduced_ranges(scattered, Ws) is None
+    ranges_1d = wl.random_range(42, 10, seed=1)
+    assert selection.interval_reduced_ranges(Partition(np.arange(42) // 6), ranges_1d) is None
+    P = Partition(np.arange(Ws.shape[1]) // 4)
+    assert selection.interval_reduced_ranges(P, Product(Ws, Identity(Ws.shape[1]))) is None
+
+
+def test_dawa_after_workload_reduction_uses_the_counted_reduction():
+    """The plan's strategy is GreedyH on the counted W·S·P⁺: equal to GreedyH
+    on the implicit product (the matrix it replaces)."""
+    x = _skewed((16, 16), 3)
+    W = wl.random_range((16, 16), 30, seed=2)
+    Pw = partition.workload_based(W)
+    Ws = Pw.select_workload(W)
+    xr = Pw.reduce(x.reshape(-1))
+    P = dawa_partition(xr, 0.5, RandomSource(1))
+    M = selection.greedy_h_on_partition(P, Ws)
+    G = selection.greedy_h(P.num_groups, P.reduce_workload(Ws))
+    np.testing.assert_allclose(M.dense(), G.dense(), rtol=1e-9, atol=1e-12)
+
+
 def test_greedy_h_on_partition_checks_its_arguments():
     with pytest.raises(TypeError):
         selection.greedy_h_on_partition(np.zeros(4, dtype=int), Identity(4))  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""The in-memory table engine: a table is an int64 code matrix and a row mask.
+"""The in-memory table engine: a table is a code matrix and a row mask.
 
 This is the kernel's original representation (`rows.Rows`, whose module
 docstring states each transformation's stability and what its running time
@@ -83,9 +83,9 @@ class MemoryEngine:
                 cells = np.flatnonzero(x)
                 out.append(sparse_cells(cells, x[cells]))
             else:  # larger (PrivBayes's joint codes only): every row, weighted by the mask
-                flat = np.zeros(table.codes.shape[0], dtype=np.int64)
+                flat = np.zeros(table.height, dtype=np.int64)
                 for j, size in zip(columns, shape, strict=True):
-                    flat = flat * size + table.codes[:, j]
+                    flat = flat * size + table.column(j)
                 cells, inverse = np.unique(flat, return_inverse=True)
                 counts = np.bincount(inverse, weights=table.weights(), minlength=cells.size)
                 out.append(sparse_cells(cells, counts))  # zero counts left out
@@ -123,12 +123,14 @@ def open_frame(
         frame = frame[list(domain.names)]
     if on_invalid != "error":
         frame = domain.clean(frame, on_invalid)
-    codes = domain.encode(frame, show_bad_values=show_bad_values)
+    # the smallest codes, column by column (issue #42): a column is contiguous
+    # for `vectorize`, and the matrix is the one copy of the data kept
+    codes = domain.encode(frame, show_bad_values=show_bad_values, dtype=domain.code_dtype(),
+                          order="F")  # fmt: skip
     if units is not None and ids is not None:
-        codes = codes[_kept_per_unit(ids, codes, units, axes, key)]
-    readonly = np.array(codes, dtype=np.int64, copy=True)
-    readonly.setflags(write=False)
-    return tables.Rows.all(readonly, tuple(int(n) for n in domain.shape))
+        codes = np.asfortranarray(codes[_kept_per_unit(ids, codes, units, axes, key)])
+    codes.setflags(write=False)  # a fresh array: read-only, not copied
+    return tables.Rows.all(codes, tuple(int(n) for n in domain.shape))
 
 
 def _kept_per_unit(

@@ -2,8 +2,9 @@
 
 The in-memory table engine's rows (engines/memory.py; DuckDB and Spark tables live
 in engines/duckdb.py and engines/spark.py, with the same meaning). A table
-here is an int64 code matrix (one row per record, one column per attribute of
-its `Domain`). These functions are called only by the kernel, through the
+here is a code matrix (one row per record, one column per attribute of its
+`Domain`; the smallest unsigned integers that hold the domain's codes,
+column by column in memory: issue #42). These functions are called only by the kernel, through the
 engine (`MemoryEngine`), which records each result as a new source variable with the
 stability stated here (PINQ semantics, McSherry 2009; every engine's):
 
@@ -16,7 +17,8 @@ stability stated here (PINQ semantics, McSherry 2009; every engine's):
 Timing (issues #22, #36).  A table is its code matrix, a row mask and the
 public domain size of each column (`Rows`): `where`, `select`, `split` and
 `vectorize` do the same work whatever the predicate selects — a mask over
-every row, a column copy of every row, a weighted count over every row — so
+every row, the columns named (no data touched), a weighted count over every
+row in blocks of a public size — so
 how long they take says nothing about how many rows matched.  `group_by`
 too: it counts every row of the code matrix (weight 1 if a member, 0 if
 not) into the PUBLIC key domain (the product of the key columns' sizes, up
@@ -49,18 +51,39 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Rows:
-    """A private table: int64 codes (rows × attributes) and the mask of the
-    rows that belong to it (the others were removed by `where` or `split`).
-    `mask is None` means every row — a structural fact (a root table and its
-    projections), not a property of the data."""
+    """A private table: a code matrix (rows × attributes; non-negative
+    integers of the smallest type that holds the domain's codes, column-major
+    when it is a root table) and the mask of the rows that belong to it (the
+    others were removed by `where` or `split`). `mask is None` means every
+    row — a structural fact (a root table and its projections), not a
+    property of the data. `columns`, when given, are the matrix's columns
+    that make the table, in order (a projection: `select` copies nothing)."""
 
     codes: np.ndarray
     mask: np.ndarray | None  # bool, one entry per row of `codes`; None: all rows
     sizes: tuple[int, ...] | None = None  # each column's public domain size, if known
+    columns: tuple[int, ...] | None = None  # the table's columns of `codes`; None: all
 
     @staticmethod
     def all(codes: np.ndarray, sizes: tuple[int, ...] | None = None) -> Rows:
         return Rows(codes, None, sizes)
+
+    @property
+    def height(self) -> int:
+        """The number of rows of the code matrix (members or not)."""
+        return int(self.codes.shape[0])
+
+    def column(self, j: int) -> np.ndarray:
+        """The table's column j (a view of the code matrix)."""
+        column: np.ndarray = self.codes[:, j if self.columns is None else self.columns[j]]
+        return column
+
+    def matrix(self) -> np.ndarray:
+        """The table's columns as a matrix: the code matrix itself, or a copy
+        of the projected columns."""
+        if self.columns is None:
+            return self.codes
+        return np.ascontiguousarray(self.codes[:, list(self.columns)])
 
     def weights(self) -> np.ndarray:
         """The mask as float64 weights (1 a member, 0 not), one per row."""
@@ -69,34 +92,39 @@ class Rows:
     def member(self) -> np.ndarray:
         """The mask as an array (every row when there is none)."""
         if self.mask is None:
-            return np.ones(self.codes.shape[0], dtype=bool)
+            return np.ones(self.height, dtype=bool)
         return self.mask
 
     def count(self) -> int:
-        return self.codes.shape[0] if self.mask is None else int(np.count_nonzero(self.mask))
+        return self.height if self.mask is None else int(np.count_nonzero(self.mask))
 
     def selected(self) -> np.ndarray:
         """The member rows themselves (work grows with their number)."""
-        rows: np.ndarray = self.codes if self.mask is None else self.codes[self.mask]
-        return rows
+        rows = self.matrix()
+        return rows if self.mask is None else rows[self.mask]
 
 
 #: the largest public key domain `group_rows` enumerates (cells); beyond it,
 #: the distinct keys of the code matrix (see the module docstring)
 GROUP_DOMAIN_MAX = 1 << 20
 
+#: rows per block of `vectorize_rows`: its flat indices and weights stay in
+#: the cache instead of being vectors of the table's height
+_BLOCK_ROWS = 1 << 16
+
 
 def where_rows(rows: Rows, mask_of: Callable[[np.ndarray], np.ndarray]) -> Rows:
     """The rows for which the compiled predicate holds (tested on every row)."""
-    mask = rows.member() & np.asarray(mask_of(rows.codes), dtype=bool)
-    return Rows(rows.codes, mask, rows.sizes)
+    mask = rows.member() & np.asarray(mask_of(rows.matrix()), dtype=bool)
+    return Rows(rows.codes, mask, rows.sizes, rows.columns)
 
 
 def select_rows(rows: Rows, columns: Sequence[int]) -> Rows:
-    """Projection onto `columns` (every row kept, a multiset)."""
+    """Projection onto `columns` (every row kept, a multiset): the same code
+    matrix with the columns named, no copy (the same work for any table)."""
     sizes = None if rows.sizes is None else tuple(rows.sizes[j] for j in columns)
-    return Rows(np.ascontiguousarray(rows.codes[:, list(columns)]), rows.mask, sizes)
-
+    base = tuple(int(j) if rows.columns is None else rows.columns[j] for j in columns)
+    return Rows(rows.codes, rows.mask, sizes, base)
 
 
 def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) -> Rows:
@@ -111,17 +139,18 @@ def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) 
     `GROUP_DOMAIN_MAX`), masked where no member row has that key — no
     filtering and no shortcut for an empty result."""
     cols = list(columns)
-    keys = rows.codes[:, cols]
     key_sizes = None if rows.sizes is None else tuple(rows.sizes[j] for j in cols)
     if key_sizes is not None and int(np.prod(key_sizes, dtype=np.int64)) <= GROUP_DOMAIN_MAX:
         n = int(np.prod(key_sizes, dtype=np.int64))
         if cols:
-            flat = np.ravel_multi_index(tuple(keys.T), key_sizes)
+            flat = np.ravel_multi_index(tuple(rows.column(j) for j in cols), key_sizes)
             unique = np.stack(np.unravel_index(np.arange(n), key_sizes), axis=1)
         else:  # no key: one group (a structural case)
-            flat, unique = np.zeros(keys.shape[0], dtype=np.int64), np.zeros((1, 0), np.int64)
+            flat, unique = np.zeros(rows.height, dtype=np.int64), np.zeros((1, 0), np.int64)
         sizes = np.bincount(flat, weights=rows.weights(), minlength=n)
     else:  # every row of the code matrix, members or not
+        keys = np.column_stack([rows.column(j) for j in cols]) if cols else np.zeros(
+            (rows.height, 0), dtype=np.int64)
         unique, inverse = np.unique(keys, axis=0, return_inverse=True)
         sizes = np.bincount(inverse.reshape(-1), weights=rows.weights(), minlength=len(unique))
     present = sizes > 0
@@ -134,19 +163,37 @@ def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) 
 
 def split_rows(rows: Rows, column: int, size: int) -> list[Rows]:
     """One table per value 0..size-1 of `column` (disjoint; a partition)."""
-    values, member = rows.codes[:, column], rows.member()
-    return [Rows(rows.codes, member & (values == v), rows.sizes) for v in range(size)]
+    values, member = rows.column(column), rows.member()
+    return [Rows(rows.codes, member & (values == v), rows.sizes, rows.columns)
+            for v in range(size)]  # fmt: skip
 
 
 def vectorize_rows(rows: Rows, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
     """T-Vectorize: x[i] = number of rows in cell i of the product domain of
     `columns` (C-order flattening), as float64; every row is counted with
     weight 1 (member) or 0 (not), so the work does not depend on the mask
-    (a table without a mask, structurally every row, is counted unweighted)."""
+    (a table without a mask, structurally every row, is counted unweighted).
+
+    Block by block of `_BLOCK_ROWS` rows (a public constant): each block's
+    cell indices (Horner's rule over the named columns, which were checked
+    against the domain when the table was opened) are counted into the
+    vector — no index or weight vector of the table's height."""
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if not columns:  # the total (a structural case: no column named)
         return np.array([float(np.count_nonzero(rows.member()))])
-    flat = np.ravel_multi_index(tuple(rows.codes[:, j] for j in columns), shape)
-    if rows.mask is None:
-        return np.bincount(flat, minlength=n).astype(np.float64)
-    return np.bincount(flat, weights=rows.mask.astype(np.float64), minlength=n)
+    parts = [rows.column(j) for j in columns]
+    step = max(_BLOCK_ROWS, n)  # a block's count vector is no longer than its rows
+    flat = np.empty(min(step, rows.height), dtype=np.intp)
+    total = np.zeros(n, dtype=np.int64 if rows.mask is None else np.float64)
+    for start in range(0, rows.height, step):
+        stop = min(start + step, rows.height)
+        cell = flat[: stop - start]
+        cell[:] = parts[0][start:stop]
+        for part, size in zip(parts[1:], shape[1:], strict=True):
+            cell *= size
+            cell += part[start:stop]
+        if rows.mask is None:
+            total += np.bincount(cell, minlength=n)
+        else:
+            total += np.bincount(cell, weights=rows.mask[start:stop], minlength=n)
+    return total.astype(np.float64, copy=False)

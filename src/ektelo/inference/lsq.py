@@ -11,6 +11,9 @@ measurements chooses an exact solver where one applies (`structured`):
 
 * one tree of range queries (H2, HB, QuadTree): two passes, O(N)
   (`tree.lstsq`, Hay, Rastogi, Miklau & Suciu, PVLDB 2010);
+* rows with disjoint supports (Identity, Total, UniformGrid's grid, group
+  totals; a group measured several times): per group, the weighted mean of
+  its measurements spread over its cells, O(N);
 * one Kronecker product with small factors (HDMM, striped strategies):
   the factors' pseudo-inverses;
 * measurements of disjoint split pieces (striped plans): piece by piece;
@@ -105,7 +108,7 @@ def least_squares(
 
     Returns:
         An `Estimate`: ``x`` on the root's domain, ``info`` with the method
-        ("lsmr", "tree", "kronecker", "blocks", "lines"), iterations and products.
+        ("lsmr", "tree", "disjoint", "kronecker", "blocks", "lines"), iterations and products.
 
     Raises:
         ConvergenceError: the iteration limit was reached with the optimality
@@ -118,6 +121,7 @@ def least_squares(
     root_shape, size = check_root(items)
     tol = check.probability(tol, "tol")
     exact_scale = check.unit_interval(exact_scale, "exact_scale", include_one=True)
+    check_maxiter(maxiter, 1)  # refused whichever solver the structure picks
     facts = public_rows(prior, total, size)
     x0 = None if start is None else start_vector(start, size)
     groups = structured.chosen_groups(groups, items)
@@ -158,6 +162,9 @@ def _solve(
                 "method='tree' needs one measurement whose query on the root is a "
                 "Hierarchy, and no total or prior"
             )
+        disjoint = structured.disjoint_of(system.A)
+        if disjoint is not None:
+            return _direct(system, structured.solve_disjoint(disjoint), "disjoint")
         if structured.small_kronecker(system.A):
             return _direct(system, structured.kronecker_pinv(system.A), "kronecker")
         found = None if system.facts else structured.pieces(system.parts, system.size)

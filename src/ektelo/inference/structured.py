@@ -32,6 +32,10 @@ instead of a plan choosing a solver:
   cells), no public facts: least squares is block diagonal, solved piece by
   piece; pieces measured by the same matrices with the same weights share
   one dense factorisation with a right-hand side each (HB-Striped, §9.2).
+* **disjoint** — rows whose supports partition the cells they measure
+  (Identity, a Total, a grid of ranges, a partition's group totals, each
+  group measured once or several times with its own weight): least squares
+  is closed-form, group by group (`disjoint_of`, `solve_disjoint`).
 * **lines** — one set of (weighted) range queries on a ≥ 2-D root, each
   along the same axis within one line of cells (DAWA-Striped's union of
   every stripe's GreedyH ranges, §9.2): least squares is block diagonal
@@ -55,11 +59,13 @@ from ..matrix import (
     Diagonal,
     EMatrix,
     Hierarchy,
+    Identity,
     Kronecker,
     Partition,
     Product,
     RangeQueries,
     Sparse,
+    Total,
     Weighted,
 )
 from ..measurement import Measurement
@@ -247,6 +253,212 @@ def kronecker_pinv(A: EMatrix) -> Callable[[np.ndarray], np.ndarray]:
         for axis, P in enumerate(pinvs):
             Y = np.moveaxis(np.tensordot(P, Y, axes=([1], [axis])), 0, axis)
         return Y.reshape(-1) / weight
+
+    return solve
+
+
+# ---------------------------------------------------------------------------
+# Disjoint rows: identity, total, grids, group totals
+# ---------------------------------------------------------------------------
+
+# Rows are looked at one by one only when no cell is covered by more than this
+# many of them (a group measured this many times): the matrix then has at most
+# this many entries per cell.
+_DISJOINT_REPEATS = 16
+# Relative tolerance of "two rows of a group are multiples of each other".
+_PARALLEL_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Disjoint:
+    """The closed-form least-squares solution of a system whose non-zero rows
+    fall into groups with disjoint supports, the rows of a group multiples
+    cᵢ·a of one row a: x_j = coef_j · s_g for every cell j of group g, s_g
+    = Σ cᵢbᵢ over the group's rows (`solve_disjoint`); cells of no group
+    stay 0. `cells`: the cells of some group (None: all of them), in the
+    order of `cell_group` (their groups) and `coef`. `rows`, `scales`,
+    `labels`: the rows that enter s, their cᵢ and groups (None when every
+    group is one row, c = 1: s_g = b_g, a gather)."""
+
+    size: int  # rows of the system (groups are numbered by row)
+    n: int  # cells
+    cells: np.ndarray | None
+    cell_group: np.ndarray
+    coef: np.ndarray
+    rows: np.ndarray | None = None
+    scales: np.ndarray | None = None
+    labels: np.ndarray | None = None
+
+
+def disjoint_of(A: EMatrix) -> Disjoint | None:
+    """A's rows as `Disjoint` groups, or None when they are not.
+
+    Identities, totals and ranges that share no cell (weighted or not) are
+    read from their structure, every row a group of its own (`_cell_rows`).
+    Otherwise a first, cheap test: no cell covered by more than
+    `_DISJOINT_REPEATS` rows (`max_column_nnz`, an upper bound), so that the
+    explicit matrix has at most that many entries per cell. On the explicit
+    matrix, every cell's lowest row is its group's label: the rows form
+    disjoint groups exactly when every entry of a row carries its row's label
+    and each group's rows and cells form a complete block (entries = rows ×
+    cells); and least squares separates group by group when the rows of a
+    group are parallel (to `_PARALLEL_RTOL`).
+
+    The solution (`solve_disjoint`): a group's rows are cᵢ·a, so its fit
+    depends on x only through t = a·x, minimised by t = Σ cᵢbᵢ / Σ cᵢ² — for
+    0/1 rows weighted by 1/σᵢ the inverse-variance weighted mean of the
+    group's noisy totals — and the minimum-norm x with a·x = t is t·a/‖a‖²
+    (for 0/1 rows: t spread uniformly over the group's cells). A cell no
+    row looks at gets 0, as LSMR's minimum-norm solution from x = 0 gives."""
+    m, n = A.shape
+    found = _cell_rows(A)
+    if found is not None:  # no cell covered twice: every row its own group, c = 1
+        row, value = found
+        cells = None if row.min(initial=0) >= 0 else np.flatnonzero(row >= 0)
+        if cells is not None:
+            row, value = row[cells], value[cells]
+        if m == 1:  # a total: one group, no gathers
+            return Disjoint(1, n, cells, row, value / float(np.dot(value, value)))
+        norm2 = np.bincount(row, weights=value * value, minlength=m)
+        return Disjoint(m, n, cells, row, value / norm2[row])
+    bound = A.max_column_nnz()
+    if bound < 1 or bound > _DISJOINT_REPEATS:
+        return None
+    S = sp.csr_matrix(A.sparse(), dtype=np.float64, copy=True)
+    S.eliminate_zeros()
+    S.sort_indices()
+    C = S.tocsc()
+    C.sort_indices()
+    counts, col_counts = np.diff(S.indptr), np.diff(C.indptr)
+    rows, measured = np.flatnonzero(counts), np.flatnonzero(col_counts)
+    if rows.size == 0:
+        return None
+    cell_group = np.full(n, -1, dtype=np.int64)
+    cell_group[measured] = C.indices[C.indptr[measured]]  # the lowest row looking at the cell
+    entry_group = cell_group[S.indices]
+    row_group = np.full(m, -1, dtype=np.int64)
+    row_group[rows] = entry_group[S.indptr[rows]]
+    row_of = np.repeat(np.arange(m), counts)
+    if not np.array_equal(entry_group, row_group[row_of]):
+        return None  # a row reaches into another group's cells
+    group = cell_group[measured]
+    if not np.array_equal(
+        np.bincount(entry_group, minlength=m),
+        np.bincount(row_group[rows], minlength=m) * np.bincount(group, minlength=m),
+    ):
+        return None  # a group's rows do not all cover all of its cells
+    a = np.zeros(n)
+    a[measured] = C.data[C.indptr[measured]]  # the group's first row
+    heads = S.indptr[rows]
+    scale = S.data[heads] / a[S.indices[heads]]  # c of every non-zero row
+    if not np.allclose(S.data, np.repeat(scale, counts[rows]) * a[S.indices],
+                       rtol=_PARALLEL_RTOL, atol=0.0):  # fmt: skip
+        return None  # two rows of a group are not multiples of each other
+    labels = row_group[rows]
+    den = np.bincount(labels, weights=scale * scale, minlength=m)
+    value = a[measured]
+    norm2 = np.bincount(group, weights=value * value, minlength=m)
+    coef = value / (den[group] * norm2[group])
+    cells = None if measured.size == n else measured
+    return Disjoint(m, n, cells, group, coef, rows, scale, labels)
+
+
+def _cell_rows(A: EMatrix) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per cell the row of its one entry (-1: none) and the entry, read from
+    the structure of an Identity, a Total, range queries no two of which
+    share a cell, or a weighted or row-scaled one of these, in O(n + m) with
+    no sparse matrix; None for any other matrix (the caller reads the
+    explicit one) and for ranges that overlap. Entries equal to 0 count as
+    none."""
+    m, n = A.shape
+    if type(A) is Identity:
+        return np.arange(n, dtype=np.int64), np.ones(n)
+    if type(A) is Total:
+        return np.zeros(n, dtype=np.int64), np.ones(n)
+    if type(A) is RangeQueries and not A.transposed:
+        grid = _grid_rows(A)
+        if grid is not None:
+            return grid, (grid >= 0).astype(np.float64)
+        sizes = A._sizes().astype(np.int64)
+        if int(sizes.sum()) > n:  # some cell is in two ranges
+            return None
+        cols = A._entry_columns(sizes)
+        row = np.full(n, -1, dtype=np.int64)
+        row[cols] = np.repeat(np.arange(m, dtype=np.int64), sizes)
+        if np.count_nonzero(row >= 0) != cols.size:  # a cell written twice
+            return None
+        return row, (row >= 0).astype(np.float64)
+    inner = None
+    if type(A) is Weighted:
+        inner = _cell_rows(A.base)
+        if inner is not None:
+            inner = (inner[0], inner[1] * A.weight)
+    elif type(A) is Product and type(A.A) is Diagonal:
+        inner = _cell_rows(A.B)
+        if inner is not None:
+            row, value = inner
+            inner = (row, value * np.where(row >= 0, A.A.d[np.maximum(row, 0)], 0.0))
+    if inner is None:
+        return None
+    row, value = inner
+    return np.where(value != 0, row, -1), value
+
+
+def _grid_rows(R: RangeQueries) -> np.ndarray | None:
+    """Per cell the range holding it (-1: none) when R's ranges are products
+    of disjoint intervals per axis, each product at most once (a grid, as
+    UniformGrid's): from each cell's interval on every axis, in O(n) with no
+    list of the ranges' cells. None for any other ranges."""
+    d = len(R.domain_shape)
+    labels, counts, index = [], [], []
+    for axis, size in enumerate(R.domain_shape):
+        pairs, which = np.unique(
+            R.lower[:, axis] * (size + 1) + R.upper[:, axis], return_inverse=True
+        )  # distinct intervals, sorted by lower end (then upper)
+        spans = np.stack(np.divmod(pairs, size + 1), axis=1)
+        if np.any(spans[1:, 0] <= spans[:-1, 1]):
+            return None  # two intervals on this axis overlap
+        label = np.full(size + 1, -1, dtype=np.int64)  # the last entry: outside
+        for_cells = np.repeat(np.arange(spans.shape[0]), spans[:, 1] - spans[:, 0] + 1)
+        label[np.concatenate([np.arange(a, b + 1) for a, b in spans])] = for_cells
+        labels.append(label[:size])
+        counts.append(spans.shape[0])
+        index.append(which.reshape(-1))
+    cells = math.prod(counts)
+    if cells > 4 * R.shape[1] + 16:
+        return None
+    key = np.ravel_multi_index(tuple(index), counts)
+    if np.unique(key).size != key.size:
+        return None  # a product of intervals asked twice
+    table = np.full(cells + 1, -1, dtype=np.int64)  # the last entry: a cell outside
+    table[key] = np.arange(key.size)
+    flat = np.zeros([1] * d, dtype=np.int64)
+    outside = np.zeros([1] * d, dtype=bool)
+    for axis, (label, count) in enumerate(zip(labels, counts, strict=True)):
+        shape = [1] * d
+        shape[axis] = label.size
+        flat = flat * count + np.maximum(label, 0).reshape(shape)
+        outside = outside | (label < 0).reshape(shape)
+    return np.asarray(table[np.where(outside, cells, flat)].reshape(-1))
+
+
+def solve_disjoint(found: Disjoint) -> Callable[[np.ndarray], np.ndarray]:
+    """b ↦ the minimum-norm least-squares solution of a `Disjoint` system
+    (`disjoint_of` says why it is that): x_j = coef_j · Σ cᵢbᵢ over the
+    rows of j's group, a gather when every group is one row."""
+
+    def solve(b: np.ndarray) -> np.ndarray:
+        if found.rows is None:
+            sums = b[0] if found.size == 1 else b[found.cell_group]
+        else:
+            weights = found.scales * b[found.rows]
+            sums = np.bincount(found.labels, weights=weights, minlength=found.size)  # type: ignore[arg-type]
+            sums = sums[found.cell_group]
+        if found.cells is None:
+            return np.asarray(sums * found.coef)
+        x = np.zeros(found.n)
+        x[found.cells] = sums * found.coef
+        return x
 
     return solve
 

@@ -100,6 +100,7 @@ from ._greedy_h_oracles import (
     _reduced_gram_source,
     _RowsOracle,
     _small_gram,
+    _sum_children,
 )
 from ._greedy_h_tree import (
     _cells,
@@ -308,20 +309,25 @@ def _greedy_pass(
     splits: list[np.ndarray] = []
     stops: list[np.ndarray] = []
     errors: list[np.ndarray] = []
-    child_error = child_k = child_q = np.zeros(0)
-    child_img = np.zeros((0, 0))  # per node of the level below: R_S u_S (a row each)
+    # "reference" compares damped errors; the exact errors of the weighting it
+    # picks ride along (u, k and m do not depend on the errors), as a second,
+    # evaluating pass would compute them — the same formulas on the same values
+    exacts: list[np.ndarray] = []
+    carry_exact = local == "reference" and fixed is None
+    child_error = child_k = child_q = child_exact = np.zeros(0)
+    # The level below's images R_S u_S (a row each), without its plain leaves
+    # (their images are R's columns, never copied): `child_img` holds the rows
+    # of its other nodes in order, `below_leaf` marks the plain leaves and
+    # `below_cells` are the nodes' first cells.
+    child_img = np.zeros((0, 0))
+    below_leaf: np.ndarray = np.zeros(0, dtype=bool)
+    below_cells: np.ndarray = np.zeros(0, dtype=np.int64)
     for depth in range(len(tree.levels) - 1, -1, -1):
         lv = tree.levels[depth]
         internal = lv.child_count > 0
         diag = oracle.diagonal(lv.lower)
-        if rows is not None:  # a leaf's image is its column (u = 1 there)
-            leaf = ~internal
-            if leaf.all():
-                img = rows.columns(lv.lower)
-            else:
-                img = np.empty((lv.lower.size, child_img.shape[1]))
-                img[leaf] = rows.columns(lv.lower[leaf])
         error = diag.copy()
+        exact = diag.copy() if carry_exact else error
         k = np.ones(lv.lower.size)
         q_self = diag.copy()  # u_vᵀ G_SS u_v
         split = np.zeros(lv.lower.size)
@@ -332,8 +338,9 @@ def _greedy_pass(
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
             if rows is not None:
-                img_sum = _sum_children(child_img, start, lv.child_count[internal])
-                m = np.einsum("ij,ij->i", img_sum, img_sum)
+                img_sum, m = _child_images(
+                    rows, child_img, below_leaf, below_cells, start, lv.child_count[internal]
+                )
             else:
                 m = oracle.quadratic(lo, hi, u)
             if fixed is None:
@@ -369,13 +376,15 @@ def _greedy_pass(
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
             if rows is not None:  # R_S u_S after the rescaling; a flat node's columns are all equal
-                img_sum *= scale[:, None]
-                if internal.all():
-                    img = img_sum
-                else:
-                    img[internal] = img_sum
-                img[np.flatnonzero(internal)[flat]] = rows.columns(lo[flat])
+                img = img_sum * scale[:, None]  # (img_sum may be shared: not in place)
+                img[flat] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
+            if carry_exact:  # the evaluating pass's error: p = 1 on flat nodes (unused there)
+                p_x = np.where(flat, 1.0, p_v)
+                q_x = (1.0 - p_x) ** 2
+                sum_exact = np.add.reduceat(child_exact, start)
+                exact_v = (sum_exact - q_x * m / (p_x**2 + q_x * sum_k)) / p_x**2
+                exact[internal] = np.where(flat, diag[internal], exact_v)
             k[internal] = np.where(flat, 1.0, sum_k * scale)
             q_self[internal] = np.where(flat, diag[internal], scale**2 * m)
             split[internal] = np.where(flat, 0.0, p_v)
@@ -383,11 +392,13 @@ def _greedy_pass(
         splits.append(split)
         stops.append(stop)
         errors.append(error)
-        child_error, child_k, child_q = error, k, q_self
-        if rows is not None:
-            child_img = img
-    if local == "reference" and fixed is None:  # the carried errors were damped
-        return _greedy_pass(tree, oracle, fixed=(splits[::-1], stops[::-1]))
+        exacts.append(exact)
+        child_error, child_k, child_q, child_exact = error, k, q_self, exact
+        if rows is not None:  # the internal nodes' images; leaves stay R's columns
+            child_img = img if internal.any() else np.zeros((0, rows.Rt.shape[1]))
+            below_leaf, below_cells = ~internal, lv.lower
+    if carry_exact:  # the carried errors were damped: the exact ones are the fit's
+        errors = exacts
     return _Fit(
         tuple(reversed(splits)),
         tuple(reversed(stops)),
@@ -396,16 +407,38 @@ def _greedy_pass(
     )
 
 
-def _sum_children(child: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Row sums of the consecutive blocks child[start_i : start_i + count_i],
-    which tile `child`: strided slices when every block has the same size."""
-    c = int(count[0])
-    if c > 1 and np.all(count == c) and child.shape[0] == c * count.size:
-        out = np.add(child[0::c], child[1::c])
-        for j in range(2, c):
-            out += child[j::c]
-        return out
-    return np.add.reduceat(child, start, axis=0)
+def _child_images(
+    rows: _RowsOracle,
+    child_img: np.ndarray,
+    below_leaf: np.ndarray,
+    below_cells: np.ndarray,
+    start: np.ndarray,
+    count: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every internal node's sum of its children's images R_S u_S, and its
+    squared norm m, from the level below: plain leaves (`below_leaf`, images
+    R's columns at `below_cells`) and the other children's rows `child_img`
+    in order. The leaves' part is the same in every pass (`leaf_sums`: once
+    per tree); the others' rows are added to it — in a binary tree the same
+    sums, term for term, as summing every child's row (x + 0 = x); wider
+    nodes sum every child's row in order, as before."""
+    if not below_leaf.any():  # every child has its row
+        img_sum = _sum_children(child_img, start, count)
+        return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
+    if count.max() > 2:  # wider nodes: every child's row, summed in child order
+        full = np.empty((below_leaf.size, child_img.shape[1]))
+        full[below_leaf] = rows.columns(below_cells[below_leaf])
+        full[~below_leaf] = child_img
+        img_sum = _sum_children(full, start, count)
+        return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
+    leaves, leaf_norms = rows.leaf_sums(below_leaf, below_cells, start, count)
+    if below_leaf.all():  # leaves only: shared and read-only
+        return leaves, leaf_norms
+    parent = np.repeat(np.arange(count.size), count)[~below_leaf]  # of each row, in order
+    first = np.flatnonzero(np.diff(parent, prepend=-1))
+    img_sum = leaves.copy()
+    img_sum[parent[first]] += np.add.reduceat(child_img, first, axis=0)
+    return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
 
 
 def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:

@@ -9,6 +9,9 @@ by `ektelo.operators.selection`:
 * `greedy_h_on_partition(P, W)` — GreedyH's strategy for W reduced to P's
   groups, its tree built along DAWA's 1-D order of the groups (the Hilbert
   curve for 2-D domains);
+* `interval_reduced_ranges(P, W)` — W P⁺ counted from 2-D ranges' corners
+  when P's groups are intervals of W's columns (DAWA after workload-based
+  reduction), instead of densifying the implicit product;
 * `stripe_workloads(W, shape, axis)` — W restricted to every stripe, in a
   compact form with the same Gram matrix;
 * `stripe_union(shape, axis, partitions, strategies)` — every stripe's
@@ -44,7 +47,13 @@ from ..matrix.partition import hilbert_order
 from ._greedy_h import greedy_h, greedy_h_many
 from .partition import stripe
 
-__all__ = ["greedy_h_on_partition", "greedy_h_stripes", "stripe_union", "stripe_workloads"]
+__all__ = [
+    "greedy_h_on_partition",
+    "greedy_h_stripes",
+    "interval_reduced_ranges",
+    "stripe_union",
+    "stripe_workloads",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -76,7 +85,8 @@ def greedy_h_on_partition(P: Partition, W: EMatrix) -> EMatrix:
         raise TypeError(f"W must be an EMatrix, got {type(W).__name__}")
     k = P.num_groups
     if len(P.domain_shape) != 2:
-        return greedy_h(k, P.reduce_workload(W))
+        counted = interval_reduced_ranges(P, W)
+        return greedy_h(k, P.reduce_workload(W) if counted is None else counted)
     along = P.groups[hilbert_order(P.domain_shape)]
     first = np.full(k, along.size)
     np.minimum.at(first, along, np.arange(along.size))
@@ -111,25 +121,117 @@ def reduced_ranges(P: Partition, W: EMatrix, order: np.ndarray) -> EMatrix | Non
     if not np.array_equal((box[1] - box[0] + 1) * (box[3] - box[2] + 1), P.sizes):
         return None
     # overlaps per axis, once per distinct extent of the groups on that axis
-    overlap = []
+    # per axis, once per distinct extent of the groups on that axis: the share
+    # of the extent inside each range (a group's entry is the product of its
+    # two shares: |range ∩ g| / |g| for a rectangle g)
+    share = []
     for axis, (start, stop) in enumerate(((box[0], box[1]), (box[2], box[3]))):
         extents, which = np.unique(np.stack([start, stop]), axis=1, return_inverse=True)
         length = np.minimum(W.upper[:, axis], extents[1][:, None])
         length -= np.maximum(W.lower[:, axis], extents[0][:, None])
-        overlap.append((np.maximum(length + 1, 0).astype(np.float64), which.reshape(-1)[order]))
-    (by_row, row_of), (by_col, col_of) = overlap
-    inv_size = 1.0 / P.sizes[order, None]
-    out = np.empty((k, W.num_queries))  # transposed: a group's column is contiguous
-    step = max(1, 2**21 // W.num_queries)
+        inside = np.maximum(length + 1, 0) / (extents[1] - extents[0] + 1)[:, None]
+        share.append((inside, which.reshape(-1)[order]))
+    (by_row, row_of), (by_col, col_of) = share
+    q = W.num_queries
+    out = np.empty((k, q))  # transposed: a group's column is contiguous
+    step = max(1, 2**16 // q)  # blocks of the two factors that stay in the cache
+    rows_part, cols_part = np.empty((step, q)), np.empty((step, q))
     for g in range(0, k, step):
-        s = slice(g, g + step)
-        np.multiply(by_row[row_of[s]], by_col[col_of[s]], out=out[s])
-        out[s] *= inv_size[s]
+        m = min(step, k - g)
+        np.take(by_row, row_of[g : g + m], axis=0, out=rows_part[:m])
+        np.take(by_col, col_of[g : g + m], axis=0, out=cols_part[:m])
+        np.multiply(rows_part[:m], cols_part[:m], out=out[g : g + m])
     out.setflags(write=False)
     return Dense._wrap(out).T  # finite by construction: no validating copy; a view
 
 
 _DENSE_REDUCED_MAX = 2**26  # entries of a dense W P⁺ (512 MiB)
+
+
+def interval_reduced_ranges(P: Partition, W: EMatrix) -> EMatrix | None:
+    """W P⁺ (q × k) held densely, counted from the ranges' corners, when W is
+    2-D ranges R with columns taken at cells in increasing C order — R
+    itself, or R·S with S a selection of such cells, as
+    ``Partition.select_workload`` builds after workload-based reduction (§8)
+    — and P's groups are intervals of W's columns in order (DAWA's buckets on
+    a 1-D vector). None otherwise, or beyond `_DENSE_REDUCED_MAX` entries.
+
+    Bucket r holds the columns [s_r, s_{r+1}), i.e. the cells
+    cells[s_r] … cells[s_{r+1} − 1], an interval of the selected cells in C
+    order, so (W P⁺)[i, r] = (N_i(s_{r+1}) − N_i(s_r)) / |r| with N_i(t) the
+    number of selected cells before cells[t] (in C order) inside range i.
+    N_i(t) is the selected cells in the range's full rows above cells[t]'s
+    row plus those left of it in its row: four corners of a 2-D prefix count
+    of the selected cells and two of a per-row one — O(n + q·k), instead of
+    pushing identity blocks through the ranges' prefix sums (O(n·k) per
+    product, seconds on 256 × 256 at a few thousand buckets)."""
+    found = _ranges_at_cells(W)
+    if found is None or np.any(np.diff(P.groups) < 0):  # labels in order: intervals
+        return None
+    R, cells = found
+    k, q = P.num_groups, R.num_queries
+    if cells.size != P.size or q * (k + 1) > _DENSE_REDUCED_MAX or R.shape[1] >= 2**31:
+        return None  # (int32 counts)
+    Y, X = R.domain_shape
+    chosen = np.zeros((Y + 1, X), dtype=np.int32)  # a zero row: cutoffs at the end
+    chosen.reshape(-1)[cells] = 1
+    row_prefix = np.zeros((Y + 1, X + 1), dtype=np.int32)  # [y, x]: row y, columns < x
+    np.cumsum(chosen, axis=1, out=row_prefix[:, 1:])
+    block = np.zeros((Y + 1, X + 1), dtype=np.int32)  # [y, x]: rows < y, columns < x
+    np.cumsum(row_prefix[:-1], axis=0, out=block[1:])
+    y0, x0 = R.lower[:, 0], R.lower[:, 1]
+    y1, x1 = R.upper[:, 0] + 1, R.upper[:, 1] + 1  # exclusive
+    # Per row y of a cutoff and range i (tables of (Y + 1) × q): the selected
+    # cells of the range in its full rows above y, and the per-row counts at
+    # the range's left and right edges in row y (0 wide outside the range).
+    top = np.clip(np.arange(Y + 1)[:, None], y0, y1)
+    above = block[top, x1] - block[y0, x1] - block[top, x0] + block[y0, x0]
+    left = row_prefix[:, x0]
+    width = np.where((np.arange(Y + 1)[:, None] >= y0) & (np.arange(Y + 1)[:, None] < y1),
+                     row_prefix[:, x1] - left, 0).astype(np.int32)  # fmt: skip
+    starts = np.concatenate(([0], np.cumsum(P.sizes)))
+    cut = np.append(cells, Y * X)[starts]  # the first cell after each bucket boundary
+    cut_y, cut_x = np.divmod(cut, X)
+    before = row_prefix[cut_y, cut_x]  # selected cells left of the cutoff in its row
+    # N (cutoffs × ranges) row block by row block: cutoffs are in C order, so
+    # those in one row are consecutive; in row y, N = above + clip(before −
+    # left, 0, width) (the row's count is monotone in x: clipping the count
+    # is clipping x to the range's columns).
+    counts = np.empty((k + 1, q), dtype=np.int32)
+    bounds = np.flatnonzero(np.diff(cut_y)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.append(bounds, k + 1), strict=True):
+        y = cut_y[lo]
+        part = counts[lo:hi]
+        np.subtract(before[lo:hi, None], left[y], out=part)
+        np.maximum(part, 0, out=part)
+        np.minimum(part, width[y], out=part)
+        part += above[y]
+    out = np.empty((k, q))  # k × q: a bucket's count over its size, block by block in cache
+    sizes = P.sizes.astype(np.float64)[:, None]
+    step = max(1, 2**17 // q)
+    for a in range(0, k, step):
+        b = min(k, a + step)
+        np.divide(counts[a + 1 : b + 1] - counts[a:b], sizes[a:b], out=out[a:b])
+    out.setflags(write=False)
+    return Dense._wrap(out).T  # finite by construction: no validating copy; a view
+
+
+def _ranges_at_cells(W: EMatrix) -> tuple[RangeQueries, np.ndarray] | None:
+    """(R, cells) for W = 2-D ranges R, or R·S with S picking the cells
+    `cells` (one per column, increasing): W's column j is R's column cells[j]."""
+    R, S = W, None
+    if isinstance(W, Product) and isinstance(W.B, Sparse):
+        R, S = W.A, W.B.matrix.tocsc()
+    if not (isinstance(R, RangeQueries) and not R.transposed and len(R.domain_shape) == 2):
+        return None
+    if S is None:
+        return R, np.arange(R.shape[1])
+    if not (np.all(np.diff(S.indptr) == 1) and np.all(S.data == 1.0)):
+        return None  # not one 1 per column
+    cells = np.asarray(S.indices, dtype=np.int64)
+    if np.any(np.diff(cells) <= 0):
+        return None
+    return R, cells
 
 
 # ---------------------------------------------------------------------------

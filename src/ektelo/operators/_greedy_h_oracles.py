@@ -213,6 +213,7 @@ class _RowsOracle:
             cut[j:e] = diff > self.tol
         self.cuts = np.cumsum(cut[:n])
         self._memo: dict[bytes, np.ndarray] = {}
+        self._sums: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def diagonal(self, cells: np.ndarray) -> np.ndarray:
         return self.colsq[cells]
@@ -220,12 +221,41 @@ class _RowsOracle:
     def columns(self, cells: np.ndarray) -> np.ndarray:
         """R's columns at `cells`, one per row (len(cells) × q, read-only);
         memoised, as every pass over the tree asks for the same leaves."""
+        if cells.size and cells[-1] - cells[0] + 1 == cells.size and np.all(np.diff(cells) == 1):
+            view = self.Rt[cells[0] : cells[-1] + 1]  # consecutive cells (the deepest leaves)
+            view.setflags(write=False)  # a view: no copy of a k × q block
+            return view
         key = cells.tobytes()
         got = self._memo.get(key)
         if got is None:
             got = self.Rt[cells]
             got.setflags(write=False)
             self._memo[key] = got
+        return got
+
+    def leaf_sums(
+        self, leaf: np.ndarray, cells: np.ndarray, start: np.ndarray, count: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per parent of a level (its children at start … start + count − 1),
+        the sum of R's columns over its children that are plain leaves
+        (`leaf`, first cells `cells`; other children count 0) and its squared
+        norm: the same in every pass of `_best_fit`, so computed once per
+        level (read-only), from the leaves' columns only."""
+        key = b"".join(v.tobytes() for v in (leaf, cells, start, count))
+        got = self._sums.get(key)
+        if got is None:
+            parent = np.repeat(np.arange(count.size), count)[leaf]  # of each leaf, in order
+            first = np.flatnonzero(np.diff(parent, prepend=-1))
+            sums = np.add.reduceat(self.Rt[cells[leaf]], first, axis=0)  # in child order
+            if first.size == count.size:  # every parent has a leaf child
+                total = sums
+            else:
+                total = np.zeros((count.size, self.Rt.shape[1]))
+                total[parent[first]] = sums
+            norms = np.einsum("ij,ij->i", total, total)
+            total.setflags(write=False)
+            norms.setflags(write=False)
+            got = self._sums[key] = (total, norms)
         return got
 
     def uniform(self, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -425,3 +455,15 @@ def _dense_rows(W: EMatrix) -> np.ndarray:
         rows[np.arange(j, j + rows.shape[1]), np.arange(rows.shape[1])] = 1.0
         R[j : j + rows.shape[1]] = W.T.matmat(rows).T
     return R
+
+
+def _sum_children(child: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Row sums of the consecutive blocks child[start_i : start_i + count_i],
+    which tile `child`: strided slices when every block has the same size."""
+    c = int(count[0])
+    if c > 1 and np.all(count == c) and child.shape[0] == c * count.size:
+        out = np.add(child[0::c], child[1::c])
+        for j in range(2, c):
+            out += child[j::c]
+        return out
+    return np.add.reduceat(child, start, axis=0)

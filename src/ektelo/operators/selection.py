@@ -32,7 +32,9 @@ Operators and their sources:
   GreedyH (Li, Hay & Miklau, PVLDB 2014): a hierarchy of 1-D intervals with
   weights chosen greedily, bottom-up, for the workload.
 * `greedy_h_on_partition` — GreedyH on a partition's groups, along DAWA's
-  1-D order (the Hilbert curve in 2-D): DAWA's second step;
+  1-D order (the Hilbert curve in 2-D): DAWA's second step
+  (`interval_reduced_ranges`: the reduced workload it weighs after
+  workload-based reduction, counted from the ranges' corners);
   `greedy_h_stripes` — the same on every stripe of a domain, as one matrix
   (DAWA-Striped, §9.2), from `stripe_workloads` (the workload restricted to
   each stripe) and `stripe_union` (the stripes' strategies on the domain).
@@ -91,6 +93,7 @@ from ._greedy_h import greedy_h, greedy_h_error, greedy_h_many
 from ._greedy_h_groups import (
     greedy_h_on_partition,
     greedy_h_stripes,
+    interval_reduced_ranges,
     stripe_union,
     stripe_workloads,
 )
@@ -111,6 +114,7 @@ __all__ = [
     "hdmm",
     "hierarchy",
     "identity",
+    "interval_reduced_ranges",
     "marginal",
     "marginals",
     "network_marginals",

@@ -1,0 +1,105 @@
+"""DAWA on the DPBench 2-D sets (issue #42); prints a table, asserts nothing.
+
+    PYTHONPATH=src python benchmarks/bench_dawa_2d.py [--seeds 3] [--eps 0.1 1]
+
+Per DPBench 2-D histogram (../shared/data/dpbench/2d, 256 × 256) and ε:
+CPU seconds of one `plans.run("dawa", ...)` call — max and median over
+`--seeds` research seeds — with the 2,000 DPBench reference ranges
+(../shared/reference/dpbench_2d_ranges_2000.npy; 2,000 random ranges of
+`workload.random_range` when absent), with and without workload-based
+reduction (§8). With reduction DAWA partitions the 1-D vector of the
+workload's groups, and GreedyH weighs W·S·P⁺ on the buckets: that matrix is
+now counted from the ranges' corners (`selection.interval_reduced_ranges`);
+the "old" column times, on the first seed only, the same call with the
+implicit product densified as before (the counting switched off), to show
+the change in one run. Target: well under a second per run on every set.
+BLAS single-threaded.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import statistics
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ektelo
+from ektelo import plans
+from ektelo import workload as wl
+from ektelo.matrix import EMatrix
+from ektelo.operators import _greedy_h_groups
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def _workload() -> tuple[EMatrix, str]:
+    path = SHARED / "reference" / "dpbench_2d_ranges_2000.npy"
+    if path.exists():
+        corners = np.load(path)
+        return wl.range_queries((256, 256), corners[:, 0], corners[:, 1]), "DPBench reference"
+    return wl.random_range((256, 256), 2000, seed=0), "random_range(seed=0)"
+
+
+def _run(x: np.ndarray, W: EMatrix, eps: float, seed: int, reduce: bool) -> float:
+    handle = ektelo.protect(x, epsilon=eps, seed=seed)
+    start = time.process_time()
+    plans.run("dawa", handle, W, eps, workload_reduction=reduce)
+    return time.process_time() - start
+
+
+def _old(x: np.ndarray, W: EMatrix, eps: float, seed: int) -> float:
+    """The reduction path with the counted W·S·P⁺ switched off."""
+    counted: Any = _greedy_h_groups.interval_reduced_ranges
+    _greedy_h_groups.interval_reduced_ranges = lambda P, W: None  # type: ignore[assignment]
+    try:
+        return _run(x, W, eps, seed, True)
+    finally:
+        _greedy_h_groups.interval_reduced_ranges = counted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--eps", type=float, nargs="*", default=[0.1, 1.0])
+    parser.add_argument("--no-old", action="store_true", help="skip the old path's timing")
+    args = parser.parse_args()
+    folder = SHARED / "data" / "dpbench" / "2d"
+    files = sorted(folder.glob("*_256_256.npy"))
+    if not files:
+        print(f"no DPBench 2-D data under {folder}: nothing to run")
+        return
+    W, source = _workload()
+    print(f"DAWA (ratio 0.25), W = {source} ({W.shape[0]} ranges); CPU s per plan call, "
+          f"{args.seeds} seed(s): max / median; old = the densified product "
+          "(first seed)")  # fmt: skip
+    head = (f"{'dataset':14} {'ε':>5} {'plain max':>9} {'median':>7} {'reduced max':>11} "
+            f"{'median':>7} {'old':>7} {'old/new':>7}")  # fmt: skip
+    print(head)
+    print("-" * len(head))
+    worst = 0.0
+    for path in files:
+        name = path.name.split("_256")[0]
+        x = np.load(path).astype(np.int64)
+        for eps in args.eps:
+            seeds = [zlib.crc32(f"DAWA|{name}|{eps}|{s}".encode()) for s in range(args.seeds)]
+            plain = [_run(x, W, eps, s, False) for s in seeds]
+            reduced = [_run(x, W, eps, s, True) for s in seeds]
+            worst = max(worst, *plain, *reduced)
+            old = float("nan") if args.no_old else _old(x, W, eps, seeds[0])
+            print(f"{name:14} {eps:5g} {max(plain):9.2f} {statistics.median(plain):7.2f} "
+                  f"{max(reduced):11.2f} {statistics.median(reduced):7.2f} {old:7.2f} "
+                  f"{old / reduced[0]:6.1f}×", flush=True)  # fmt: skip
+    print(f"slowest run: {worst:.2f} s CPU (target: well under 1 s)")
+
+
+if __name__ == "__main__":
+    main()
