@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import threading
 import urllib.parse
 from collections.abc import Sequence
@@ -95,6 +96,7 @@ _INTEGER = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
     "UINTEGER", "UBIGINT", "UHUGEINT",
 }  # fmt: skip
+_FLOATS = {"FLOAT", "DOUBLE", "REAL"}
 _SHOWN = 10  # values listed with show_bad_values=True
 
 
@@ -261,13 +263,20 @@ class DuckDBEngine:
         # codes next to their raw values; parameters in the order of their `?`
         both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
         both_params = (*params, *from_params)
-        if policy != "drop":
-            self._check(domain, both, both_params, policy, show_bad_values)
         valid = " AND ".join(f"c{j} IS NOT NULL" for j in range(len(domain)))
+        if policy != "drop":
+            stats = (from_sql, from_params, types, text)
+            self._check(domain, both, both_params, policy, show_bad_values, stats)
+            # the check proved every row valid: `ok` need not test every code, so a
+            # query reads only the columns it uses (a row of a file that changed
+            # after the check has a NULL code, which the sinks leave out)
+            member = "TRUE"
+        else:  # "drop": a row with an invalid value in any column is not a member
+            member = f"({valid})"
         raw_names = ", ".join(f"r{j}" for j in range(len(domain)))
         # clamped codes are not intervals of raw values: predicates test the codes
         raw_attrs = tuple(None if policy == "clamp" else a for a in domain.attributes)
-        coded = f"SELECT {_cols(len(domain))}, {raw_names}, ({valid}) AS ok FROM ({both}) AS coded"
+        coded = f"SELECT {_cols(len(domain))}, {raw_names}, {member} AS ok FROM ({both}) AS coded"
         if units is not None:  # C4: the first max_rows valid rows of each unit, keyed order
             keyed = ", ".join(
                 ["CAST(? AS VARCHAR)", "ektelo_unit"]
@@ -367,19 +376,36 @@ class DuckDBEngine:
         raise ValueError(f"{file}: the DuckDB engine reads .parquet, .csv and .tsv files")
 
     def _check(
-        self, domain: Domain, both: str, params: tuple[Any, ...], policy: str, show: bool
+        self, domain: Domain, both: str, params: tuple[Any, ...], policy: str, show: bool,
+        stats: tuple[str, tuple[Any, ...], dict[str, str], bool] | None = None,
     ) -> None:
         """Refuse NULL codes (error: any invalid value; clamp: values with no
-        nearest value) with one scan, as `Domain.encode`/`Domain.clean` do."""
+        nearest value), as `Domain.encode`/`Domain.clean` do.
+
+        First, for the numeric columns whose minimum, maximum and number of
+        NULLs can prove every value valid (`_proven`), one aggregate over the
+        source (`stats`: its FROM clause, parameters, column types, whether
+        text), which DuckDB answers from a Parquet file's row-group statistics
+        without reading the rows. The columns it proves valid are not scanned;
+        every other column — labels, text, integer codes from floats, and any
+        column the aggregate cannot clear — is checked by one scan counting
+        its NULL codes. Only the scan refuses, so a refusal and its message
+        are the same whichever columns the aggregate cleared."""
+        proven = self._proven(domain, policy, stats) if stats is not None else set()
+        scanned = [j for j in range(len(domain)) if j not in proven]
+        if not scanned:
+            return
         checks = []
-        for j, a in enumerate(domain.attributes):
+        for j in scanned:
+            a = domain.attributes[j]
             gone = f"(r{j} IS NULL OR isnan(r{j}))" if cd.is_double(a) else f"(r{j} IS NULL)"
             checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND {gone})")
             checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND NOT {gone})")
         sql = f"SELECT {', '.join(checks)} FROM ({both}) AS checked"
         counts = self._run("the domain check", sql, params).fetchone()
-        for j, a in enumerate(domain.attributes):
-            missing, other = int(counts[2 * j]), int(counts[2 * j + 1])
+        for i, j in enumerate(scanned):
+            a = domain.attributes[j]
+            missing, other = int(counts[2 * i]), int(counts[2 * i + 1])
             if missing or other:
                 listing = None
                 if show:
@@ -390,6 +416,34 @@ class DuckDBEngine:
                     ).fetchall()
                     listing = "bad values: " + ", ".join(repr(r[0]) for r in rows)
                 raise DomainValueError(a.name, cd.refusal(a, missing, other, policy, show), listing)
+
+    def _proven(
+        self, domain: Domain, policy: str, stats: tuple[str, tuple[Any, ...], dict[str, str], bool]
+    ) -> set[int]:
+        """The attributes whose every value the source's min, max and NULL count
+        prove valid (one aggregate; a Parquet file answers it from statistics)."""
+        from_sql, from_params, types, text = stats
+        eligible = [j for j, a in enumerate(domain.attributes)
+                    if _bounds_decide(a, types[a.name], text, policy)]  # fmt: skip
+        if not eligible:
+            return set()
+        parts = ["count(*)"]
+        for j in eligible:
+            a = domain.attributes[j]
+            column = quote(a.name)
+            if a.bins is None and types[a.name] in _INTEGER:  # integer codes: exact integers
+                parts += [f"min({column})", f"max({column})"]
+            else:  # compared as DOUBLE, as the code's expression does (a monotone cast)
+                parts += [f"CAST(min({column}) AS DOUBLE)", f"CAST(max({column}) AS DOUBLE)"]
+            parts.append(f"count(*) - count({column})")
+        sql = f"SELECT {', '.join(parts)} FROM {from_sql}"
+        found = self._run("the domain check", sql, from_params).fetchone()
+        if int(found[0]) == 0:
+            return set(eligible)  # no rows: nothing to refuse
+        return {
+            j for i, j in enumerate(eligible)
+            if _bounds_prove(domain.attributes[j], policy, *found[1 + 3 * i : 4 + 3 * i])
+        }  # fmt: skip
 
     # -- the interface ---------------------------------------------------------------
     def where(self, table: Relation, predicate: Any, domain: Domain) -> Relation:
@@ -425,9 +479,10 @@ class DuckDBEngine:
         # every row is grouped, members or not (issue #36: no filter before the
         # grouping, whose work would follow the rows a `where` selected); a group
         # is a member when one of its rows is
+        present = "".join(f" AND c{j} IS NOT NULL" for j in columns)  # as in `codes`
         return Relation(
-            f"SELECT {picked}, coalesce(bool_or(ok), FALSE) AS ok FROM ({table.sql}) AS t "
-            f"GROUP BY {keys}",
+            f"SELECT {picked}, coalesce(bool_or(ok){present}, FALSE) AS ok "
+            f"FROM ({table.sql}) AS t GROUP BY {keys}",
             (*params, *table.params),
             width,
         )
@@ -496,6 +551,8 @@ class DuckDBEngine:
             # GROUPING's bit for a key is 1 when the set does not group by it (first key highest)
             bits = sum(1 << (len(used) - 1 - i) for i, j in enumerate(used) if j not in columns)
             rows = (g == bits) & ok
+            for j in columns:  # a NULL code (a file changed after the check) is never counted
+                rows &= ~np.ma.getmaskarray(found[f"c{j}"])
             cell = np.zeros(int(rows.sum()), dtype=np.int64)
             for j, size in zip(columns, shape, strict=True):
                 cell = cell * size + np.ma.getdata(found[f"c{j}"])[rows].astype(np.int64)
@@ -510,12 +567,46 @@ class DuckDBEngine:
     def codes(self, table: Relation) -> np.ndarray:
         if table.width == 0:
             return np.empty((self.count(table), 0), dtype=np.int64)
-        sql = f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t WHERE ok ORDER BY ALL"
+        present = " AND ".join(f"c{j} IS NOT NULL" for j in range(table.width))
+        sql = (f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t WHERE ok AND {present} "
+               "ORDER BY ALL")  # fmt: skip
         found = self._run("codes", sql, table.params).fetchnumpy()
         return np.column_stack(
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
         ).reshape(-1, table.width)
 
+
+
+def _bounds_decide(a: Attribute, sql_type: str, text: bool, policy: str) -> bool:
+    """Whether a column's min, max and NULL count can prove all its codes valid:
+    a numeric column (never text) for integer codes or bins. Integer codes from
+    a float column need integrality too (error: scanned; clamp: finiteness
+    suffices); labels need membership (scanned)."""
+    if a.values is not None or text:
+        return False
+    if sql_type in _INTEGER:
+        return True
+    if sql_type not in _FLOATS:  # DECIMAL, text, boolean, NULL: the scan decides
+        return False
+    return a.bins is not None or policy == "clamp"
+
+
+def _bounds_prove(a: Attribute, policy: str, low: Any, high: Any, nulls: Any) -> bool:
+    """Whether every value in [low, high] with no NULL gets a code (`_encoding`).
+    NaN sorts above every number in DuckDB, so a column holding one has a NaN
+    maximum and is never proven; ±∞ fail the range and finiteness tests."""
+    if int(nulls) != 0 or low is None or high is None:
+        return False
+    if isinstance(low, int) and isinstance(high, int):  # integer codes from an integer column
+        return policy == "clamp" or (low >= 0 and high <= a.size - 1)
+    lo, hi = float(low), float(high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    if policy == "clamp":  # every finite number has a nearest code
+        return True
+    if a.bins is None:
+        return False
+    return lo >= float(a.bins[0]) and hi < float(a.bins[-1])
 
 
 def _check_header(file: Path) -> None:
