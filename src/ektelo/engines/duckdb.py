@@ -238,14 +238,9 @@ class DuckDBEngine:
             raise ValueError(
                 f"{source}: missing column(s) {missing}; the domain needs {list(domain.names)}"
             )
-        raws: list[str] = []
-        codes: list[str] = []
-        params: list[Any] = []
-        for j, a in enumerate(domain.attributes):
-            raw, code, code_params = _encoding(a, types[a.name], text, policy)
-            raws.append(f"{raw} AS r{j}")
-            codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
-            params.extend(code_params)
+        raws = [f"{_encoding(a, types[a.name], text, policy)[0]} AS r{j}"
+                for j, a in enumerate(domain.attributes)]  # fmt: skip
+        codes, params = _codes(domain, types, text, policy)
         if units is not None:
             check_unit_column(units.column, domain, types)
             if any(k in types[units.column] for k in ("FLOAT", "DOUBLE", "DECIMAL", "REAL")):
@@ -267,9 +262,19 @@ class DuckDBEngine:
         if policy != "drop":
             stats = (from_sql, from_params, types, text)
             self._check(domain, both, both_params, policy, show_bad_values, stats)
-            # the check proved every row valid: `ok` need not test every code, so a
-            # query reads only the columns it uses (a row of a file that changed
-            # after the check has a NULL code, which the sinks leave out)
+            # The check proved every row valid, so `ok` need not test every code
+            # and a query reads only the columns it uses. Integer codes from an
+            # integer column become least(greatest(x, 0), top): the same code on
+            # every valid value, and an expression whose range DuckDB derives from
+            # the column's statistics (a CASE hides it), so that a GROUP BY over
+            # the codes is its perfect-hash aggregate, as over the raw columns.
+            # A file that changed after the check (outside the contract) gets no
+            # exception from this: a NULL stays a NULL code, which the sinks leave
+            # out, and an integer out of range is clamped (a 1-stable map).
+            if policy == "error":
+                codes, params = _codes(domain, types, text, policy, trusted=True)
+                both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
+                both_params = (*params, *from_params)
             member = "TRUE"
         else:  # "drop": a row with an invalid value in any column is not a member
             member = f"({valid})"
@@ -507,14 +512,17 @@ class DuckDBEngine:
             return np.array([float(self.count(table))])
         strides = np.cumprod((1, *shape[::-1]))[:-1][::-1]  # C order
         cell = " + ".join(f"c{j} * CAST(? AS BIGINT)" for j in columns)
+        # every row grouped by its cell, members counted (issue #36: the same work
+        # whichever rows a `where` selected); the key is arithmetic on the codes
+        # only (no CASE), so DuckDB can use a perfect-hash aggregate
         sql = (
-            f"SELECT CASE WHEN ok THEN {cell} END AS cell, count(*) AS n "
+            f"SELECT {cell} AS cell, count(*) FILTER (WHERE ok) AS n "
             f"FROM ({table.sql}) AS t GROUP BY cell"
         )
         params = (*(int(s) for s in strides), *table.params)
         found = self._run("vectorize", sql, params).fetchnumpy()
         cells = np.ma.getdata(found["cell"])
-        kept = ~np.ma.getmaskarray(found["cell"])  # the NULL cell: rows with an invalid value
+        kept = ~np.ma.getmaskarray(found["cell"])  # the NULL cell: rows with a NULL code
         x = np.zeros(n)
         x[np.asarray(cells[kept], dtype=np.int64)] = np.asarray(found["n"], np.float64)[kept]
         return x
@@ -626,6 +634,25 @@ def _check_header(file: Path) -> None:
 
 
 # -- SQL fragments (engine-made text; values are parameters) ------------------------
+
+
+def _codes(
+    domain: Domain, types: dict[str, str], text: bool, policy: str, trusted: bool = False
+) -> tuple[list[str], list[Any]]:
+    """The first level's code expressions `... AS c{j}` over the raw columns
+    r{j}, and their parameters. `trusted`: every value is known valid (the
+    check passed), so integer codes from an integer column take the clamp's
+    form, equal to the strict one on valid values."""
+    codes: list[str] = []
+    params: list[Any] = []
+    for j, a in enumerate(domain.attributes):
+        plain = a.values is None and a.bins is None and not text and types[a.name] in _INTEGER
+        _, code, code_params = _encoding(
+            a, types[a.name], text, "clamp" if trusted and plain else policy
+        )
+        codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
+        params.extend(code_params)
+    return codes, params
 
 
 def _encoding(
