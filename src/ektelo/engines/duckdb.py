@@ -269,12 +269,12 @@ class DuckDBEngine:
             # the column's statistics (a CASE hides it), so that a GROUP BY over
             # the codes is its perfect-hash aggregate, as over the raw columns.
             # A file that changed after the check (outside the contract) gets no
-            # exception from this: a NULL stays a NULL code, which the sinks leave
-            # out, and an integer out of range is clamped (a 1-stable map).
-            if policy == "error":
-                codes, params = _codes(domain, types, text, policy, trusted=True)
-                both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
-                both_params = (*params, *from_params)
+            # exception from this: each row still has at most one code per column
+            # (a NULL label or bin is a NULL code, which the sinks leave out; an
+            # integer out of range is clamped and a NULL integer becomes 0).
+            codes, params = _codes(domain, types, text, policy, trusted=True)
+            both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
+            both_params = (*params, *from_params)
             member = "TRUE"
         else:  # "drop": a row with an invalid value in any column is not a member
             member = f"({valid})"
@@ -647,12 +647,18 @@ def _codes(
     params: list[Any] = []
     for j, a in enumerate(domain.attributes):
         plain = a.values is None and a.bins is None and not text and types[a.name] in _INTEGER
-        _, code, code_params = _encoding(
-            a, types[a.name], text, "clamp" if trusted and plain else policy
-        )
+        if trusted and plain:
+            # DuckDB's least/greatest skip a NULL (it would become code 0): only
+            # after a check that refused every NULL
+            code, code_params = _CLAMPED, (a.size - 1,)
+        else:
+            _, code, code_params = _encoding(a, types[a.name], text, policy)
         codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
         params.extend(code_params)
     return codes, params
+
+
+_CLAMPED = "least(greatest({raw}, 0), CAST(? AS BIGINT))"
 
 
 def _encoding(
@@ -692,8 +698,9 @@ def _encoding(
         return raw, f"list_position(CAST(? AS {list_type}), {j_raw}) - 1", (values,)
     if a.bins is None and not text and sql_type in _INTEGER:
         # integer codes from an integer column: no cast, no integrality test
-        if policy == "clamp":
-            return column, f"least(greatest({j_raw}, 0), CAST(? AS BIGINT))", (a.size - 1,)
+        if policy == "clamp":  # a NULL has no nearest value (least/greatest would skip it)
+            clamped = _CLAMPED.replace("{raw}", j_raw)
+            return column, f"CASE WHEN {j_raw} IS NOT NULL THEN {clamped} END", (a.size - 1,)
         inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS BIGINT)"
         return column, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (a.size - 1,)
     if text or sql_type == "VARCHAR":
