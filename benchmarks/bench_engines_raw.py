@@ -35,6 +35,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,10 @@ def generate(path: Path, rows: int, threads: int) -> None:
         ) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)
         """
     )  # the row count and the path are this script's own values
+
+
+def _histogram(table: Any) -> Any:
+    return table.select(["a", "b"]).vectorize()
 
 
 def _peak_rss_mb() -> float:
@@ -116,11 +121,12 @@ def bench_duckdb(path: str, args: argparse.Namespace) -> None:
         raw_counts = np.zeros(16 * 100)
         for a, b, n in rows:
             raw_counts[a * 100 + b] = n
-        table = best.run(
-            "protect",
-            lambda: ektelo.protect(path, domain, epsilon=1.0, engine=DuckDBEngine(**engine_args)),
-        )
-        histogram = best.run("histogram", lambda t=table: t.select(["a", "b"]).vectorize())
+
+        def protect() -> Any:
+            return ektelo.protect(path, domain, epsilon=1.0, engine=DuckDBEngine(**engine_args))
+
+        table = best.run("protect", protect)
+        histogram = best.run("histogram", partial(_histogram, table))
 
         def script() -> Any:
             fresh = duckdb.connect(config=config)
@@ -129,7 +135,7 @@ def bench_duckdb(path: str, args: argparse.Namespace) -> None:
         def end_to_end() -> Any:
             engine = DuckDBEngine(**engine_args)
             t = ektelo.protect(path, domain, epsilon=1.0, engine=engine)
-            return t.select(["a", "b"]).vectorize()
+            return _histogram(t)
 
         best.run("raw script", script)
         best.run("protect + histogram", end_to_end)
@@ -179,7 +185,8 @@ def bench_spark(path: str, args: argparse.Namespace) -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    jvm: Any = spark._jvm
+    pid = int(jvm.java.lang.ProcessHandle.current().pid())
     domain = Domain.from_dict(DOMAIN)
     frame = spark.read.parquet(path)
     engine = SparkEngine(session=spark)
@@ -190,10 +197,12 @@ def bench_spark(path: str, args: argparse.Namespace) -> None:
         raw_counts = np.zeros(16 * 100)
         for r in rows:
             raw_counts[r["a"] * 100 + r["b"]] = r["count"]
-        table = best.run(
-            "protect", lambda: ektelo.protect(frame, domain, epsilon=1.0, engine=engine)
-        )
-        histogram = best.run("histogram", lambda t=table: t.select(["a", "b"]).vectorize())
+
+        def protect() -> Any:
+            return ektelo.protect(frame, domain, epsilon=1.0, engine=engine)
+
+        table = best.run("protect", protect)
+        histogram = best.run("histogram", partial(_histogram, table))
         if round_ == 0:
             best.times.clear()
     print("Spark local[2]")
