@@ -55,6 +55,7 @@ def generate(path: Path, rows: int, threads: int) -> None:
     import duckdb
 
     con = duckdb.connect(config={"threads": threads, "preserve_insertion_order": False})
+    con.execute("SET enable_progress_bar = false")
     con.execute(
         f"""
         COPY (

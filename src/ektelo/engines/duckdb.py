@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import math
 import threading
 import urllib.parse
 from collections.abc import Sequence
@@ -96,7 +95,6 @@ _INTEGER = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
     "UINTEGER", "UBIGINT", "UHUGEINT",
 }  # fmt: skip
-_FLOATS = {"FLOAT", "DOUBLE", "REAL"}
 _SHOWN = 10  # values listed with show_bad_values=True
 
 
@@ -171,6 +169,8 @@ class DuckDBEngine:
         if temp_directory is not None:
             self.config["temp_directory"] = str(temp_directory)
         self._con: Any = None
+        self._disabled = ""  # DuckDB optimizers turned off (set with the connection)
+        self._exact = ""  # … and for the domain check's scan
         self._lock = threading.Lock()
         self._attached = 0
 
@@ -186,15 +186,35 @@ class DuckDBEngine:
                 # DuckDB ≥ 1.4 turns a TRY_CAST over a CSV column into the reader's own
                 # typed read, which raises on a text that is not a number instead of
                 # giving NULL: a data-dependent exception. Keep the TRY_CAST a TRY_CAST.
-                optimizers = con.execute("SELECT name FROM duckdb_optimizers()").fetchall()
-                if ("type_pushdown",) in optimizers:
-                    con.execute("SET disabled_optimizers = 'type_pushdown'")
+                optimizers = {row[0] for row in con.execute(
+                    "SELECT name FROM duckdb_optimizers()").fetchall()}  # fmt: skip
+                self._disabled = ",".join(o for o in ("type_pushdown",) if o in optimizers)
+                # The domain check's scan also runs without statistics propagation:
+                # a Parquet writer (pyarrow) leaves NaN out of a float column's
+                # min/max, and DuckDB, trusting them, then folds `isnan(x)` to FALSE
+                # and `lo <= x < hi` to TRUE — a NaN would pass the check.
+                exact = ("type_pushdown", "statistics_propagation")
+                self._exact = ",".join(o for o in exact if o in optimizers)
+                con.execute("SET disabled_optimizers = ?", [self._disabled])
                 self._con = con
             return self._con
 
     def _run(self, operation: str, sql: str, params: Sequence[Any]) -> Any:
         con = self.connection()
         return guarded(self.name, operation, lambda: con.execute(sql, list(params)))
+
+    def _exact_rows(self, operation: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of `sql` run without statistics propagation, so that every
+        row's value is tested (the domain check; see `connection`)."""
+        con = self.connection()
+        with self._lock:  # the setting is the connection's: restored before anyone else's
+            con.execute("SET disabled_optimizers = ?", [self._exact])
+            try:
+                return list(guarded(
+                    self.name, operation, lambda: con.execute(sql, list(params)).fetchall()
+                ))  # fmt: skip
+            finally:
+                con.execute("SET disabled_optimizers = ?", [self._disabled])
 
     # -- opening: the data holder's step (may read and refuse the data) --------------
     def open_source(
@@ -387,15 +407,16 @@ class DuckDBEngine:
         """Refuse NULL codes (error: any invalid value; clamp: values with no
         nearest value), as `Domain.encode`/`Domain.clean` do.
 
-        First, for the numeric columns whose minimum, maximum and number of
-        NULLs can prove every value valid (`_proven`), one aggregate over the
-        source (`stats`: its FROM clause, parameters, column types, whether
-        text), which DuckDB answers from a Parquet file's row-group statistics
-        without reading the rows. The columns it proves valid are not scanned;
-        every other column — labels, text, integer codes from floats, and any
-        column the aggregate cannot clear — is checked by one scan counting
-        its NULL codes. Only the scan refuses, so a refusal and its message
-        are the same whichever columns the aggregate cleared."""
+        First, for the integer columns (integer codes or bins), whose minimum,
+        maximum and number of NULLs can prove every value valid (`_proven`),
+        one aggregate over the source (`stats`: its FROM clause, parameters,
+        column types, whether text), which DuckDB answers from a Parquet
+        file's row-group statistics without reading the rows. The columns it
+        proves valid are not scanned; every other column — labels, text,
+        floats, and any column the aggregate cannot clear — is checked by one
+        scan counting its NULL codes (without statistics propagation: see
+        `connection`). Only the scan refuses, so a refusal and its message are
+        the same whichever columns the aggregate cleared."""
         proven = self._proven(domain, policy, stats) if stats is not None else set()
         scanned = [j for j in range(len(domain)) if j not in proven]
         if not scanned:
@@ -407,18 +428,18 @@ class DuckDBEngine:
             checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND {gone})")
             checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND NOT {gone})")
         sql = f"SELECT {', '.join(checks)} FROM ({both}) AS checked"
-        counts = self._run("the domain check", sql, params).fetchone()
+        counts = self._exact_rows("the domain check", sql, params)[0]
         for i, j in enumerate(scanned):
             a = domain.attributes[j]
             missing, other = int(counts[2 * i]), int(counts[2 * i + 1])
             if missing or other:
                 listing = None
                 if show:
-                    rows = self._run(
+                    rows = self._exact_rows(
                         "the domain check",
                         f"SELECT r{j} FROM ({both}) AS b WHERE c{j} IS NULL LIMIT {_SHOWN}",
                         params,
-                    ).fetchall()
+                    )
                     listing = "bad values: " + ", ".join(repr(r[0]) for r in rows)
                 raise DomainValueError(a.name, cd.refusal(a, missing, other, policy, show), listing)
 
@@ -429,16 +450,16 @@ class DuckDBEngine:
         prove valid (one aggregate; a Parquet file answers it from statistics)."""
         from_sql, from_params, types, text = stats
         eligible = [j for j, a in enumerate(domain.attributes)
-                    if _bounds_decide(a, types[a.name], text, policy)]  # fmt: skip
+                    if _bounds_decide(a, types[a.name], text)]  # fmt: skip
         if not eligible:
             return set()
         parts = ["count(*)"]
         for j in eligible:
             a = domain.attributes[j]
             column = quote(a.name)
-            if a.bins is None and types[a.name] in _INTEGER:  # integer codes: exact integers
+            if a.bins is None:  # integer codes: exact integers
                 parts += [f"min({column})", f"max({column})"]
-            else:  # compared as DOUBLE, as the code's expression does (a monotone cast)
+            else:  # bins: compared as DOUBLE, as the code's expression does (a monotone cast)
                 parts += [f"CAST(min({column}) AS DOUBLE)", f"CAST(max({column}) AS DOUBLE)"]
             parts.append(f"count(*) - count({column})")
         sql = f"SELECT {', '.join(parts)} FROM {from_sql}"
@@ -585,36 +606,26 @@ class DuckDBEngine:
 
 
 
-def _bounds_decide(a: Attribute, sql_type: str, text: bool, policy: str) -> bool:
+def _bounds_decide(a: Attribute, sql_type: str, text: bool) -> bool:
     """Whether a column's min, max and NULL count can prove all its codes valid:
-    a numeric column (never text) for integer codes or bins. Integer codes from
-    a float column need integrality too (error: scanned; clamp: finiteness
-    suffices); labels need membership (scanned)."""
-    if a.values is not None or text:
-        return False
-    if sql_type in _INTEGER:
-        return True
-    if sql_type not in _FLOATS:  # DECIMAL, text, boolean, NULL: the scan decides
-        return False
-    return a.bins is not None or policy == "clamp"
+    an integer column (never text) for integer codes or bins. Labels need
+    membership and a float column's statistics may leave NaN out (see
+    `DuckDBEngine.connection`): the scan decides those."""
+    return a.values is None and not text and sql_type in _INTEGER
 
 
 def _bounds_prove(a: Attribute, policy: str, low: Any, high: Any, nulls: Any) -> bool:
-    """Whether every value in [low, high] with no NULL gets a code (`_encoding`).
-    NaN sorts above every number in DuckDB, so a column holding one has a NaN
-    maximum and is never proven; ±∞ fail the range and finiteness tests."""
+    """Whether every integer in [low, high] gets a code (`_encoding`), given no
+    NULL (`nulls`: their count). Integer codes compare the integers exactly;
+    bins compare them cast to DOUBLE (`low`, `high` cast by DuckDB, a monotone
+    cast, as the code's own expression does)."""
     if int(nulls) != 0 or low is None or high is None:
         return False
-    if isinstance(low, int) and isinstance(high, int):  # integer codes from an integer column
-        return policy == "clamp" or (low >= 0 and high <= a.size - 1)
-    lo, hi = float(low), float(high)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return False
-    if policy == "clamp":  # every finite number has a nearest code
+    if policy == "clamp":  # every integer has a nearest code
         return True
-    if a.bins is None:
-        return False
-    return lo >= float(a.bins[0]) and hi < float(a.bins[-1])
+    if a.bins is None:  # integer codes: exact integers
+        return bool(low >= 0 and high <= a.size - 1)
+    return float(low) >= float(a.bins[0]) and float(high) < float(a.bins[-1])
 
 
 def _check_header(file: Path) -> None:
