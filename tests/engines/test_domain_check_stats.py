@@ -9,6 +9,7 @@ check that the statistics are used, and that a query reads only its columns."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,8 @@ class Recording(DuckDBEngine):
 
 
 def _scans(engine: Recording) -> list[str]:
-    return [q for q in engine.queries if "FILTER (WHERE c" in q and "IS NULL" in q]
+    # the first pass (one count per column), not the kinds of problem after it
+    return [q for q in engine.queries if "FILTER (WHERE NOT v" in q and "AND (r" not in q]
 
 
 def test_parquet_statistics_spare_the_scan(tmp_path: Path, duckdb_available: None) -> None:
@@ -192,7 +194,7 @@ def test_parquet_statistics_spare_the_scan(tmp_path: Path, duckdb_available: Non
     engine = Recording()
     engine.open_source(path, DOMAIN)
     (scan,) = _scans(engine)  # the labels s (2) and the floats x (3) and f (4) only
-    tested = sorted({int(part.split()[0]) for part in scan.split("WHERE c")[1:]})
+    tested = sorted({int(j) for j in re.findall(r"WHERE NOT v(\d+)\)", scan)})
     assert tested == [2, 3, 4]
 
 

@@ -280,8 +280,8 @@ class DuckDBEngine:
         both_params = (*params, *from_params)
         valid = " AND ".join(f"c{j} IS NOT NULL" for j in range(len(domain)))
         if policy != "drop":
-            stats = (from_sql, from_params, types, text)
-            self._check(domain, both, both_params, policy, show_bad_values, stats)
+            source_info = (from_sql, from_params, types, text)
+            self._check(domain, raw_sql, source_info, policy, show_bad_values)
             # The check proved every row valid, so `ok` need not test every code
             # and a query reads only the columns it uses. Integer codes from an
             # integer column become least(greatest(x, 0), top): the same code on
@@ -401,34 +401,50 @@ class DuckDBEngine:
         raise ValueError(f"{file}: the DuckDB engine reads .parquet, .csv and .tsv files")
 
     def _check(
-        self, domain: Domain, both: str, params: tuple[Any, ...], policy: str, show: bool,
-        stats: tuple[str, tuple[Any, ...], dict[str, str], bool] | None = None,
-    ) -> None:
+        self, domain: Domain, raw_sql: str,
+        source: tuple[str, tuple[Any, ...], dict[str, str], bool], policy: str, show: bool,
+        statistics: bool = True,
+    ) -> None:  # fmt: skip
         """Refuse NULL codes (error: any invalid value; clamp: values with no
         nearest value), as `Domain.encode`/`Domain.clean` do.
 
         First, for the integer columns (integer codes or bins), whose minimum,
         maximum and number of NULLs can prove every value valid (`_proven`),
-        one aggregate over the source (`stats`: its FROM clause, parameters,
+        one aggregate over the source (`source`: its FROM clause, parameters,
         column types, whether text), which DuckDB answers from a Parquet
-        file's row-group statistics without reading the rows. The columns it
-        proves valid are not scanned; every other column — labels, text,
-        floats, and any column the aggregate cannot clear — is checked by one
-        scan counting its NULL codes (without statistics propagation: see
-        `connection`). Only the scan refuses, so a refusal and its message are
-        the same whichever columns the aggregate cleared."""
-        proven = self._proven(domain, policy, stats) if stats is not None else set()
+        file's row-group statistics without reading the rows (`statistics`:
+        False skips it). The columns it proves valid are not scanned; every
+        other column — labels, text, floats, and any column the aggregate
+        cannot clear — is checked by one scan of the raw values `raw_sql`
+        counting the rows where the code would be NULL (each attribute's test
+        from `_encoding`; without statistics propagation: see `connection`).
+        Only the scan refuses, so a refusal and its message are the same
+        whichever columns the aggregate cleared."""
+        _, from_params, types, text = source
+        proven = self._proven(domain, policy, source) if statistics else set()
         scanned = [j for j in range(len(domain)) if j not in proven]
         if not scanned:
             return
+        tests, params = [], []
         checks = []
         for j in scanned:
             a = domain.attributes[j]
+            _, _, _, valid, valid_params = _encoding(a, types[a.name], text, policy)
+            tests.append(valid.replace("{raw}", f"r{j}") + f" AS v{j}")
+            params.extend(valid_params)
             gone = f"(r{j} IS NULL OR isnan(r{j}))" if cd.is_double(a) else f"(r{j} IS NULL)"
-            checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND {gone})")
-            checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND NOT {gone})")
-        sql = f"SELECT {', '.join(checks)} FROM ({both}) AS checked"
-        counts = self._exact_rows("the domain check", sql, params)[0]
+            checks.append(f"count(*) FILTER (WHERE NOT v{j} AND {gone})")
+            checks.append(f"count(*) FILTER (WHERE NOT v{j} AND NOT {gone})")
+        tested = f"SELECT {', '.join(tests)}, * FROM ({raw_sql}) AS raw"
+        tested_params = (*params, *from_params)
+        # one count per column first; the kinds of problem (for the message) only
+        # when there is one
+        bad = ", ".join(f"count(*) FILTER (WHERE NOT v{j})" for j in scanned)
+        sql = f"SELECT {bad} FROM ({tested}) AS checked"
+        if not any(self._exact_rows("the domain check", sql, tested_params)[0]):
+            return
+        sql = f"SELECT {', '.join(checks)} FROM ({tested}) AS checked"
+        counts = self._exact_rows("the domain check", sql, tested_params)[0]
         for i, j in enumerate(scanned):
             a = domain.attributes[j]
             missing, other = int(counts[2 * i]), int(counts[2 * i + 1])
@@ -437,8 +453,8 @@ class DuckDBEngine:
                 if show:
                     rows = self._exact_rows(
                         "the domain check",
-                        f"SELECT r{j} FROM ({both}) AS b WHERE c{j} IS NULL LIMIT {_SHOWN}",
-                        params,
+                        f"SELECT r{j} FROM ({tested}) AS b WHERE NOT v{j} LIMIT {_SHOWN}",
+                        tested_params,
                     )
                     listing = "bad values: " + ", ".join(repr(r[0]) for r in rows)
                 raise DomainValueError(a.name, cd.refusal(a, missing, other, policy, show), listing)
@@ -663,7 +679,7 @@ def _codes(
             # after a check that refused every NULL
             code, code_params = _CLAMPED, (a.size - 1,)
         else:
-            _, code, code_params = _encoding(a, types[a.name], text, policy)
+            _, code, code_params, _, _ = _encoding(a, types[a.name], text, policy)
         codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
         params.extend(code_params)
     return codes, params
@@ -674,8 +690,11 @@ _CLAMPED = "least(greatest({raw}, 0), CAST(? AS BIGINT))"
 
 def _encoding(
     a: Attribute, sql_type: str, text: bool, policy: str
-) -> tuple[str, str, tuple[Any, ...]]:
-    """(raw expression, code expression over r{j}, the code's parameters)."""
+) -> tuple[str, str, tuple[Any, ...], str, tuple[Any, ...]]:
+    """(raw expression, code expression over r{j}, the code's parameters, the
+    test over r{j} that is TRUE exactly where the code is not NULL, its
+    parameters). The test is what the domain check scans for: the code itself
+    (a bin's comparison tree, say) need not be computed to know it exists."""
     column = quote(a.name)
     if sql_type.strip('"') == "NULL":  # a column of NULLs only (no type): every value missing
         kind = cd.label_kind(a) if a.values is not None else "number"
@@ -706,14 +725,17 @@ def _encoding(
                 raise TypeError(cd.mismatch(a, sql_type, "boolean"))
             list_type = "BOOLEAN[]"
         values = [float(cast(float, v)) for v in a.values] if kind == "number" else list(a.values)
-        return raw, f"list_position(CAST(? AS {list_type}), {j_raw}) - 1", (values,)
+        position = f"list_position(CAST(? AS {list_type}), {j_raw})"
+        return raw, f"{position} - 1", (values,), f"{position} IS NOT NULL", (values,)
     if a.bins is None and not text and sql_type in _INTEGER:
         # integer codes from an integer column: no cast, no integrality test
         if policy == "clamp":  # a NULL has no nearest value (least/greatest would skip it)
             clamped = _CLAMPED.replace("{raw}", j_raw)
-            return column, f"CASE WHEN {j_raw} IS NOT NULL THEN {clamped} END", (a.size - 1,)
+            present = f"{j_raw} IS NOT NULL"
+            return column, f"CASE WHEN {present} THEN {clamped} END", (a.size - 1,), present, ()
         inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS BIGINT)"
-        return column, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (a.size - 1,)
+        code = f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END"
+        return column, code, (a.size - 1,), _true(inside), (a.size - 1,)
     if text or sql_type == "VARCHAR":
         raw = f"TRY_CAST({column} AS DOUBLE)"
     elif numeric:
@@ -726,18 +748,26 @@ def _encoding(
         edges = a.bins
         tree, params = _tree(cd.bin_tree(edges, 0, a.size - 1))  # x < e1 → 0, x ≥ e_{k-1} → last
         if policy == "clamp":
-            return raw, f"CASE WHEN isfinite({j_raw}) THEN {tree} END", params
+            finite = f"isfinite({j_raw})"
+            return raw, f"CASE WHEN {finite} THEN {tree} END", params, _true(finite), ()
         inside = f"{j_raw} >= CAST(? AS DOUBLE) AND {j_raw} < CAST(? AS DOUBLE)"
-        return raw, f"CASE WHEN {inside} THEN {tree} END", (edges[0], edges[-1], *params)
+        code = f"CASE WHEN {inside} THEN {tree} END"
+        return raw, code, (edges[0], edges[-1], *params), _true(inside), (edges[0], edges[-1])
     top = float(a.size - 1)
     if policy == "clamp":
         code = (
             f"CASE WHEN isfinite({j_raw}) THEN CAST(least(greatest(round_even({j_raw}, 0), 0), "
             f"CAST(? AS DOUBLE)) AS BIGINT) END"
         )
-        return raw, code, (top,)
+        return raw, code, (top,), _true(f"isfinite({j_raw})"), ()
     inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS DOUBLE) AND {j_raw} = floor({j_raw})"
-    return raw, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (top,)
+    code = f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END"
+    return raw, code, (top,), _true(inside), (top,)
+
+
+def _true(condition: str) -> str:
+    """A condition as a test that is never NULL (a CASE takes NULL as false)."""
+    return f"coalesce({condition}, FALSE)"
 
 
 def _tree(node: cd.BinNode) -> tuple[str, tuple[Any, ...]]:
