@@ -425,8 +425,9 @@ class DuckDBEngine:
         scanned = [j for j in range(len(domain)) if j not in proven]
         if not scanned:
             return
-        tests, params = [], []
-        checks = []
+        tests: list[str] = []
+        params: list[Any] = []
+        checks: list[str] = []
         for j in scanned:
             a = domain.attributes[j]
             _, _, _, valid, valid_params = _encoding(a, types[a.name], text, policy)
