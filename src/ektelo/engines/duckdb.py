@@ -24,17 +24,23 @@ a balanced tree of `x < edge` comparisons (binary search, the same answer as
 NumPy's searchsorted); integer codes by range and integrality. A value
 outside the domain, NULL, NaN or a text that is not a number gets a NULL
 code, and the policy `on_invalid` decides what happens to it:
-  * "error": a scan when the table is opened (before any kernel exists)
+  * "error": a check when the table is opened (before any kernel exists)
     refuses the table with `DomainValueError` naming the column and the kind
-    of problem (counts and a few values only with `show_bad_values=True`);
+    of problem (counts and a few values only with `show_bad_values=True`).
+    Integer columns are cleared from their min, max and NULL count where
+    those prove every value valid (a Parquet file answers them from its
+    row-group statistics, reading no row); every other column is scanned
+    (issue #42, `DuckDBEngine._check`);
   * "drop": rows with a NULL code are filtered out (a 1-stable filter);
   * "clamp": numbers outside an attribute are moved to its nearest value
     (integer codes rounded half to even, as `Domain.clean`), a 1-stable map;
     what has no nearest value (NULL, NaN, ±∞, an unknown label) is refused
     when the table is opened.
-Rows with a NULL code are always filtered out at the first level, so if the
-file changed after the check the engine still sees only valid codes (the file
-must not change while the kernel lives: the kernel does not copy it).
+Once the check has passed ("error", "clamp") every row is valid, so the
+membership flag `ok` of the root is TRUE and a query reads only the columns it
+uses; under "drop" `ok` says that every code exists. The file must not change
+while the kernel lives (the kernel does not copy it); if it does, nothing
+raises: each row still has at most one code per column (see `_open`).
 
 Why no engine failure becomes a data-dependent exception after a charge:
 see base.py. In short: composition reads no row; the queries run before the
@@ -45,7 +51,7 @@ Timing (issue #36): `where` and `split` are masks, not filters — every row
 stays in the relation and `ok` says which belong — and `group_by` groups
 every row (a group is a member when one of its rows is), so no query's work
 is cut down to the rows a predicate selected: `vectorize` groups every row
-by its cell (non-members apart), `count` and the marginals count every row.
+by its cell and counts its members, `count` and the marginals count every row.
 What DuckDB cannot promise: its hash aggregation's work follows the number
 of distinct keys among all the rows (a function of the table, not of the
 selection), and its planner and vectorised execution may still take
@@ -95,6 +101,7 @@ _INTEGER = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
     "UINTEGER", "UBIGINT", "UHUGEINT",
 }  # fmt: skip
+_FLOATS = {"FLOAT", "DOUBLE", "REAL"}
 _SHOWN = 10  # values listed with show_bad_values=True
 
 
@@ -111,20 +118,25 @@ class Relation:
     for each column in `raws` its raw value r{j}; positional parameters
     `params` in the order of their `?`.
 
-    Rows with `ok` false hold an invalid value (a NULL code): they are never
-    counted — every sink (`vectorize`, `count`, `codes`, `group_by`) reads
-    only rows with `ok` — but they are not filtered out at the first level,
-    so that DuckDB computes each code once (a filter on a code would be
-    pushed down and the code computed twice). For the same reason `where`
-    tests raw values where it can (`raws[j]` is the attribute whose raw
-    column r{j} holds, or None): the predicate's codes become intervals of
-    raw values that mean the same on every valid row.
+    Rows with `ok` false are not members (a `where` or `split` mask, or under
+    on_invalid="drop" an invalid value, a NULL code): they are never counted
+    — every sink (`vectorize`, `count`, `codes`, `group_by`) counts only rows
+    with `ok` — but they are not filtered out, so that DuckDB computes each
+    code once (a filter on a code would be pushed down and the code computed
+    twice) and a query's work does not follow a predicate (issue #36). For
+    the same reason `where` tests raw values where it can (`raws[j]` is the
+    attribute whose raw column r{j} holds, or None): the predicate's codes
+    become intervals of raw values that mean the same on every valid row.
     """
 
     sql: str
     params: tuple[Any, ...]
     width: int
     raws: tuple[Attribute | None, ...] = ()
+    # run without statistics propagation (see `DuckDBEngine.connection`): under
+    # on_invalid="drop" a NaN in a float column is found by the queries, not
+    # by the check, and DuckDB's statistics would hide it
+    exact: bool = False
 
     def raw(self, j: int) -> Attribute | None:
         return self.raws[j] if j < len(self.raws) else None
@@ -206,15 +218,23 @@ class DuckDBEngine:
     def _exact_rows(self, operation: str, sql: str, params: Sequence[Any]) -> list[Any]:
         """The rows of `sql` run without statistics propagation, so that every
         row's value is tested (the domain check; see `connection`)."""
+        return cast(list[Any], self._exactly(operation, sql, params, numpy=False))
+
+    def _exactly(self, operation: str, sql: str, params: Sequence[Any], numpy: bool) -> Any:
         con = self.connection()
         with self._lock:  # the setting is the connection's: restored before anyone else's
             con.execute("SET disabled_optimizers = ?", [self._exact])
             try:
-                return list(guarded(
-                    self.name, operation, lambda: con.execute(sql, list(params)).fetchall()
-                ))  # fmt: skip
+                return guarded(self.name, operation, lambda: _fetched(
+                    con.execute(sql, list(params)), numpy))  # fmt: skip
             finally:
                 con.execute("SET disabled_optimizers = ?", [self._disabled])
+
+    def _fetch(self, table: Relation, operation: str, sql: str, params: Sequence[Any]) -> Any:
+        """A sink's query over `table`, fetched as NumPy columns."""
+        if table.exact:
+            return self._exactly(operation, sql, params, numpy=True)
+        return self._run(operation, sql, params).fetchnumpy()
 
     # -- opening: the data holder's step (may read and refuse the data) --------------
     def open_source(
@@ -318,7 +338,8 @@ class DuckDBEngine:
                 "WHERE ektelo_rank <= CAST(? AS BIGINT)"
             )
             both_params = (key, *both_params, units.max_rows)
-        return Relation(coded, both_params, len(domain), raw_attrs)
+        exact = policy == "drop" and any(types[a.name] in _FLOATS for a in domain.attributes)
+        return Relation(coded, both_params, len(domain), raw_attrs, exact)
 
     def open_frame(
         self,
@@ -497,6 +518,7 @@ class DuckDBEngine:
             (*params, *table.params),
             table.width,
             table.raws,
+            table.exact,
         )
 
     def select(self, table: Relation, columns: Sequence[int]) -> Relation:
@@ -507,6 +529,7 @@ class DuckDBEngine:
             table.params,
             len(columns),
             tuple(table.raw(j) for j in columns),
+            table.exact,
         )
 
     def group_by(
@@ -528,6 +551,8 @@ class DuckDBEngine:
             f"FROM ({table.sql}) AS t GROUP BY {keys}",
             (*params, *table.params),
             width,
+            (),
+            table.exact,
         )
 
     def split(self, table: Relation, column: int, size: int) -> list[Relation]:
@@ -538,6 +563,7 @@ class DuckDBEngine:
                 (v, *table.params),
                 table.width,
                 table.raws,
+                table.exact,
             )
             for v in range(size)
         ]
@@ -558,7 +584,7 @@ class DuckDBEngine:
             f"FROM ({table.sql}) AS t GROUP BY cell"
         )
         params = (*(int(s) for s in strides), *table.params)
-        found = self._run("vectorize", sql, params).fetchnumpy()
+        found = self._fetch(table, "vectorize", sql, params)
         cells = np.ma.getdata(found["cell"])
         kept = ~np.ma.getmaskarray(found["cell"])  # the NULL cell: rows with a NULL code
         x = np.zeros(n)
@@ -588,7 +614,7 @@ class DuckDBEngine:
             f"SELECT {grouping} AS g, {', '.join([*names, 'ok'])}, count(*) AS n "
             f"FROM ({table.sql}) AS t GROUP BY GROUPING SETS ({sets})"
         )
-        found = self._run("marginals", sql, table.params).fetchnumpy()
+        found = self._fetch(table, "marginals", sql, table.params)
         g = np.asarray(found["g"], dtype=np.int64)
         ok = np.ma.getdata(found["ok"]).astype(bool) & ~np.ma.getmaskarray(found["ok"])
         n = np.asarray(found["n"], dtype=np.int64)
@@ -606,9 +632,8 @@ class DuckDBEngine:
         return out
 
     def count(self, table: Relation) -> int:
-        sql = f"SELECT count(*) FILTER (WHERE ok) FROM ({table.sql}) AS t"
-        row = self._run("count", sql, table.params)
-        return int(row.fetchone()[0])
+        sql = f"SELECT count(*) FILTER (WHERE ok) AS n FROM ({table.sql}) AS t"
+        return int(self._fetch(table, "count", sql, table.params)["n"][0])
 
     def codes(self, table: Relation) -> np.ndarray:
         if table.width == 0:
@@ -616,7 +641,7 @@ class DuckDBEngine:
         present = " AND ".join(f"c{j} IS NOT NULL" for j in range(table.width))
         sql = (f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t WHERE ok AND {present} "
                "ORDER BY ALL")  # fmt: skip
-        found = self._run("codes", sql, table.params).fetchnumpy()
+        found = self._fetch(table, "codes", sql, table.params)
         return np.column_stack(
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
         ).reshape(-1, table.width)
@@ -643,6 +668,10 @@ def _bounds_prove(a: Attribute, policy: str, low: Any, high: Any, nulls: Any) ->
     if a.bins is None:  # integer codes: exact integers
         return bool(low >= 0 and high <= a.size - 1)
     return float(low) >= float(a.bins[0]) and float(high) < float(a.bins[-1])
+
+
+def _fetched(result: Any, numpy: bool) -> Any:
+    return result.fetchnumpy() if numpy else list(result.fetchall())
 
 
 def _check_header(file: Path) -> None:

@@ -25,6 +25,10 @@ aggregation work follow the distinct keys among all the rows, and its
 optimiser may still skip work; the memory engine is the one tested for equal
 work on neighbouring tables (tests/engines/test_timing_channels.py).
 
+Integer codes from an integer column are read as they are (no cast to
+double). Once the check has passed ("error", "clamp") no filter tests every
+code, so a job reads only the columns it uses (issue #42).
+
 Sources: a `pyspark.sql.DataFrame` (its own session), a table name of the
 active session's catalog, or a ``.parquet``/``.csv`` path read with the
 active session (or `SparkEngine(session=...)`).
