@@ -112,11 +112,6 @@ def outcome(
     return "counts", engine.vectorize(table, list(range(n)), domain.shape).tolist()
 
 
-def scan_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check as it was: every column scanned, no statistics."""
-    monkeypatch.setattr(DuckDBEngine, "_proven", lambda self, *args: set())
-
-
 @pytest.mark.parametrize("policy", ["error", "clamp"])
 @pytest.mark.parametrize("case", [*BAD, *GOOD])
 def test_statistics_and_scan_agree(
@@ -131,11 +126,10 @@ def test_statistics_and_scan_agree(
         engine = DuckDBEngine()  # one connection per source, as a data holder's
         fast = outcome(engine, src, DOMAIN, policy)
         shown = outcome(engine, src, DOMAIN, policy, show=True) if kind == "parquet" else None
-        with pytest.MonkeyPatch.context() as patch:
-            scan_only(patch)
-            assert outcome(engine, src, DOMAIN, policy) == fast, kind
-            if shown is not None:  # the listed values too (the data holder's opt-in)
-                assert outcome(engine, src, DOMAIN, policy, show=True) == shown
+        scan = DuckDBEngine(trust_statistics=False)  # the check as it was: every column scanned
+        assert outcome(scan, src, DOMAIN, policy) == fast, kind
+        if shown is not None:  # the listed values too (the data holder's opt-in)
+            assert outcome(scan, src, DOMAIN, policy, show=True) == shown
         seen[kind] = fast
         # the memory engine decides alike (its own wording) and counts alike
         assert fast[0] == expected[0], (kind, fast, expected)
@@ -168,8 +162,8 @@ def test_a_null_integer_cannot_be_clamped(tmp_path: Path, duckdb_available: None
 class Recording(DuckDBEngine):
     """A DuckDB engine that keeps the SQL of its queries."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
         self.queries: list[str] = []
 
     def _run(self, operation: str, sql: str, params: Any) -> Any:
@@ -206,6 +200,14 @@ def test_a_bad_value_late_in_the_file_is_still_scanned(
     with pytest.raises(DomainValueError, match="column 'a'"):
         engine.open_source(path, INTEGERS)
     assert len(_scans(engine)) == 1  # the statistics could not clear it: the scan refused
+
+
+def test_statistics_can_be_distrusted(tmp_path: Path, duckdb_available: None) -> None:
+    engine = Recording(trust_statistics=False)
+    engine.open_source(source("parquet", columns(), tmp_path), INTEGERS)
+    assert len(_scans(engine)) == 1
+    with pytest.raises(TypeError, match="trust_statistics"):
+        DuckDBEngine(trust_statistics="no")  # type: ignore[arg-type]
 
 
 def test_no_statistics_no_shortcut(tmp_path: Path, duckdb_available: None) -> None:

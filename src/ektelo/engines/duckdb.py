@@ -158,7 +158,12 @@ class DuckDBEngine:
 
     One engine holds one DuckDB connection (opened on first use) configured
     with `memory_limit` (DuckDB's syntax, e.g. "512MB"), `threads` and
-    `temp_directory` (where it spills)."""
+    `temp_directory` (where it spills). `trust_statistics=False` makes the
+    domain check scan every column instead of clearing integer columns from
+    their min, max and NULL count — a Parquet file's own statistics, which a
+    writer could get wrong: a bad value would then pass unrefused, clamped to
+    the nearest code or left out of the counts (still one row, at most one
+    cell: the stabilities hold), where the scan would have refused it."""
 
     name = "duckdb"
 
@@ -168,11 +173,15 @@ class DuckDBEngine:
         memory_limit: str | None = None,
         threads: int | None = None,
         temp_directory: str | Path | None = None,
+        trust_statistics: bool = True,
     ):
         if memory_limit is not None and (type(memory_limit) is not str or not memory_limit):
             raise TypeError(f"memory_limit must be a size like '1GB', got {memory_limit!r}")
         if threads is not None and (type(threads) is not int or threads < 1):
             raise ValueError(f"threads must be a positive int, got {threads!r}")
+        if type(trust_statistics) is not bool:
+            raise TypeError(f"trust_statistics must be True or False, got {trust_statistics!r}")
+        self.trust_statistics = trust_statistics
         self.config: dict[str, Any] = {"preserve_insertion_order": False}
         if memory_limit is not None:
             self.config["memory_limit"] = memory_limit
@@ -301,7 +310,8 @@ class DuckDBEngine:
         valid = " AND ".join(f"c{j} IS NOT NULL" for j in range(len(domain)))
         if policy != "drop":
             source_info = (from_sql, from_params, types, text)
-            self._check(domain, raw_sql, source_info, policy, show_bad_values)
+            self._check(domain, raw_sql, source_info, policy, show_bad_values,
+                        self.trust_statistics)  # fmt: skip
             # The check proved every row valid, so `ok` need not test every code
             # and a query reads only the columns it uses. Integer codes from an
             # integer column become least(greatest(x, 0), top): the same code on
