@@ -225,14 +225,23 @@ class SparkEngine:
     ) -> None:
         from pyspark.sql import functions as sf
 
+        # each attribute's validity test over its raw column (not its code), one
+        # count per column first; the kinds of problem only when there is one
+        tests = [_valid(a, sf.col(f"r{j}"), policy, integral[j]).alias(f"v{j}")
+                 for j, a in enumerate(domain.attributes)]  # fmt: skip
+        tested = both.select(*tests, *(sf.col(f"r{j}") for j in range(len(domain))))
+        first = [sf.count(sf.when(~sf.col(f"v{j}"), 1)) for j in range(len(domain))]
+        bad = guarded(self.name, "the domain check", lambda: tested.agg(*first).collect()[0])
+        if not any(bad):
+            return
         aggs = []
         for j, a in enumerate(domain.attributes):
-            r, c = sf.col(f"r{j}"), sf.col(f"c{j}")
+            r, invalid = sf.col(f"r{j}"), ~sf.col(f"v{j}")
             double = cd.is_double(a) and not integral[j]  # an integer column holds no NaN
             gone = r.isNull() | sf.isnan(r) if double else r.isNull()
-            aggs.append(sf.count(sf.when(c.isNull() & gone, 1)))
-            aggs.append(sf.count(sf.when(c.isNull() & ~gone, 1)))
-        counts = guarded(self.name, "the domain check", lambda: both.agg(*aggs).collect()[0])
+            aggs.append(sf.count(sf.when(invalid & gone, 1)))
+            aggs.append(sf.count(sf.when(invalid & ~gone, 1)))
+        counts = guarded(self.name, "the domain check", lambda: tested.agg(*aggs).collect()[0])
         for j, a in enumerate(domain.attributes):
             missing, other = int(counts[2 * j]), int(counts[2 * j + 1])
             if missing or other:
@@ -399,34 +408,47 @@ def _code(
     """The code of raw column `r` (NULL: invalid). `integral`: integer codes from
     an integer column, read as it is; `trusted`: every value is known valid, so
     such codes take the clamp's form (the same code on valid values)."""
+    return _coded(a, r, policy, integral, trusted)[0]
+
+
+def _valid(a: Attribute, r: Any, policy: str, integral: bool = False) -> Any:
+    """TRUE exactly where `_code` is not NULL, never NULL: what the domain check
+    counts (the code itself, a bin's tree say, need not be computed)."""
+    from pyspark.sql import functions as sf
+
+    return sf.coalesce(_coded(a, r, policy, integral, False)[1], sf.lit(False))
+
+
+def _coded(a: Attribute, r: Any, policy: str, integral: bool, trusted: bool) -> tuple[Any, Any]:
+    """(the code, the condition under which it is not NULL)."""
     from pyspark.sql import functions as sf
 
     if integral:
         top_code = sf.lit(a.size - 1).cast("long")
         if policy == "clamp" or trusted:  # least/greatest skip a NULL: keep it NULL
             clamped = sf.least(sf.greatest(r.cast("long"), sf.lit(0).cast("long")), top_code)
-            return sf.when(r.isNotNull(), clamped)
-        return sf.when((r >= sf.lit(0)) & (r <= top_code), r.cast("long"))
+            return sf.when(r.isNotNull(), clamped), r.isNotNull()
+        inside = (r >= sf.lit(0)) & (r <= top_code)
+        return sf.when(inside, r.cast("long")), inside
 
     finite = (r >= sf.lit(-_DBL_MAX)) & (r <= sf.lit(_DBL_MAX))  # false for NaN and ±∞
     if a.values is not None:
         kind = cd.label_kind(a)
         values = [float(cast(float, v)) for v in a.values] if kind == "number" else list(a.values)
         found = sf.array_position(sf.array(*(sf.lit(v) for v in values)), r)
-        return sf.when(found > 0, found - 1).cast("long")
+        return sf.when(found > 0, found - 1).cast("long"), found > 0
     if a.bins is not None:
         tree = _tree(cd.bin_tree(a.bins, 0, a.size - 1), r)
         if policy == "clamp":
-            return sf.when(finite, tree).cast("long")
+            return sf.when(finite, tree).cast("long"), finite
         inside = (r >= sf.lit(a.bins[0])) & (r < sf.lit(a.bins[-1]))
-        return sf.when(inside, tree).cast("long")
+        return sf.when(inside, tree).cast("long"), inside
     top = sf.lit(float(a.size - 1))
     if policy == "clamp":
-        return sf.when(finite, sf.least(sf.greatest(sf.bround(r, 0), sf.lit(0.0)), top)).cast(
-            "long"
-        )
+        clamped = sf.least(sf.greatest(sf.bround(r, 0), sf.lit(0.0)), top)
+        return sf.when(finite, clamped).cast("long"), finite
     inside = (r >= sf.lit(0.0)) & (r <= top) & (r == sf.floor(r))
-    return sf.when(inside, r).cast("long")
+    return sf.when(inside, r).cast("long"), inside
 
 
 def _tree(node: cd.BinNode, r: Any) -> Any:
