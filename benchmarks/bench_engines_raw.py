@@ -1,6 +1,6 @@
 """Engines against their own raw queries (issue #42): ektelo / raw, one run.
 
-Run:  PYTHONPATH=src python benchmarks/bench_engines_raw.py [--rows 3e6] [--path /tmp/...]
+Run:  PYTHONPATH=src python benchmarks/bench_engines_raw.py [--rows 2e6] [--path /tmp/...]
       [--threads 2] [--memory-limit 1GB] [--repeats 3] [--no-spark]
 
 A synthetic table (written by DuckDB from hashes of the row number, not data
@@ -224,7 +224,7 @@ def bench_spark(path: str, args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", default="3e6")
+    parser.add_argument("--rows", default="2e6")
     parser.add_argument("--path", default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--memory-limit", default="1GB")
