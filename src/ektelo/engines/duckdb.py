@@ -24,17 +24,23 @@ a balanced tree of `x < edge` comparisons (binary search, the same answer as
 NumPy's searchsorted); integer codes by range and integrality. A value
 outside the domain, NULL, NaN or a text that is not a number gets a NULL
 code, and the policy `on_invalid` decides what happens to it:
-  * "error": a scan when the table is opened (before any kernel exists)
+  * "error": a check when the table is opened (before any kernel exists)
     refuses the table with `DomainValueError` naming the column and the kind
-    of problem (counts and a few values only with `show_bad_values=True`);
+    of problem (counts and a few values only with `show_bad_values=True`).
+    Integer columns are cleared from their min, max and NULL count where
+    those prove every value valid (a Parquet file answers them from its
+    row-group statistics, reading no row); every other column is scanned
+    (issue #42, `DuckDBEngine._check`);
   * "drop": rows with a NULL code are filtered out (a 1-stable filter);
   * "clamp": numbers outside an attribute are moved to its nearest value
     (integer codes rounded half to even, as `Domain.clean`), a 1-stable map;
     what has no nearest value (NULL, NaN, ±∞, an unknown label) is refused
     when the table is opened.
-Rows with a NULL code are always filtered out at the first level, so if the
-file changed after the check the engine still sees only valid codes (the file
-must not change while the kernel lives: the kernel does not copy it).
+Once the check has passed ("error", "clamp") every row is valid, so the
+membership flag `ok` of the root is TRUE and a query reads only the columns it
+uses; under "drop" `ok` says that every code exists. The file must not change
+while the kernel lives (the kernel does not copy it); if it does, nothing
+raises: each row still has at most one code per column (see `_open`).
 
 Why no engine failure becomes a data-dependent exception after a charge:
 see base.py. In short: composition reads no row; the queries run before the
@@ -45,7 +51,7 @@ Timing (issue #36): `where` and `split` are masks, not filters — every row
 stays in the relation and `ok` says which belong — and `group_by` groups
 every row (a group is a member when one of its rows is), so no query's work
 is cut down to the rows a predicate selected: `vectorize` groups every row
-by its cell (non-members apart), `count` and the marginals count every row.
+by its cell and counts its members, `count` and the marginals count every row.
 What DuckDB cannot promise: its hash aggregation's work follows the number
 of distinct keys among all the rows (a function of the table, not of the
 selection), and its planner and vectorised execution may still take
@@ -97,6 +103,7 @@ _INTEGER = {
     "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
     "UINTEGER", "UBIGINT", "UHUGEINT",
 }  # fmt: skip
+_FLOATS = {"FLOAT", "DOUBLE", "REAL"}
 _SHOWN = 10  # values listed with show_bad_values=True
 
 
@@ -113,20 +120,25 @@ class Relation:
     for each column in `raws` its raw value r{j}; positional parameters
     `params` in the order of their `?`.
 
-    Rows with `ok` false hold an invalid value (a NULL code): they are never
-    counted — every sink (`vectorize`, `count`, `codes`, `group_by`) reads
-    only rows with `ok` — but they are not filtered out at the first level,
-    so that DuckDB computes each code once (a filter on a code would be
-    pushed down and the code computed twice). For the same reason `where`
-    tests raw values where it can (`raws[j]` is the attribute whose raw
-    column r{j} holds, or None): the predicate's codes become intervals of
-    raw values that mean the same on every valid row.
+    Rows with `ok` false are not members (a `where` or `split` mask, or under
+    on_invalid="drop" an invalid value, a NULL code): they are never counted
+    — every sink (`vectorize`, `count`, `codes`, `group_by`) counts only rows
+    with `ok` — but they are not filtered out, so that DuckDB computes each
+    code once (a filter on a code would be pushed down and the code computed
+    twice) and a query's work does not follow a predicate (issue #36). For
+    the same reason `where` tests raw values where it can (`raws[j]` is the
+    attribute whose raw column r{j} holds, or None): the predicate's codes
+    become intervals of raw values that mean the same on every valid row.
     """
 
     sql: str
     params: tuple[Any, ...]
     width: int
     raws: tuple[Attribute | None, ...] = ()
+    # run without statistics propagation (see `DuckDBEngine.connection`): under
+    # on_invalid="drop" a NaN in a float column is found by the queries, not
+    # by the check, and DuckDB's statistics would hide it
+    exact: bool = False
 
     def raw(self, j: int) -> Attribute | None:
         return self.raws[j] if j < len(self.raws) else None
@@ -148,7 +160,12 @@ class DuckDBEngine:
 
     One engine holds one DuckDB connection (opened on first use) configured
     with `memory_limit` (DuckDB's syntax, e.g. "512MB"), `threads` and
-    `temp_directory` (where it spills)."""
+    `temp_directory` (where it spills). `trust_statistics=False` makes the
+    domain check scan every column instead of clearing integer columns from
+    their min, max and NULL count — a Parquet file's own statistics, which a
+    writer could get wrong: a bad value would then pass unrefused, clamped to
+    the nearest code or left out of the counts (still one row, at most one
+    cell: the stabilities hold), where the scan would have refused it."""
 
     name = "duckdb"
 
@@ -158,11 +175,15 @@ class DuckDBEngine:
         memory_limit: str | None = None,
         threads: int | None = None,
         temp_directory: str | Path | None = None,
+        trust_statistics: bool = True,
     ):
         if memory_limit is not None and (type(memory_limit) is not str or not memory_limit):
             raise TypeError(f"memory_limit must be a size like '1GB', got {memory_limit!r}")
         if threads is not None and (type(threads) is not int or threads < 1):
             raise ValueError(f"threads must be a positive int, got {threads!r}")
+        if type(trust_statistics) is not bool:
+            raise TypeError(f"trust_statistics must be True or False, got {trust_statistics!r}")
+        self.trust_statistics = trust_statistics
         self.config: dict[str, Any] = {"preserve_insertion_order": False}
         if memory_limit is not None:
             self.config["memory_limit"] = memory_limit
@@ -171,6 +192,8 @@ class DuckDBEngine:
         if temp_directory is not None:
             self.config["temp_directory"] = str(temp_directory)
         self._con: Any = None
+        self._disabled = ""  # DuckDB optimizers turned off (set with the connection)
+        self._exact = ""  # … and for the domain check's scan
         self._lock = threading.Lock()
         self._attached = 0
 
@@ -186,15 +209,43 @@ class DuckDBEngine:
                 # DuckDB ≥ 1.4 turns a TRY_CAST over a CSV column into the reader's own
                 # typed read, which raises on a text that is not a number instead of
                 # giving NULL: a data-dependent exception. Keep the TRY_CAST a TRY_CAST.
-                optimizers = con.execute("SELECT name FROM duckdb_optimizers()").fetchall()
-                if ("type_pushdown",) in optimizers:
-                    con.execute("SET disabled_optimizers = 'type_pushdown'")
+                optimizers = {row[0] for row in con.execute(
+                    "SELECT name FROM duckdb_optimizers()").fetchall()}  # fmt: skip
+                self._disabled = ",".join(o for o in ("type_pushdown",) if o in optimizers)
+                # The domain check's scan also runs without statistics propagation:
+                # a Parquet writer (pyarrow) leaves NaN out of a float column's
+                # min/max, and DuckDB, trusting them, then folds `isnan(x)` to FALSE
+                # and `lo <= x < hi` to TRUE — a NaN would pass the check.
+                exact = ("type_pushdown", "statistics_propagation")
+                self._exact = ",".join(o for o in exact if o in optimizers)
+                con.execute("SET disabled_optimizers = ?", [self._disabled])
                 self._con = con
             return self._con
 
     def _run(self, operation: str, sql: str, params: Sequence[Any]) -> Any:
         con = self.connection()
         return guarded(self.name, operation, lambda: con.execute(sql, list(params)))
+
+    def _exact_rows(self, operation: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of `sql` run without statistics propagation, so that every
+        row's value is tested (the domain check; see `connection`)."""
+        return cast(list[Any], self._exactly(operation, sql, params, numpy=False))
+
+    def _exactly(self, operation: str, sql: str, params: Sequence[Any], numpy: bool) -> Any:
+        con = self.connection()
+        with self._lock:  # the setting is the connection's: restored before anyone else's
+            con.execute("SET disabled_optimizers = ?", [self._exact])
+            try:
+                return guarded(self.name, operation, lambda: _fetched(
+                    con.execute(sql, list(params)), numpy))  # fmt: skip
+            finally:
+                con.execute("SET disabled_optimizers = ?", [self._disabled])
+
+    def _fetch(self, table: Relation, operation: str, sql: str, params: Sequence[Any]) -> Any:
+        """A sink's query over `table`, fetched as NumPy columns."""
+        if table.exact:
+            return self._exactly(operation, sql, params, numpy=True)
+        return self._run(operation, sql, params).fetchnumpy()
 
     # -- opening: the data holder's step (may read and refuse the data) --------------
     def open_source(
@@ -238,15 +289,10 @@ class DuckDBEngine:
             raise ValueError(
                 f"{source}: missing column(s) {missing}; the domain needs {list(domain.names)}"
             )
-        raws: list[str] = []
-        codes: list[str] = []
+        raws = [f"{_encoding(a, types[a.name], text, policy)[0]} AS r{j}"
+                for j, a in enumerate(domain.attributes)]  # fmt: skip
+        codes, params = _codes(domain, types, text, policy)
         axes: list[int] = []
-        params: list[Any] = []
-        for j, a in enumerate(domain.attributes):
-            raw, code, code_params = _encoding(a, types[a.name], text, policy)
-            raws.append(f"{raw} AS r{j}")
-            codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
-            params.extend(code_params)
         if units is not None:
             check_unit_column(units.column, domain, types)
             axes = group_axes(units, domain)
@@ -265,13 +311,31 @@ class DuckDBEngine:
         # codes next to their raw values; parameters in the order of their `?`
         both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
         both_params = (*params, *from_params)
-        if policy != "drop":
-            self._check(domain, both, both_params, policy, show_bad_values)
         valid = " AND ".join(f"c{j} IS NOT NULL" for j in range(len(domain)))
+        if policy != "drop":
+            source_info = (from_sql, from_params, types, text)
+            self._check(domain, raw_sql, source_info, policy, show_bad_values,
+                        self.trust_statistics)  # fmt: skip
+            # The check proved every row valid, so `ok` need not test every code
+            # and a query reads only the columns it uses. Integer codes from an
+            # integer column become least(greatest(x, 0), top): the same code on
+            # every valid value, and an expression whose range DuckDB derives from
+            # the column's statistics (a CASE hides it), so that a GROUP BY over
+            # the codes is its perfect-hash aggregate, as over the raw columns.
+            # A file that changed after the check (outside the contract) gets no
+            # exception from this: each row still has at most one code per column
+            # (a NULL label or bin is a NULL code, which the sinks leave out; an
+            # integer out of range is clamped and a NULL integer becomes 0).
+            codes, params = _codes(domain, types, text, policy, trusted=True)
+            both = f"SELECT {', '.join(codes)}, * FROM ({raw_sql}) AS raw"
+            both_params = (*params, *from_params)
+            member = "TRUE"
+        else:  # "drop": a row with an invalid value in any column is not a member
+            member = f"({valid})"
         raw_names = ", ".join(f"r{j}" for j in range(len(domain)))
         # clamped codes are not intervals of raw values: predicates test the codes
         raw_attrs = tuple(None if policy == "clamp" else a for a in domain.attributes)
-        coded = f"SELECT {_cols(len(domain))}, {raw_names}, ({valid}) AS ok FROM ({both}) AS coded"
+        coded = f"SELECT {_cols(len(domain))}, {raw_names}, {member} AS ok FROM ({both}) AS coded"
         if units is not None:  # C4: the first max_rows valid rows of each unit, keyed order
             keyed = ", ".join(
                 ["CAST(? AS VARCHAR)", "ektelo_unit"]
@@ -304,7 +368,8 @@ class DuckDBEngine:
                 *group_params, key, *both_params, units.max_rows,
                 *(() if units.max_groups is None else (units.max_groups,)),
             )  # fmt: skip
-        return Relation(coded, both_params, len(domain), raw_attrs)
+        exact = policy == "drop" and any(types[a.name] in _FLOATS for a in domain.attributes)
+        return Relation(coded, both_params, len(domain), raw_attrs, exact)
 
     def open_frame(
         self,
@@ -387,29 +452,92 @@ class DuckDBEngine:
         raise ValueError(f"{file}: the DuckDB engine reads .parquet, .csv and .tsv files")
 
     def _check(
-        self, domain: Domain, both: str, params: tuple[Any, ...], policy: str, show: bool
-    ) -> None:
+        self, domain: Domain, raw_sql: str,
+        source: tuple[str, tuple[Any, ...], dict[str, str], bool], policy: str, show: bool,
+        statistics: bool = True,
+    ) -> None:  # fmt: skip
         """Refuse NULL codes (error: any invalid value; clamp: values with no
-        nearest value) with one scan, as `Domain.encode`/`Domain.clean` do."""
-        checks = []
-        for j, a in enumerate(domain.attributes):
+        nearest value), as `Domain.encode`/`Domain.clean` do.
+
+        First, for the integer columns (integer codes or bins), whose minimum,
+        maximum and number of NULLs can prove every value valid (`_proven`),
+        one aggregate over the source (`source`: its FROM clause, parameters,
+        column types, whether text), which DuckDB answers from a Parquet
+        file's row-group statistics without reading the rows (`statistics`:
+        False skips it). The columns it proves valid are not scanned; every
+        other column — labels, text, floats, and any column the aggregate
+        cannot clear — is checked by one scan of the raw values `raw_sql`
+        counting the rows where the code would be NULL (each attribute's test
+        from `_encoding`; without statistics propagation: see `connection`).
+        Only the scan refuses, so a refusal and its message are the same
+        whichever columns the aggregate cleared."""
+        _, from_params, types, text = source
+        proven = self._proven(domain, policy, source) if statistics else set()
+        scanned = [j for j in range(len(domain)) if j not in proven]
+        if not scanned:
+            return
+        tests: list[str] = []
+        params: list[Any] = []
+        checks: list[str] = []
+        for j in scanned:
+            a = domain.attributes[j]
+            _, _, _, valid, valid_params = _encoding(a, types[a.name], text, policy)
+            tests.append(valid.replace("{raw}", f"r{j}") + f" AS v{j}")
+            params.extend(valid_params)
             gone = f"(r{j} IS NULL OR isnan(r{j}))" if cd.is_double(a) else f"(r{j} IS NULL)"
-            checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND {gone})")
-            checks.append(f"count(*) FILTER (WHERE c{j} IS NULL AND NOT {gone})")
-        sql = f"SELECT {', '.join(checks)} FROM ({both}) AS checked"
-        counts = self._run("the domain check", sql, params).fetchone()
-        for j, a in enumerate(domain.attributes):
-            missing, other = int(counts[2 * j]), int(counts[2 * j + 1])
+            checks.append(f"count(*) FILTER (WHERE NOT v{j} AND {gone})")
+            checks.append(f"count(*) FILTER (WHERE NOT v{j} AND NOT {gone})")
+        tested = f"SELECT {', '.join(tests)}, * FROM ({raw_sql}) AS raw"
+        tested_params = (*params, *from_params)
+        # one count per column first; the kinds of problem (for the message) only
+        # when there is one
+        bad = ", ".join(f"count(*) FILTER (WHERE NOT v{j})" for j in scanned)
+        sql = f"SELECT {bad} FROM ({tested}) AS checked"
+        if not any(self._exact_rows("the domain check", sql, tested_params)[0]):
+            return
+        sql = f"SELECT {', '.join(checks)} FROM ({tested}) AS checked"
+        counts = self._exact_rows("the domain check", sql, tested_params)[0]
+        for i, j in enumerate(scanned):
+            a = domain.attributes[j]
+            missing, other = int(counts[2 * i]), int(counts[2 * i + 1])
             if missing or other:
                 listing = None
                 if show:
-                    rows = self._run(
+                    rows = self._exact_rows(
                         "the domain check",
-                        f"SELECT r{j} FROM ({both}) AS b WHERE c{j} IS NULL LIMIT {_SHOWN}",
-                        params,
-                    ).fetchall()
+                        f"SELECT r{j} FROM ({tested}) AS b WHERE NOT v{j} LIMIT {_SHOWN}",
+                        tested_params,
+                    )
                     listing = "bad values: " + ", ".join(repr(r[0]) for r in rows)
                 raise DomainValueError(a.name, cd.refusal(a, missing, other, policy, show), listing)
+
+    def _proven(
+        self, domain: Domain, policy: str, stats: tuple[str, tuple[Any, ...], dict[str, str], bool]
+    ) -> set[int]:
+        """The attributes whose every value the source's min, max and NULL count
+        prove valid (one aggregate; a Parquet file answers it from statistics)."""
+        from_sql, from_params, types, text = stats
+        eligible = [j for j, a in enumerate(domain.attributes)
+                    if _bounds_decide(a, types[a.name], text)]  # fmt: skip
+        if not eligible:
+            return set()
+        parts = ["count(*)"]
+        for j in eligible:
+            a = domain.attributes[j]
+            column = quote(a.name)
+            if a.bins is None:  # integer codes: exact integers
+                parts += [f"min({column})", f"max({column})"]
+            else:  # bins: compared as DOUBLE, as the code's expression does (a monotone cast)
+                parts += [f"CAST(min({column}) AS DOUBLE)", f"CAST(max({column}) AS DOUBLE)"]
+            parts.append(f"count(*) - count({column})")
+        sql = f"SELECT {', '.join(parts)} FROM {from_sql}"
+        found = self._run("the domain check", sql, from_params).fetchone()
+        if int(found[0]) == 0:
+            return set(eligible)  # no rows: nothing to refuse
+        return {
+            j for i, j in enumerate(eligible)
+            if _bounds_prove(domain.attributes[j], policy, *found[1 + 3 * i : 4 + 3 * i])
+        }  # fmt: skip
 
     # -- the interface ---------------------------------------------------------------
     def where(self, table: Relation, predicate: Any, domain: Domain) -> Relation:
@@ -420,6 +548,7 @@ class DuckDBEngine:
             (*params, *table.params),
             table.width,
             table.raws,
+            table.exact,
         )
 
     def select(self, table: Relation, columns: Sequence[int]) -> Relation:
@@ -430,6 +559,7 @@ class DuckDBEngine:
             table.params,
             len(columns),
             tuple(table.raw(j) for j in columns),
+            table.exact,
         )
 
     def group_by(
@@ -445,11 +575,14 @@ class DuckDBEngine:
         # every row is grouped, members or not (issue #36: no filter before the
         # grouping, whose work would follow the rows a `where` selected); a group
         # is a member when one of its rows is
+        present = "".join(f" AND c{j} IS NOT NULL" for j in columns)  # as in `codes`
         return Relation(
-            f"SELECT {picked}, coalesce(bool_or(ok), FALSE) AS ok FROM ({table.sql}) AS t "
-            f"GROUP BY {keys}",
+            f"SELECT {picked}, coalesce(bool_or(ok){present}, FALSE) AS ok "
+            f"FROM ({table.sql}) AS t GROUP BY {keys}",
             (*params, *table.params),
             width,
+            (),
+            table.exact,
         )
 
     def split(self, table: Relation, column: int, size: int) -> list[Relation]:
@@ -460,6 +593,7 @@ class DuckDBEngine:
                 (v, *table.params),
                 table.width,
                 table.raws,
+                table.exact,
             )
             for v in range(size)
         ]
@@ -472,14 +606,17 @@ class DuckDBEngine:
             return np.array([float(self.count(table))])
         strides = np.cumprod((1, *shape[::-1]))[:-1][::-1]  # C order
         cell = " + ".join(f"c{j} * CAST(? AS BIGINT)" for j in columns)
+        # every row grouped by its cell, members counted (issue #36: the same work
+        # whichever rows a `where` selected); the key is arithmetic on the codes
+        # only (no CASE), so DuckDB can use a perfect-hash aggregate
         sql = (
-            f"SELECT CASE WHEN ok THEN {cell} END AS cell, count(*) AS n "
+            f"SELECT {cell} AS cell, count(*) FILTER (WHERE ok) AS n "
             f"FROM ({table.sql}) AS t GROUP BY cell"
         )
         params = (*(int(s) for s in strides), *table.params)
-        found = self._run("vectorize", sql, params).fetchnumpy()
+        found = self._fetch(table, "vectorize", sql, params)
         cells = np.ma.getdata(found["cell"])
-        kept = ~np.ma.getmaskarray(found["cell"])  # the NULL cell: rows with an invalid value
+        kept = ~np.ma.getmaskarray(found["cell"])  # the NULL cell: rows with a NULL code
         x = np.zeros(n)
         x[np.asarray(cells[kept], dtype=np.int64)] = np.asarray(found["n"], np.float64)[kept]
         return x
@@ -507,7 +644,7 @@ class DuckDBEngine:
             f"SELECT {grouping} AS g, {', '.join([*names, 'ok'])}, count(*) AS n "
             f"FROM ({table.sql}) AS t GROUP BY GROUPING SETS ({sets})"
         )
-        found = self._run("marginals", sql, table.params).fetchnumpy()
+        found = self._fetch(table, "marginals", sql, table.params)
         g = np.asarray(found["g"], dtype=np.int64)
         ok = np.ma.getdata(found["ok"]).astype(bool) & ~np.ma.getmaskarray(found["ok"])
         n = np.asarray(found["n"], dtype=np.int64)
@@ -516,6 +653,8 @@ class DuckDBEngine:
             # GROUPING's bit for a key is 1 when the set does not group by it (first key highest)
             bits = sum(1 << (len(used) - 1 - i) for i, j in enumerate(used) if j not in columns)
             rows = (g == bits) & ok
+            for j in columns:  # a NULL code (a file changed after the check) is never counted
+                rows &= ~np.ma.getmaskarray(found[f"c{j}"])
             cell = np.zeros(int(rows.sum()), dtype=np.int64)
             for j, size in zip(columns, shape, strict=True):
                 cell = cell * size + np.ma.getdata(found[f"c{j}"])[rows].astype(np.int64)
@@ -523,19 +662,46 @@ class DuckDBEngine:
         return out
 
     def count(self, table: Relation) -> int:
-        sql = f"SELECT count(*) FILTER (WHERE ok) FROM ({table.sql}) AS t"
-        row = self._run("count", sql, table.params)
-        return int(row.fetchone()[0])
+        sql = f"SELECT count(*) FILTER (WHERE ok) AS n FROM ({table.sql}) AS t"
+        return int(self._fetch(table, "count", sql, table.params)["n"][0])
 
     def codes(self, table: Relation) -> np.ndarray:
         if table.width == 0:
             return np.empty((self.count(table), 0), dtype=np.int64)
-        sql = f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t WHERE ok ORDER BY ALL"
-        found = self._run("codes", sql, table.params).fetchnumpy()
+        present = " AND ".join(f"c{j} IS NOT NULL" for j in range(table.width))
+        sql = (f"SELECT {_cols(table.width)} FROM ({table.sql}) AS t WHERE ok AND {present} "
+               "ORDER BY ALL")  # fmt: skip
+        found = self._fetch(table, "codes", sql, table.params)
         return np.column_stack(
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
         ).reshape(-1, table.width)
 
+
+
+def _bounds_decide(a: Attribute, sql_type: str, text: bool) -> bool:
+    """Whether a column's min, max and NULL count can prove all its codes valid:
+    an integer column (never text) for integer codes or bins. Labels need
+    membership and a float column's statistics may leave NaN out (see
+    `DuckDBEngine.connection`): the scan decides those."""
+    return a.values is None and not text and sql_type in _INTEGER
+
+
+def _bounds_prove(a: Attribute, policy: str, low: Any, high: Any, nulls: Any) -> bool:
+    """Whether every integer in [low, high] gets a code (`_encoding`), given no
+    NULL (`nulls`: their count). Integer codes compare the integers exactly;
+    bins compare them cast to DOUBLE (`low`, `high` cast by DuckDB, a monotone
+    cast, as the code's own expression does)."""
+    if int(nulls) != 0 or low is None or high is None:
+        return False
+    if policy == "clamp":  # every integer has a nearest code
+        return True
+    if a.bins is None:  # integer codes: exact integers
+        return bool(low >= 0 and high <= a.size - 1)
+    return float(low) >= float(a.bins[0]) and float(high) < float(a.bins[-1])
+
+
+def _fetched(result: Any, numpy: bool) -> Any:
+    return result.fetchnumpy() if numpy else list(result.fetchall())
 
 
 def _check_header(file: Path) -> None:
@@ -557,10 +723,38 @@ def _check_header(file: Path) -> None:
 # -- SQL fragments (engine-made text; values are parameters) ------------------------
 
 
+def _codes(
+    domain: Domain, types: dict[str, str], text: bool, policy: str, trusted: bool = False
+) -> tuple[list[str], list[Any]]:
+    """The first level's code expressions `... AS c{j}` over the raw columns
+    r{j}, and their parameters. `trusted`: every value is known valid (the
+    check passed), so integer codes from an integer column take the clamp's
+    form, equal to the strict one on valid values."""
+    codes: list[str] = []
+    params: list[Any] = []
+    for j, a in enumerate(domain.attributes):
+        plain = a.values is None and a.bins is None and not text and types[a.name] in _INTEGER
+        if trusted and plain:
+            # DuckDB's least/greatest skip a NULL (it would become code 0): only
+            # after a check that refused every NULL
+            code, code_params = _CLAMPED, (a.size - 1,)
+        else:
+            _, code, code_params, _, _ = _encoding(a, types[a.name], text, policy)
+        codes.append(code.replace("{raw}", f"r{j}") + f" AS c{j}")
+        params.extend(code_params)
+    return codes, params
+
+
+_CLAMPED = "least(greatest({raw}, 0), CAST(? AS BIGINT))"
+
+
 def _encoding(
     a: Attribute, sql_type: str, text: bool, policy: str
-) -> tuple[str, str, tuple[Any, ...]]:
-    """(raw expression, code expression over r{j}, the code's parameters)."""
+) -> tuple[str, str, tuple[Any, ...], str, tuple[Any, ...]]:
+    """(raw expression, code expression over r{j}, the code's parameters, the
+    test over r{j} that is TRUE exactly where the code is not NULL, its
+    parameters). The test is what the domain check scans for: the code itself
+    (a bin's comparison tree, say) need not be computed to know it exists."""
     column = quote(a.name)
     if sql_type.strip('"') == "NULL":  # a column of NULLs only (no type): every value missing
         kind = cd.label_kind(a) if a.values is not None else "number"
@@ -591,13 +785,17 @@ def _encoding(
                 raise TypeError(cd.mismatch(a, sql_type, "boolean"))
             list_type = "BOOLEAN[]"
         values = [float(cast(float, v)) for v in a.values] if kind == "number" else list(a.values)
-        return raw, f"list_position(CAST(? AS {list_type}), {j_raw}) - 1", (values,)
+        position = f"list_position(CAST(? AS {list_type}), {j_raw})"
+        return raw, f"{position} - 1", (values,), f"{position} IS NOT NULL", (values,)
     if a.bins is None and not text and sql_type in _INTEGER:
         # integer codes from an integer column: no cast, no integrality test
-        if policy == "clamp":
-            return column, f"least(greatest({j_raw}, 0), CAST(? AS BIGINT))", (a.size - 1,)
+        if policy == "clamp":  # a NULL has no nearest value (least/greatest would skip it)
+            clamped = _CLAMPED.replace("{raw}", j_raw)
+            present = f"{j_raw} IS NOT NULL"
+            return column, f"CASE WHEN {present} THEN {clamped} END", (a.size - 1,), present, ()
         inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS BIGINT)"
-        return column, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (a.size - 1,)
+        code = f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END"
+        return column, code, (a.size - 1,), _true(inside), (a.size - 1,)
     if text or sql_type == "VARCHAR":
         raw = f"TRY_CAST({column} AS DOUBLE)"
     elif numeric:
@@ -610,18 +808,26 @@ def _encoding(
         edges = a.bins
         tree, params = _tree(cd.bin_tree(edges, 0, a.size - 1))  # x < e1 → 0, x ≥ e_{k-1} → last
         if policy == "clamp":
-            return raw, f"CASE WHEN isfinite({j_raw}) THEN {tree} END", params
+            finite = f"isfinite({j_raw})"
+            return raw, f"CASE WHEN {finite} THEN {tree} END", params, _true(finite), ()
         inside = f"{j_raw} >= CAST(? AS DOUBLE) AND {j_raw} < CAST(? AS DOUBLE)"
-        return raw, f"CASE WHEN {inside} THEN {tree} END", (edges[0], edges[-1], *params)
+        code = f"CASE WHEN {inside} THEN {tree} END"
+        return raw, code, (edges[0], edges[-1], *params), _true(inside), (edges[0], edges[-1])
     top = float(a.size - 1)
     if policy == "clamp":
         code = (
             f"CASE WHEN isfinite({j_raw}) THEN CAST(least(greatest(round_even({j_raw}, 0), 0), "
             f"CAST(? AS DOUBLE)) AS BIGINT) END"
         )
-        return raw, code, (top,)
+        return raw, code, (top,), _true(f"isfinite({j_raw})"), ()
     inside = f"{j_raw} >= 0 AND {j_raw} <= CAST(? AS DOUBLE) AND {j_raw} = floor({j_raw})"
-    return raw, f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END", (top,)
+    code = f"CASE WHEN {inside} THEN CAST({j_raw} AS BIGINT) END"
+    return raw, code, (top,), _true(inside), (top,)
+
+
+def _true(condition: str) -> str:
+    """A condition as a test that is never NULL (a CASE takes NULL as false)."""
+    return f"coalesce({condition}, FALSE)"
 
 
 def _tree(node: cd.BinNode) -> tuple[str, tuple[Any, ...]]:

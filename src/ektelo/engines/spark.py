@@ -25,6 +25,10 @@ aggregation work follow the distinct keys among all the rows, and its
 optimiser may still skip work; the memory engine is the one tested for equal
 work on neighbouring tables (tests/engines/test_timing_channels.py).
 
+Integer codes from an integer column are read as they are (no cast to
+double). Once the check has passed ("error", "clamp") no filter tests every
+code, so a job reads only the columns it uses (issue #42).
+
 Sources: a `pyspark.sql.DataFrame` (its own session), a table name of the
 active session's catalog, or a ``.parquet``/``.csv`` path read with the
 active session (or `SparkEngine(session=...)`).
@@ -59,6 +63,7 @@ __all__ = ["SparkEngine", "is_spark_dataframe"]
 _NUMERIC = (
     "ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType",
 )  # fmt: skip
+_INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
 _DBL_MAX = sys.float_info.max
 _SHOWN = 10
 
@@ -113,7 +118,7 @@ class SparkEngine:
         missing = [n for n in domain.names if n not in fields]
         if missing:
             raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
-        raws, code_cols, unit_col = [], [], []
+        raws, unit_col = [], []
         axes: list[int] = []
         if units is not None:
             check_unit_column(units.column, domain, fields)
@@ -128,24 +133,44 @@ class SparkEngine:
                 raise ValueError(f"privacy_unit={units.column!r} has missing values: every row "
                                  "needs its unit's identifier")  # fmt: skip
             unit_col = [ident.cast("string").alias("ektelo_unit")]
+        integral = []
         for j, a in enumerate(domain.attributes):
-            raw = _raw(a, sf.col(_backquote(a.name)), _type_name(fields[a.name]), text)
+            type_name = _type_name(fields[a.name])
+            # integer codes from an integer column: read as they are (no cast to double)
+            integral.append(a.values is None and a.bins is None and not text
+                            and type_name in _INTEGRAL)  # fmt: skip
+            raw = sf.col(_backquote(a.name)) if integral[j] else _raw(
+                a, sf.col(_backquote(a.name)), type_name, text)  # fmt: skip
             raws.append(raw.alias(f"r{j}"))
         raw_frame = frame.select(*raws, *unit_col)
-        for j, a in enumerate(domain.attributes):
-            code_cols.append(_code(a, sf.col(f"r{j}"), policy).alias(f"c{j}"))
-        both = raw_frame.select(
-            *code_cols, *(sf.col(f"r{j}") for j in range(len(domain))),
-            *(sf.col("ektelo_unit") for _ in unit_col),
-        )  # fmt: skip
-        if policy != "drop":
-            self._check(domain, both, policy, show_bad_values)
+
+        def coded(trusted: bool) -> Any:
+            code_cols = [_code(a, sf.col(f"r{j}"), policy, integral[j], trusted).alias(f"c{j}")
+                         for j, a in enumerate(domain.attributes)]  # fmt: skip
+            return raw_frame.select(
+                *code_cols, *(sf.col(f"r{j}") for j in range(len(domain))),
+                *(sf.col("ektelo_unit") for _ in unit_col),
+            )  # fmt: skip
+
+        both = coded(False)
         valid = sf.lit(True)
         for j in range(len(domain)):
             valid = valid & sf.col(f"c{j}").isNotNull()
         codes = [sf.col(f"c{j}") for j in range(len(domain))]
-        kept = both.where(valid)
+        if policy != "drop":
+            self._check(domain, both, policy, show_bad_values, integral)
+            # The check proved every row valid: no filter on every code, so a job
+            # reads only the columns it uses; integer codes from an integer column
+            # take the clamp's form (the same code on every valid value). A source
+            # that changed after the check (outside the contract) raises nothing:
+            # a NULL stays a NULL code (vectorize leaves it out), an integer out of
+            # range is clamped (a 1-stable map).
+            both = coded(policy == "error")
+            kept = both
+        else:  # "drop": a row with an invalid value in any column is left out
+            kept = both.where(valid)
         if units is not None:  # C4: the first max_rows valid rows of each unit, keyed order
+            kept = kept.where(valid)
             order = sf.md5(sf.concat_ws(
                 UNIT_SEPARATOR, sf.lit(key), sf.col("ektelo_unit"),
                 *(c.cast("string") for c in codes),
@@ -210,16 +235,28 @@ class SparkEngine:
         kind = type(source).__name__
         raise TypeError(f"a Spark source is a DataFrame, a table name or a file path, got {kind}")
 
-    def _check(self, domain: Domain, both: Any, policy: str, show: bool) -> None:
+    def _check(
+        self, domain: Domain, both: Any, policy: str, show: bool, integral: Sequence[bool]
+    ) -> None:
         from pyspark.sql import functions as sf
 
+        # each attribute's validity test over its raw column (not its code), one
+        # count per column first; the kinds of problem only when there is one
+        tests = [_valid(a, sf.col(f"r{j}"), policy, integral[j]).alias(f"v{j}")
+                 for j, a in enumerate(domain.attributes)]  # fmt: skip
+        tested = both.select(*tests, *(sf.col(f"r{j}") for j in range(len(domain))))
+        first = [sf.count(sf.when(~sf.col(f"v{j}"), 1)) for j in range(len(domain))]
+        bad = guarded(self.name, "the domain check", lambda: tested.agg(*first).collect()[0])
+        if not any(bad):
+            return
         aggs = []
         for j, a in enumerate(domain.attributes):
-            r, c = sf.col(f"r{j}"), sf.col(f"c{j}")
-            gone = r.isNull() | sf.isnan(r) if cd.is_double(a) else r.isNull()
-            aggs.append(sf.count(sf.when(c.isNull() & gone, 1)))
-            aggs.append(sf.count(sf.when(c.isNull() & ~gone, 1)))
-        counts = guarded(self.name, "the domain check", lambda: both.agg(*aggs).collect()[0])
+            r, invalid = sf.col(f"r{j}"), ~sf.col(f"v{j}")
+            double = cd.is_double(a) and not integral[j]  # an integer column holds no NaN
+            gone = r.isNull() | sf.isnan(r) if double else r.isNull()
+            aggs.append(sf.count(sf.when(invalid & gone, 1)))
+            aggs.append(sf.count(sf.when(invalid & ~gone, 1)))
+        counts = guarded(self.name, "the domain check", lambda: tested.agg(*aggs).collect()[0])
         for j, a in enumerate(domain.attributes):
             missing, other = int(counts[2 * j]), int(counts[2 * j + 1])
             if missing or other:
@@ -380,28 +417,53 @@ def _raw(a: Attribute, column: Any, spark_type: str, text: bool) -> Any:
     raise TypeError(cd.mismatch(a, spark_type, "numeric"))
 
 
-def _code(a: Attribute, r: Any, policy: str) -> Any:
+def _code(
+    a: Attribute, r: Any, policy: str, integral: bool = False, trusted: bool = False
+) -> Any:
+    """The code of raw column `r` (NULL: invalid). `integral`: integer codes from
+    an integer column, read as it is; `trusted`: every value is known valid, so
+    such codes take the clamp's form (the same code on valid values)."""
+    return _coded(a, r, policy, integral, trusted)[0]
+
+
+def _valid(a: Attribute, r: Any, policy: str, integral: bool = False) -> Any:
+    """TRUE exactly where `_code` is not NULL, never NULL: what the domain check
+    counts (the code itself, a bin's tree say, need not be computed)."""
     from pyspark.sql import functions as sf
+
+    return sf.coalesce(_coded(a, r, policy, integral, False)[1], sf.lit(False))
+
+
+def _coded(a: Attribute, r: Any, policy: str, integral: bool, trusted: bool) -> tuple[Any, Any]:
+    """(the code, the condition under which it is not NULL)."""
+    from pyspark.sql import functions as sf
+
+    if integral:
+        top_code = sf.lit(a.size - 1).cast("long")
+        if policy == "clamp" or trusted:  # least/greatest skip a NULL: keep it NULL
+            clamped = sf.least(sf.greatest(r.cast("long"), sf.lit(0).cast("long")), top_code)
+            return sf.when(r.isNotNull(), clamped), r.isNotNull()
+        inside = (r >= sf.lit(0)) & (r <= top_code)
+        return sf.when(inside, r.cast("long")), inside
 
     finite = (r >= sf.lit(-_DBL_MAX)) & (r <= sf.lit(_DBL_MAX))  # false for NaN and ±∞
     if a.values is not None:
         kind = cd.label_kind(a)
         values = [float(cast(float, v)) for v in a.values] if kind == "number" else list(a.values)
         found = sf.array_position(sf.array(*(sf.lit(v) for v in values)), r)
-        return sf.when(found > 0, found - 1).cast("long")
+        return sf.when(found > 0, found - 1).cast("long"), found > 0
     if a.bins is not None:
         tree = _tree(cd.bin_tree(a.bins, 0, a.size - 1), r)
         if policy == "clamp":
-            return sf.when(finite, tree).cast("long")
+            return sf.when(finite, tree).cast("long"), finite
         inside = (r >= sf.lit(a.bins[0])) & (r < sf.lit(a.bins[-1]))
-        return sf.when(inside, tree).cast("long")
+        return sf.when(inside, tree).cast("long"), inside
     top = sf.lit(float(a.size - 1))
     if policy == "clamp":
-        return sf.when(finite, sf.least(sf.greatest(sf.bround(r, 0), sf.lit(0.0)), top)).cast(
-            "long"
-        )
+        clamped = sf.least(sf.greatest(sf.bround(r, 0), sf.lit(0.0)), top)
+        return sf.when(finite, clamped).cast("long"), finite
     inside = (r >= sf.lit(0.0)) & (r <= top) & (r == sf.floor(r))
-    return sf.when(inside, r).cast("long")
+    return sf.when(inside, r).cast("long"), inside
 
 
 def _tree(node: cd.BinNode, r: Any) -> Any:
