@@ -18,6 +18,18 @@ a candidate, in order:
    ‖W x̂‖² over the seeds estimates the expected squared error. It is marked
    "monte-carlo" with its number of seeds and relative standard error.
 
+A histogram (W = I, every cell asked once) is the exception: HDMM is not
+priced there, because no strategy beats the identity (issue #41: pricing HDMM
+runs its optimiser, the dearest step of a small question). For a strategy A
+of full column rank with columns aⱼ, the expected total squared error of
+answering I by least squares is c·Δ(A)²·tr((AᵀA)⁻¹), with Δ the L1 (Laplace)
+or L2 (Gaussian) sensitivity, max ‖aⱼ‖. As (M⁻¹)ⱼⱼ ≥ 1/Mⱼⱼ for a positive
+definite M (Cauchy–Schwarz), tr((AᵀA)⁻¹) ≥ Σⱼ 1/‖aⱼ‖₂² ≥ n/Δ², and
+‖aⱼ‖₂ ≤ ‖aⱼ‖₁ ≤ Δ, so the error is at least c·n — the identity's exactly
+(Li et al., VLDB J. 2015, study this optimality for the matrix mechanism).
+The identity is priced and comes first in `SIMPLEST_FIRST`, so ties go to it
+and the choice is the one HDMM's price would have left.
+
 The squared error scales exactly as 1/ε² (Laplace) or 1/ρ (Gaussian), so
 each candidate is priced once at ε = 1 (ρ = 1) and rescaled; prices are
 cached per (plan, shape, workload — by value —, mechanism) in the process.
@@ -36,8 +48,8 @@ import numpy as np
 
 from .rules import Candidate, candidates
 
-__all__ = ["MAX_DENSE", "MC_SEEDS", "Price", "clear_cache",
-           "monte_carlo", "price", "range_kron_error", "rank"]
+__all__ = ["IDENTITY_OPTIMAL", "MAX_DENSE", "MC_SEEDS", "Price", "clear_cache",
+           "is_histogram", "monte_carlo", "price", "range_kron_error", "rank"]
 
 # Dense closed forms above this many cells cost O(n³): priced otherwise. At
 # 1024 cells the exact form costs what 32 Monte-Carlo runs cost (≈2.5 CPU s
@@ -199,6 +211,24 @@ def _price_of(A: Any, name: str, shape: tuple[int, ...], W: Any, gaussian: bool,
     return monte_carlo(name, shape, W, gaussian=gaussian, seeds=mc_seeds)
 
 
+# the note of a candidate left unpriced on a histogram (module docstring)
+IDENTITY_OPTIMAL = ("not priced: no strategy beats the identity on a histogram "
+                    "(every cell asked once)")
+# candidates that optimise a strategy, left out on a histogram
+_OPTIMISERS = frozenset({"hdmm"})
+
+
+def is_histogram(W: Any, shape: Sequence[int]) -> bool:
+    """Whether W asks every cell of `shape` once: the identity over the whole
+    domain, or a Kronecker product of identities (public structure)."""
+    from ..matrix import Identity, Kronecker
+
+    n = math.prod(int(s) for s in shape)
+    if isinstance(W, Kronecker):
+        return W.shape == (n, n) and all(isinstance(f, Identity) for f in W.factors)
+    return isinstance(W, Identity) and W.shape == (n, n)
+
+
 def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
          rho: float | None = None, mc_seeds: int | None = None) -> tuple[Candidate, ...]:
     """Every data-independent candidate for workload W of `kind` over `shape`
@@ -213,8 +243,12 @@ def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
     gaussian = rho is not None
     unit = float(rho) if rho is not None else float(eps or 0.0) ** 2  # mse ∝ 1/ρ or 1/ε²
     out: list[Candidate] = []
+    histogram = is_histogram(W, shape)
     for name in candidates(kind, shape):
         if gaussian and "mechanism" not in get(name).parameters:
+            continue
+        if histogram and name in _OPTIMISERS:  # cannot beat the identity (module docstring)
+            out.append(Candidate(name, False, None, IDENTITY_OPTIMAL))
             continue
         p = price(name, shape, W, gaussian=gaussian, mc_seeds=mc_seeds)
         rmse = None if p.mse is None else math.sqrt(p.mse / unit)
