@@ -29,7 +29,8 @@ def test_the_static_table_matches_what_the_modules_register() -> None:
 
 
 def _modules_after(code: str) -> set[str]:
-    probe = f"{code}\nimport sys\nprint(' '.join(m for m in sys.modules if m.startswith('ektelo.pl')))"
+    probe = (f"{code}\nimport sys\n"
+             "print(' '.join(m for m in sys.modules if m.startswith('ektelo.pl')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     return set(out.split())
