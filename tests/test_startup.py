@@ -82,3 +82,16 @@ def test_a_small_question_loads_no_heavy_module(tmp_path: Path, plan: str) -> No
     assert "ektelo.plans.data_independent" in loaded  # the probe saw the plan run
     heavy = sorted(m for m in NOT_FOR_A_SMALL_QUESTION if m in loaded)
     assert heavy == [], f"--plan {plan} loaded {heavy}"
+
+
+def test_protecting_a_vector_loads_no_pandas() -> None:
+    """A NumPy vector through the port and a plan: no pandas (nor pyarrow,
+    which pandas imports), no SciPy solvers (#41)."""
+    code = ("import numpy as np, ektelo\nfrom ektelo import plans\nfrom ektelo.matrix import "
+            "Identity\nx = ektelo.protect(np.arange(8.0), epsilon=1.0, seed=0)\n"
+            "assert plans.run('identity', x, Identity(8), 1.0).shape == (8,)\n"
+            "import sys\nprint(','.join(m for m in ('pandas', 'pyarrow', 'scipy.linalg', "
+            "'scipy.sparse.linalg', 'ektelo.engines') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out.split(",") == ["ektelo.engines"]  # the port ran, and loaded none of the rest

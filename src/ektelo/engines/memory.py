@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..domain import Domain
 from ..kernel.contracts import MAX_CELLS, PrivacyUnit
 from ..predicates import compile_predicate
 from . import rows as tables
 from .base import Sparse, check_on_invalid, check_unit_column, sparse_cells, unit_order_text
+
+if TYPE_CHECKING:  # pandas is imported where used: a vector needs none (#41)
+    import pandas as pd
 
 __all__ = ["MemoryEngine", "open_frame"]
 
@@ -123,6 +125,8 @@ def open_frame(
 
 def _kept_per_unit(ids: pd.Series, codes: np.ndarray, k: int, key: str) -> np.ndarray:
     """The rows kept: the first k of each unit in the keyed order (base.py)."""
+    import pandas as pd
+
     digest = unit_order_text(key, ids.to_numpy(), codes)
     order = pd.DataFrame({"u": ids.astype(str).to_numpy(), "h": digest})
     order = order.sort_values(["u", "h"], kind="stable")

@@ -153,7 +153,9 @@ def _solve(
         if not system.facts and type(system.A) is Identity:
             # one measurement of every cell (the identity plan): the LS
             # estimate is the answers themselves — no solver (nor SciPy's
-            # sparse.linalg, a start-up cost of a small question, #41)
+            # sparse.linalg, a start-up cost of a small question, #41);
+            # maxiter is still checked, as LSMR would
+            check_maxiter(maxiter, 1)
             return _direct(system, lambda b: np.array(b, dtype=np.float64), "identity")
         tree = None if system.facts else structured.tree_of(system.A)
         if tree is not None:
