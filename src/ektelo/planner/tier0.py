@@ -18,17 +18,20 @@ a candidate, in order:
    ‖W x̂‖² over the seeds estimates the expected squared error. It is marked
    "monte-carlo" with its number of seeds and relative standard error.
 
-A histogram (W = I, every cell asked once) is the exception: HDMM is not
-priced there, because no strategy beats the identity (issue #41: pricing HDMM
-runs its optimiser, the dearest step of a small question). For a strategy A
-of full column rank with columns aⱼ, the expected total squared error of
-answering I by least squares is c·Δ(A)²·tr((AᵀA)⁻¹), with Δ the L1 (Laplace)
-or L2 (Gaussian) sensitivity, max ‖aⱼ‖. As (M⁻¹)ⱼⱼ ≥ 1/Mⱼⱼ for a positive
-definite M (Cauchy–Schwarz), tr((AᵀA)⁻¹) ≥ Σⱼ 1/‖aⱼ‖₂² ≥ n/Δ², and
-‖aⱼ‖₂ ≤ ‖aⱼ‖₁ ≤ Δ, so the error is at least c·n — the identity's exactly
-(Li et al., VLDB J. 2015, study this optimality for the matrix mechanism).
-The identity is priced and comes first in `SIMPLEST_FIRST`, so ties go to it
-and the choice is the one HDMM's price would have left.
+A histogram (W = I, every cell asked once) is the exception: HDMM's
+optimiser is not run to price it (issue #41: it was the dearest step of a
+small question), because its error is known — the identity's. For a
+strategy A of full column rank with columns aⱼ, the expected total squared
+error of answering I by least squares is c·Δ(A)²·tr((AᵀA)⁻¹), with Δ the L1
+(Laplace) or L2 (Gaussian) sensitivity, max ‖aⱼ‖. As (M⁻¹)ⱼⱼ ≥ 1/Mⱼⱼ for a
+positive definite M (Cauchy–Schwarz), tr((AᵀA)⁻¹) ≥ Σⱼ 1/‖aⱼ‖₂² ≥ n/Δ², and
+‖aⱼ‖₂ ≤ ‖aⱼ‖₁ ≤ Δ, so no strategy errs less than c·n, the identity's. HDMM
+keeps the least-error of its candidates, among them the workload itself
+(`operators.hdmm`: every factor of at most 1,024 cells; Tier 0 offers HDMM
+only up to 256 per attribute), here the identity: its error is exactly the
+identity's. The identity comes first in `SIMPLEST_FIRST`, so the tie goes
+to it — the choice, and the ranking shown, are those HDMM's optimiser
+would have given.
 
 The squared error scales exactly as 1/ε² (Laplace) or 1/ρ (Gaussian), so
 each candidate is priced once at ε = 1 (ρ = 1) and rescaled; prices are
@@ -48,7 +51,7 @@ import numpy as np
 
 from .rules import Candidate, candidates
 
-__all__ = ["IDENTITY_OPTIMAL", "MAX_DENSE", "MC_SEEDS", "Price", "clear_cache",
+__all__ = ["MAX_DENSE", "MC_SEEDS", "Price", "clear_cache",
            "is_histogram", "monte_carlo", "price", "range_kron_error", "rank"]
 
 # Dense closed forms above this many cells cost O(n³): priced otherwise. At
@@ -211,10 +214,8 @@ def _price_of(A: Any, name: str, shape: tuple[int, ...], W: Any, gaussian: bool,
     return monte_carlo(name, shape, W, gaussian=gaussian, seeds=mc_seeds)
 
 
-# the note of a candidate left unpriced on a histogram (module docstring)
-IDENTITY_OPTIMAL = ("not priced: no strategy beats the identity on a histogram "
-                    "(every cell asked once)")
-# candidates that optimise a strategy, left out on a histogram
+# candidates whose optimiser is not run on a histogram: their error there is
+# the identity's (module docstring)
 _OPTIMISERS = frozenset({"hdmm"})
 
 
@@ -247,10 +248,12 @@ def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
     for name in candidates(kind, shape):
         if gaussian and "mechanism" not in get(name).parameters:
             continue
-        if histogram and name in _OPTIMISERS:  # cannot beat the identity (module docstring)
-            out.append(Candidate(name, False, None, IDENTITY_OPTIMAL))
-            continue
-        p = price(name, shape, W, gaussian=gaussian, mc_seeds=mc_seeds)
+        if histogram and name in _OPTIMISERS:  # the identity's error (module docstring);
+            # its strategy is left for `planner.choose` to build if it is chosen
+            p = replace(price("identity", shape, W, gaussian=gaussian, mc_seeds=mc_seeds),
+                        strategy=None)
+        else:
+            p = price(name, shape, W, gaussian=gaussian, mc_seeds=mc_seeds)
         rmse = None if p.mse is None else math.sqrt(p.mse / unit)
         out.append(Candidate(name, False, rmse, p.note, p.method, p.strategy))
     order = sorted(range(len(out)), key=lambda i: (out[i].rmse is None, out[i].rmse or 0.0, i))
