@@ -41,15 +41,16 @@ def _time(code: str, repeat: int) -> float:
     return statistics.median(runs)
 
 
-def _cpu_once(args: list[str], cwd: str, src: str | None) -> float:
-    """CPU seconds (user + system) of one `python -m ektelo.cli ARGS`, run on
-    the source tree `src` (None: the installed/PYTHONPATH one)."""
+def _cpu_once(args: list[str], cwd: str, src: str | None, module: bool = True) -> float:
+    """CPU seconds (user + system) of one `python -m ektelo.cli ARGS` (or,
+    `module=False`, `python ARGS`), run on the source tree `src` (None: the
+    installed/PYTHONPATH one)."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "ektelo.cli", *args], check=True,
-                   capture_output=True, cwd=cwd, env=env)
+    command = [sys.executable, *(["-m", "ektelo.cli"] if module else []), *args]
+    subprocess.run(command, check=True, capture_output=True, cwd=cwd, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
@@ -124,6 +125,12 @@ def main() -> None:
             cpu = _cpu(_question(plan), args.repeat, folder)
             print(f"a small question, --plan {plan:<8} {cpu * 1000:5.0f} ms CPU "
                   f"(target {TARGET * 1000:.0f} ms)")
+        # the floor under today's design: the libraries the question needs
+        # (pandas: the session's answers are DataFrames; DuckDB: the engine)
+        floor = min(_cpu_once(["-c", "import numpy, scipy.sparse, pandas, duckdb"], folder,
+                              None, module=False) for _ in range(args.repeat))
+        print(f"import numpy, scipy.sparse, pandas, duckdb {floor * 1000:5.0f} ms CPU "
+              f"(the libraries alone)")
         if args.before_rev:
             _before_after(args.before_rev, args.repeat, folder)
     if args.before:
