@@ -24,8 +24,11 @@ def test_the_static_table_matches_what_the_modules_register() -> None:
     # every module that can register a plan: the plan library and the planner
     _import_all(ektelo.plans)
     _import_all(ektelo.planner)
-    assert registry.registered_modules() == registry.PLAN_MODULES
-    assert registry.names() == sorted(registry.PLAN_MODULES)
+    # (a plan of the user's own, registered by their module, is no drift)
+    ours = {name: module for name, module in registry.registered_modules().items()
+            if module.startswith(("ektelo.plans.", "ektelo.planner."))}
+    assert ours == registry.PLAN_MODULES
+    assert set(registry.names()) >= set(registry.PLAN_MODULES)
 
 
 def _modules_after(code: str) -> set[str]:
