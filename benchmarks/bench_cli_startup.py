@@ -2,23 +2,34 @@
 --help"). Prints the median wall time of fresh interpreters running the
 console entry point with --help, and of `import ektelo` alone (the package's
 own import, which every command pays), over a few repetitions; and the CPU
-seconds (user + system, the fewest over the repetitions) of one small
-question end to end — `ektelo run` of a histogram on a 3-row CSV, no ledger
-(issue #41's target: 0.4 s). With
+seconds (user + system of the child, `getrusage(RUSAGE_CHILDREN)`, the fewest
+over the repetitions) of one small question end to end — `ektelo run
+--no-ledger` of a histogram of `age` (100 cells) on a 300-row CSV, with
+`--plan identity` and `--plan auto` (issue #41's target: 0.4 s). With
 `--before FILE`, also times a saved copy of an older cli.py the same way
-(e.g. `git show <rev>:src/ektelo/cli.py > /tmp/old_cli.py`)."""
+(e.g. `git show <rev>:src/ektelo/cli.py > /tmp/old_cli.py`); with
+`--before-rev REV`, also runs the small question on the source tree of git
+revision REV (`git archive`), interleaved with this tree's runs so both see
+the same machine load, and prints before/after and their ratio."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from pathlib import Path
+
+TARGET = 0.4  # CPU seconds for a small question (issue #41)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _time(code: str, repeat: int) -> float:
@@ -30,22 +41,74 @@ def _time(code: str, repeat: int) -> float:
     return statistics.median(runs)
 
 
+def _cpu_once(args: list[str], cwd: str, src: str | None, module: bool = True) -> float:
+    """CPU seconds (user + system) of one `python -m ektelo.cli ARGS` (or,
+    `module=False`, `python ARGS`), run on the source tree `src` (None: the
+    installed/PYTHONPATH one)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = [sys.executable, *(["-m", "ektelo.cli"] if module else []), *args]
+    subprocess.run(command, check=True, capture_output=True, cwd=cwd, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def _cpu(args: list[str], repeat: int, cwd: str) -> float:
     """The fewest CPU seconds (user + system) of `python -m ektelo.cli ARGS`."""
-    runs = []
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-m", "ektelo.cli", *args], check=True,
-                       capture_output=True, cwd=cwd, env=os.environ)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        runs.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return min(runs)
+    return min(_cpu_once(args, cwd, None) for _ in range(repeat))
+
+
+def _small_question(folder: str) -> None:
+    """A 300-row table (age 0..99, sex) and its domain, seeded."""
+    rng = random.Random(0)
+    with open(os.path.join(folder, "small.csv"), "w") as fh:
+        fh.write("age,sex\n")
+        for _ in range(300):
+            fh.write(f"{rng.randint(0, 99)},{rng.choice('MF')}\n")
+    with open(os.path.join(folder, "small.domain.json"), "w") as fh:
+        json.dump({"age": {"range": [0, 99]}, "sex": {"values": ["M", "F"]}}, fh)
+
+
+def _question(plan: str) -> list[str]:
+    return ["run", "--no-ledger", "--data", "small.csv", "--domain", "small.domain.json",
+            "--workload", "histogram:age", "--plan", plan, "--epsilon", "1"]
+
+
+def _source_of(rev: str, into: str) -> str:
+    """src/ of git revision `rev`, extracted under `into`."""
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True,
+                         capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(into, filter="data")
+    return os.path.join(into, "src")
+
+
+def _before_after(rev: str, repeat: int, folder: str) -> None:
+    """The small question on revision `rev`'s tree and on this one, runs
+    interleaved; the fewest CPU seconds of each."""
+    old = _source_of(rev, os.path.join(folder, "before"))
+    new = str(ROOT / "src")
+    for plan in ("identity", "auto"):
+        runs: dict[str, list[float]] = {"before": [], "after": []}
+        _cpu_once(_question(plan), folder, old)  # warm: .pyc files written once
+        _cpu_once(_question(plan), folder, new)
+        for _ in range(repeat):
+            runs["before"].append(_cpu_once(_question(plan), folder, old))
+            runs["after"].append(_cpu_once(_question(plan), folder, new))
+        b, a = min(runs["before"]), min(runs["after"])
+        print(f"--plan {plan:<8} before ({rev}) {b * 1000:5.0f} ms CPU   after {a * 1000:5.0f} "
+              f"ms CPU   after/before {a / b:.2f}   after/target {a / TARGET:.2f} "
+              f"(target {TARGET * 1000:.0f} ms)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--before", help="an older cli.py to time the same way")
+    parser.add_argument("--before-rev", help="a git revision whose src/ runs the small "
+                        "question too (before/after, interleaved)")
     args = parser.parse_args()
     bare = _time("pass", args.repeat)
     package = _time("import ektelo", args.repeat)
@@ -57,13 +120,19 @@ def main() -> None:
     print(f"ektelo --help (cli.py)        {helped * 1000:7.0f} ms  "
           f"(cli's own share {max(helped - package, 0) * 1000:.0f} ms)")
     with tempfile.TemporaryDirectory() as folder:
-        with open(os.path.join(folder, "t.csv"), "w") as fh:
-            fh.write("a,b\n1,x\n2,y\n3,x\n")
-        with open(os.path.join(folder, "d.json"), "w") as fh:
-            json.dump({"a": {"range": [1, 5]}, "b": {"values": ["x", "y"]}}, fh)
-        cpu = _cpu(["run", "--no-ledger", "--data", "t.csv", "--domain", "d.json",
-                    "--workload", "histogram:a", "--epsilon", "1"], args.repeat, folder)
-    print(f"a small question, end to end  {cpu * 1000:7.0f} ms CPU (target 400 ms)")
+        _small_question(folder)
+        for plan in ("identity", "auto"):
+            cpu = _cpu(_question(plan), args.repeat, folder)
+            print(f"a small question, --plan {plan:<8} {cpu * 1000:5.0f} ms CPU "
+                  f"(target {TARGET * 1000:.0f} ms)")
+        # the floor under today's design: the libraries the question needs
+        # (pandas: the session's answers are DataFrames; DuckDB: the engine)
+        floor = min(_cpu_once(["-c", "import numpy, scipy.sparse, pandas, duckdb"], folder,
+                              None, module=False) for _ in range(args.repeat))
+        print(f"import numpy, scipy.sparse, pandas, duckdb {floor * 1000:5.0f} ms CPU "
+              f"(the libraries alone)")
+        if args.before_rev:
+            _before_after(args.before_rev, args.repeat, folder)
     if args.before:
         old = _time(
             "import sys; sys.argv = ['ektelo', '--help']\n"

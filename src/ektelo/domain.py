@@ -39,10 +39,12 @@ import numbers
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where used: a vector needs none (#41)
+    import pandas as pd
 
 __all__ = ["Attribute", "Domain", "DomainValueError", "csv_delimiter"]
 
@@ -184,6 +186,8 @@ class Attribute:
         """The code of one public value (a label, a binned value, or a code);
         the value is the caller's, so the error may name it. Text read from a
         file (``"27"``) matches a numeric label (27)."""
+        import pandas as pd
+
         try:
             return int(self.encode(pd.Series([value], dtype=object))[0])
         except ValueError:
@@ -207,6 +211,8 @@ class Attribute:
         """The index of the bin edge `value` of a binned attribute, or a
         ValueError naming the nearest edges (a threshold inside a bin cannot be
         answered from the bin counts)."""
+        import pandas as pd
+
         assert self.bins is not None
         if isinstance(value, str):
             value = pd.to_numeric(pd.Series([value.strip()]), errors="coerce")[0]
@@ -305,6 +311,8 @@ class Attribute:
 
     def _codes(self, column: Any) -> tuple[pd.Series, np.ndarray, np.ndarray, np.ndarray]:
         """(series, codes, ok, is_bool): the codes where `ok`, garbage elsewhere."""
+        import pandas as pd
+
         series = pd.Series(column).reset_index(drop=True)
         if isinstance(series.dtype, pd.CategoricalDtype):  # match on the values themselves
             series = series.astype(object)
@@ -337,6 +345,8 @@ class Attribute:
         `Domain.clean`). Integer codes are also rounded to the nearest code.
         Missing values, booleans and unknown labels have no nearest value:
         they raise `DomainValueError` (use ``on_invalid="drop"`` for them)."""
+        import pandas as pd
+
         series, _, ok, is_bool = self._codes(column)
         if ok.all():
             return series
@@ -370,6 +380,8 @@ class Attribute:
         """Label indices, -1 where no label matches. Booleans match only
         boolean labels and other values only other labels (True == 1 in
         Python, so one lookup would read True as the label 1)."""
+        import pandas as pd
+
         assert self.values is not None
         codes = np.full(len(series), -1, dtype=np.int64)
         if is_bool.any():
@@ -479,6 +491,8 @@ def _is_number(v: Any) -> bool:
 
 def _code_number(attr: Attribute, value: Any) -> int:
     """An integer code given as a number or as text (a range file's cell)."""
+    import pandas as pd
+
     number = pd.to_numeric(pd.Series([value]), errors="coerce")[0]
     if not (np.isfinite(number) and number == round(number) and 0 <= number < attr.size):
         raise ValueError(f"attribute {attr.name!r}: {value!r} is not {attr.describe()}")
@@ -523,6 +537,8 @@ _NO_BOOLEANS = frozenset(
 
 def _bool_mask(series: pd.Series) -> np.ndarray:
     """Where the values are booleans (Python's or NumPy's)."""
+    import pandas as pd
+
     if pd.api.types.is_bool_dtype(series.dtype):
         return np.array(series.notna(), dtype=bool)
     if series.dtype != object:
@@ -539,6 +555,8 @@ def _bool_mask(series: pd.Series) -> np.ndarray:
 
 def _missing_mask(series: pd.Series) -> np.ndarray:
     """Where the values are missing: None/NaN/NA, or a blank or NA-like text."""
+    import pandas as pd
+
     na = np.array(series.isna(), dtype=bool)  # a writable copy
     if series.dtype == object or isinstance(series.dtype, pd.StringDtype):
         text = np.fromiter(
@@ -684,6 +702,8 @@ class Domain:
         offending rows and values in the message (never pass it where the
         message is seen by anyone not entitled to the data).
         """
+        import pandas as pd
+
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
         columns = [str(c) for c in frame.columns]
@@ -730,6 +750,8 @@ class Domain:
         the raw table (stability 1: no extra charge), and nothing about how
         many rows were dropped or clamped is reported (that would be private).
         """
+        import pandas as pd
+
         if on_invalid not in ("error", "drop", "clamp"):
             raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
         if not isinstance(frame, pd.DataFrame):
@@ -763,6 +785,8 @@ class Domain:
         would be silently ignored). The values are checked here (`encode`,
         with `show_bad_values`), so a bad file fails on reading.
         """
+        import pandas as pd
+
         sep = csv_delimiter(path, self.names)
         # The header as written: pandas' own column names have copies renamed.
         first = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False,

@@ -17,12 +17,12 @@ import DuckDB and PySpark lazily, so neither is needed unless used.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..domain import Domain, csv_delimiter
 from ..kernel.contracts import PrivacyUnit
@@ -50,17 +50,29 @@ __all__ = [
     "duckdb_installed",
     "each_marginal",
     "fallback_note",
+    "is_frame",
     "is_table_source",
     "open_table",
     "rows_per_unit",
 ]
 
+if TYPE_CHECKING:  # pandas is imported where used: a vector needs none (#41)
+    import pandas as pd
+
 ENGINES = {"memory": MemoryEngine, "duckdb": DuckDBEngine, "spark": SparkEngine}
+
+
+def is_frame(data: Any) -> bool:
+    """Whether `data` is a pandas DataFrame, without importing pandas: no
+    DataFrame exists before pandas is imported (#41: protecting a NumPy
+    vector loads no pandas)."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(data, pandas.DataFrame)
 
 
 def is_table_source(data: Any) -> bool:
     """Whether `protect` reads `data` as a table (not a vector)."""
-    return isinstance(data, (pd.DataFrame, str, Path)) or is_spark_dataframe(data)
+    return is_frame(data) or isinstance(data, (str, Path)) or is_spark_dataframe(data)
 
 
 def duckdb_installed() -> bool:
@@ -73,7 +85,7 @@ def default_engine(data: Any) -> str:
     a pandas DataFrame → "memory"; a Spark DataFrame → "spark"; a file path
     or a ``duckdb://`` URL → "duckdb", or "memory" for a file when DuckDB is
     not installed (`fallback_note` says so in one line)."""
-    if isinstance(data, pd.DataFrame):
+    if is_frame(data):
         return "memory"
     if is_spark_dataframe(data):
         return "spark"
@@ -108,7 +120,7 @@ class EngineFallback(UserWarning):
 def _engine(data: Any, engine: Any) -> TableEngine:
     if engine is None:
         chosen = default_engine(data)
-        if chosen == "memory" and not isinstance(data, pd.DataFrame) and not duckdb_installed():
+        if chosen == "memory" and not is_frame(data) and not duckdb_installed():
             warnings.warn(fallback_note(data), EngineFallback, stacklevel=4)
         if chosen == "duckdb" and is_duckdb_url(data) and not duckdb_installed():
             raise ImportError("a duckdb:// table needs DuckDB: pip install duckdb")
@@ -156,13 +168,13 @@ def open_table(
     if isinstance(chosen, MemoryEngine):
         if is_spark_dataframe(data):
             raise TypeError("a Spark DataFrame needs engine='spark'")
-        frame = data if isinstance(data, pd.DataFrame) else _read(data, domain, units)
+        frame = data if is_frame(data) else _read(data, domain, units)
         return chosen, open_frame(
             frame, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
             units=units, key=key,
         )  # fmt: skip
     if isinstance(chosen, DuckDBEngine):
-        if isinstance(data, pd.DataFrame):
+        if is_frame(data):
             return chosen, chosen.open_frame(
                 data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
                 units=units, key=key,
@@ -175,7 +187,7 @@ def open_table(
         )  # fmt: skip
     if not isinstance(chosen, SparkEngine):
         raise TypeError(f"unknown table engine {chosen!r}")
-    if isinstance(data, pd.DataFrame):
+    if is_frame(data):
         return chosen, chosen.open_frame(
             data, domain, on_invalid=on_invalid, show_bad_values=show_bad_values,
             units=units, key=key,
@@ -199,7 +211,7 @@ def rows_per_unit(
     chosen = _engine(data, engine)
     check_unit_column(column, domain, _columns(chosen, data, domain, column))
     if isinstance(chosen, MemoryEngine):
-        frame = data if isinstance(data, pd.DataFrame) else _read(
+        frame = data if is_frame(data) else _read(
             data, domain, PrivacyUnit(column, 1))
         if frame[column].isna().any():
             raise ValueError(f"privacy_unit={column!r} has missing values: every row "
@@ -214,7 +226,7 @@ def rows_per_unit(
 
 def _columns(engine: Any, data: Any, domain: Domain, column: str) -> Any:
     """The columns `data` has (for the identifier check)."""
-    if isinstance(data, pd.DataFrame):
+    if is_frame(data):
         return data.columns
     if isinstance(engine, MemoryEngine) and isinstance(data, (str, Path)):
         path = Path(data)
@@ -222,6 +234,8 @@ def _columns(engine: Any, data: Any, domain: Domain, column: str) -> Any:
             import pyarrow.parquet as pq
 
             return pq.read_schema(path).names
+        import pandas as pd
+
         return pd.read_csv(path, nrows=0).columns
     return [column, *domain.names]  # the engine itself refuses a missing column
 
@@ -232,6 +246,8 @@ def _read(source: Any, domain: Domain, units: PrivacyUnit | None = None) -> pd.D
         raise ValueError("a duckdb:// table needs engine='duckdb'")
     if not isinstance(source, (str, Path)):
         raise TypeError(f"expected a DataFrame or a file path, got {type(source).__name__}")
+    import pandas as pd
+
     path = Path(source)
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in (".parquet", ".pq"):

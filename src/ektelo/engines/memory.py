@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..domain import Domain
 from ..kernel.contracts import MAX_CELLS, PrivacyUnit
@@ -37,6 +36,9 @@ from .base import (
     sparse_cells,
     unit_order_text,
 )
+
+if TYPE_CHECKING:  # pandas is imported where used: a vector needs none (#41)
+    import pandas as pd
 
 __all__ = ["MemoryEngine", "open_frame"]
 
@@ -138,6 +140,8 @@ def _kept_per_unit(
 ) -> np.ndarray:
     """The rows kept: the first max_rows of each unit — or of each of its first
     max_groups groups — in the keyed orders (base.py)."""
+    import pandas as pd
+
     u = ids.astype(str).to_numpy()
     order = pd.DataFrame({"u": u, "h": unit_order_text(key, u, codes)})
     within = ["u"]

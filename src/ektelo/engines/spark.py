@@ -39,10 +39,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pandas as pd
 
 from ..domain import Attribute, Domain, DomainValueError
 from ..kernel.contracts import PrivacyUnit
@@ -57,6 +56,9 @@ from .base import (
     guarded,
     sparse_cells,
 )
+
+if TYPE_CHECKING:  # pandas is imported where used: a vector needs none (#41)
+    pass
 
 __all__ = ["SparkEngine", "is_spark_dataframe"]
 
@@ -204,6 +206,7 @@ class SparkEngine:
 
     def rows_per_unit(self, data: Any, column: str) -> np.ndarray:
         """Rows per value of the identifier `column`, for `engines.rows_per_unit`."""
+        import pandas as pd
         from pyspark.sql import functions as sf
 
         frame, _ = self._frame(data) if not isinstance(data, pd.DataFrame) else (

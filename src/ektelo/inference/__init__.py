@@ -32,14 +32,40 @@ The estimators, each in its own module:
   measurements of a table's marginals, never the full vector: a
   `GraphicalModel` answering marginals and sampling synthetic rows (its own
   signature: measurements of projections, the table's Domain).
+
+Each name loads its module on first use (PEP 562; issue #41): least squares
+on one histogram needs neither the graphical models nor SciPy's solvers.
 """
 
-from ._system import ConvergenceError, Estimate, Estimator, SolveInfo
-from .bayes_net import network_distribution
-from .graphical_model import GraphicalModel, ModelTooLarge, fit_graphical_model
-from .lsq import least_squares
-from .mw import multiplicative_weights
-from .nonneg import nnls
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import _lazy
+
+if TYPE_CHECKING:  # the names for type checkers; at run time they load on first use
+    from ._system import ConvergenceError, Estimate, Estimator, SolveInfo
+    from .bayes_net import network_distribution
+    from .graphical_model import GraphicalModel, ModelTooLarge, fit_graphical_model
+    from .lsq import least_squares
+    from .mw import multiplicative_weights
+    from .nonneg import nnls
+
+_LAZY = {
+    **dict.fromkeys(("ConvergenceError", "Estimate", "Estimator", "SolveInfo"), "_system"),
+    "network_distribution": "bayes_net",
+    **dict.fromkeys(("GraphicalModel", "ModelTooLarge", "fit_graphical_model"),
+                    "graphical_model"),
+    "least_squares": "lsq",
+    "multiplicative_weights": "mw",
+    "nnls": "nonneg",
+}
+
+__getattr__ = _lazy(__name__, {n: f"inference.{m}" for n, m in _LAZY.items()}, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "ConvergenceError",

@@ -27,10 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, lsmr
 
 from .. import _validate as check
 from ..matrix import (
@@ -45,6 +44,9 @@ from ..matrix import (
     as_vector,
 )
 from ..measurement import Measurement
+
+if TYPE_CHECKING:  # scipy.sparse.linalg is imported where used (#41: start-up cost)
+    from scipy.sparse.linalg import LinearOperator
 
 __all__ = ["ConvergenceError", "Estimate", "Estimator", "SolveInfo"]
 
@@ -407,6 +409,8 @@ class Counter:
         return self.AT.matvec(u)
 
     def operator(self, mask: np.ndarray | None = None) -> LinearOperator:
+        from scipy.sparse.linalg import LinearOperator
+
         if mask is None:
             return LinearOperator(self.A.shape, self.matvec, self.rmatvec, dtype=np.float64)
         return LinearOperator(
@@ -440,6 +444,8 @@ def run_lsmr(
     """LSMR (Fong & Saunders 2011) on A, optionally restricted to the columns
     in mask and started from x0. Returns x, istop, iterations, ‖r‖ and the
     relative optimality ‖Aᵀr‖/(‖A‖‖r‖)."""
+    from scipy.sparse.linalg import lsmr
+
     out = lsmr(
         counter.operator(mask), b, atol=tol, btol=tol, conlim=0.0, maxiter=maxiter, x0=x0
     )

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate as check
-from ..matrix import Hierarchy, Partition
+from ..matrix import Hierarchy, Identity, Partition
 from ..measurement import Measurement
 from . import structured
 from ._system import (
@@ -154,6 +154,13 @@ def _solve(
     the method allows, else LSMR. `shape`: the unknowns' shape when they are
     the root's cells (for ranges along one of its axes)."""
     if method != "lsmr":
+        if not system.facts and type(system.A) is Identity:
+            # one measurement of every cell (the identity plan): the LS
+            # estimate is the answers themselves — no solver (nor SciPy's
+            # sparse.linalg, a start-up cost of a small question, #41);
+            # maxiter is still checked, as LSMR would
+            check_maxiter(maxiter, 1)
+            return _direct(system, lambda b: np.array(b, dtype=np.float64), "identity")
         tree = None if system.facts else structured.tree_of(system.A)
         if tree is not None:
             return _direct(system, _tree_solve(tree), "tree")

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import lstsq as dense_lstsq
 from scipy.sparse.linalg import lsmr
 
 from .. import _validate as check
@@ -324,6 +323,8 @@ class _FreeBlock:
             return np.zeros(k), True
         rhs = r[self.rows]
         if k * m <= _EXACT_ENTRIES and k * k * m <= _EXACT_FLOPS:
+            from scipy.linalg import lstsq as dense_lstsq  # lazy: scipy.linalg costs start-up (#41)
+
             d = dense_lstsq(self.matrix.toarray(), rhs, lapack_driver="gelsy", check_finite=False)
             return d[0], True
         d, istop = lsmr(self.matrix, rhs, atol=tol, btol=tol, conlim=0.0, maxiter=maxiter)[:2]

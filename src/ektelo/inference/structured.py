@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import lstsq as dense_lstsq
 
 from ..matrix import (
     Dense,
@@ -768,6 +767,8 @@ def solve_lines(found: Lines) -> Callable[[np.ndarray], np.ndarray]:
             Y = np.column_stack([b[r] for _, r in block.lines])
             # min-norm LS by complete orthogonal factorisation (xGELSY): the
             # same solution as the SVD's, a third of its time at these sizes
+            from scipy.linalg import lstsq as dense_lstsq  # lazy: scipy.linalg costs start-up (#41)
+
             W = dense_lstsq(M * root, Y, lapack_driver="gelsy", check_finite=False)[0]
             spread = np.repeat(W / root[:, None], sizes, axis=0)  # an atom's total, evenly
             along = (block.cuts[0] + np.arange(spread.shape[0])) * found.stride

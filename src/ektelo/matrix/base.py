@@ -30,11 +30,13 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator
+
+if TYPE_CHECKING:  # scipy.sparse.linalg (with scipy.linalg) is imported where used (#41)
+    from scipy.sparse.linalg import LinearOperator
 
 __all__ = ["EMatrix", "Product", "Sparse", "Weighted", "as_blocks", "as_vector"]
 
@@ -273,6 +275,8 @@ class EMatrix:
 
     def as_linear_operator(self) -> LinearOperator:
         """A SciPy `LinearOperator` view for iterative solvers (lsmr, cg, ...)."""
+        from scipy.sparse.linalg import LinearOperator
+
         return LinearOperator(
             shape=self.shape,
             matvec=self.matvec,

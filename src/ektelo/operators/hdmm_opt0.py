@@ -34,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dtrtrs
 
 from ..matrix import Dense, Diagonal, EMatrix, Identity, Product, Sparse, VStack
 from ._forms import MAX_GRAM_N, RangeForm, dense_gram, range_form, ranges_matrix
@@ -238,6 +237,8 @@ def minimise_nonnegative(
     float32 only shapes the direction, which is still checked for descent
     against the float64 gradient, and every step is taken in float64.
     """
+    from scipy.linalg.lapack import dtrtrs  # lazy: scipy.linalg costs start-up (#41)
+
     N = x0.size
     m = memory
     x = np.maximum(x0, 0.0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,14 +52,29 @@ def group_of(dims: int, kind: str) -> str | None:
     return None
 
 
-def _known_plans() -> set[str]:
-    """The plans a leaf may name: registered plans over a vector, not `auto`."""
-    from ..plans.registry import get, names  # lazy: the registry loads every plan
+class _VectorPlans:
+    """The plans a leaf may name: registered plans over a vector, not `auto`.
+    A name is checked when asked for, importing only that plan's module: the
+    shipped table names a few plans, and loading it must not import every
+    plan (AIM, PGM, …) for a small question (issue #41)."""
 
-    return {n for n in names() if n != "auto" and get(n).input_kind == "vector"}
+    def __contains__(self, plan: object) -> bool:
+        from ..plans.registry import get, names
+
+        return (isinstance(plan, str) and plan != "auto" and plan in names()
+                and get(plan).input_kind == "vector")
+
+    def __iter__(self) -> Iterator[str]:
+        from ..plans.registry import names
+
+        return iter([n for n in names() if n in self])
 
 
-def _check_node(node: Any, where: str, plans: set[str], depth: int = 0,
+def _known_plans() -> _VectorPlans:
+    return _VectorPlans()
+
+
+def _check_node(node: Any, where: str, plans: _VectorPlans, depth: int = 0,
                 features: tuple[str, ...] = FEATURE_NAMES) -> dict[str, Any]:
     """A validated copy of `node` (see the module docstring); errors name
     the place in the table (`where`) and the bad feature, plan or threshold.
@@ -188,7 +204,7 @@ def walk_node(node: dict[str, Any], features: Features) -> tuple[str, tuple[str,
     return node["plan"], tuple(path)
 
 
-def _check_trees(trees: dict[str, Any], key: str, plans: set[str],
+def _check_trees(trees: dict[str, Any], key: str, plans: _VectorPlans,
                  features: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     checked = {}
     for group, node in trees.items():

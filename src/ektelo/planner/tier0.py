@@ -18,6 +18,21 @@ a candidate, in order:
    ‖W x̂‖² over the seeds estimates the expected squared error. It is marked
    "monte-carlo" with its number of seeds and relative standard error.
 
+A histogram (W = I, every cell asked once) is the exception: HDMM's
+optimiser is not run to price it (issue #41: it was the dearest step of a
+small question), because its error is known — the identity's. For a
+strategy A of full column rank with columns aⱼ, the expected total squared
+error of answering I by least squares is c·Δ(A)²·tr((AᵀA)⁻¹), with Δ the L1
+(Laplace) or L2 (Gaussian) sensitivity, max ‖aⱼ‖. As (M⁻¹)ⱼⱼ ≥ 1/Mⱼⱼ for a
+positive definite M (Cauchy–Schwarz), tr((AᵀA)⁻¹) ≥ Σⱼ 1/‖aⱼ‖₂² ≥ n/Δ², and
+‖aⱼ‖₂ ≤ ‖aⱼ‖₁ ≤ Δ, so no strategy errs less than c·n, the identity's. HDMM
+keeps the least-error of its candidates, among them the workload itself
+(`operators.hdmm`: every factor of at most 1,024 cells; Tier 0 offers HDMM
+only up to 256 per attribute), here the identity: its error is exactly the
+identity's. The identity comes first in `SIMPLEST_FIRST`, so the tie goes
+to it — the choice, and the ranking shown, are those HDMM's optimiser
+would have given.
+
 The squared error scales exactly as 1/ε² (Laplace) or 1/ρ (Gaussian), so
 each candidate is priced once at ε = 1 (ρ = 1) and rescaled; prices are
 cached per (plan, shape, workload — by value —, mechanism) in the process.
@@ -37,7 +52,7 @@ import numpy as np
 from .rules import Candidate, candidates
 
 __all__ = ["MAX_DENSE", "MC_SEEDS", "Price", "clear_cache",
-           "monte_carlo", "price", "range_kron_error", "rank"]
+           "is_histogram", "monte_carlo", "price", "range_kron_error", "rank"]
 
 # Dense closed forms above this many cells cost O(n³): priced otherwise. At
 # 1024 cells the exact form costs what 32 Monte-Carlo runs cost (≈2.5 CPU s
@@ -199,6 +214,22 @@ def _price_of(A: Any, name: str, shape: tuple[int, ...], W: Any, gaussian: bool,
     return monte_carlo(name, shape, W, gaussian=gaussian, seeds=mc_seeds)
 
 
+# candidates whose optimiser is not run on a histogram: their error there is
+# the identity's (module docstring)
+_OPTIMISERS = frozenset({"hdmm"})
+
+
+def is_histogram(W: Any, shape: Sequence[int]) -> bool:
+    """Whether W asks every cell of `shape` once: the identity over the whole
+    domain, or a Kronecker product of identities (public structure)."""
+    from ..matrix import Identity, Kronecker
+
+    n = math.prod(int(s) for s in shape)
+    if isinstance(W, Kronecker):
+        return W.shape == (n, n) and all(isinstance(f, Identity) for f in W.factors)
+    return isinstance(W, Identity) and W.shape == (n, n)
+
+
 def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
          rho: float | None = None, mc_seeds: int | None = None) -> tuple[Candidate, ...]:
     """Every data-independent candidate for workload W of `kind` over `shape`
@@ -213,10 +244,16 @@ def rank(W: Any, kind: str, shape: Sequence[int], *, eps: float | None = None,
     gaussian = rho is not None
     unit = float(rho) if rho is not None else float(eps or 0.0) ** 2  # mse ∝ 1/ρ or 1/ε²
     out: list[Candidate] = []
+    histogram = is_histogram(W, shape)
     for name in candidates(kind, shape):
         if gaussian and "mechanism" not in get(name).parameters:
             continue
-        p = price(name, shape, W, gaussian=gaussian, mc_seeds=mc_seeds)
+        if histogram and name in _OPTIMISERS:  # the identity's error (module docstring);
+            # its strategy is left for `planner.choose` to build if it is chosen
+            p = replace(price("identity", shape, W, gaussian=gaussian, mc_seeds=mc_seeds),
+                        strategy=None)
+        else:
+            p = price(name, shape, W, gaussian=gaussian, mc_seeds=mc_seeds)
         rmse = None if p.mse is None else math.sqrt(p.mse / unit)
         out.append(Candidate(name, False, rmse, p.note, p.method, p.strategy))
     order = sorted(range(len(out)), key=lambda i: (out[i].rmse is None, out[i].rmse or 0.0, i))

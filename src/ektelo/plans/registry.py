@@ -7,6 +7,13 @@ a plan — the same function with other defaults for some hyper-parameters
 unknown hyper-parameters (an unknown option is an error, never silently
 ignored). `mechanism_plans()` names the plans with a choice of noise
 (`mechanism="laplace"|"gaussian"`, issue 24).
+
+The registry is lazy (issue #41: a small question must not pay for every
+plan's imports — AIM's graphical models, PGM, SciPy's solvers): `PLAN_MODULES`
+names the module that registers each plan, `get(name)` imports only that
+module, and `names()` answers from the table without importing anything.
+tests/plans/test_registry_table.py checks that the table and what the modules
+actually register agree, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "PLAN_MODULES",
     "PlanInfo",
     "get",
     "mechanism_plans",
     "names",
     "register",
     "register_variant",
+    "registered_modules",
     "run",
     "strategy_of",
 ]
@@ -57,6 +66,45 @@ class PlanInfo:
 
 
 _PLANS: dict[str, PlanInfo] = {}
+# the module whose import registered each plan (checked against PLAN_MODULES)
+_REGISTERED_BY: dict[str, str] = {}
+
+# Every plan's name → the module that registers it when imported. Plans of a
+# package above this one load the same way, like entry points: the planner
+# registers "auto" itself (it chooses among the plans here, so plans never
+# import it; DESIGN.md's import contract).
+PLAN_MODULES: dict[str, str] = {
+    "adaptive_grid": "ektelo.plans.data_dependent",
+    "ahp": "ektelo.plans.data_dependent",
+    "aim": "ektelo.plans.aim",
+    "auto": "ektelo.planner.auto",
+    "cdf_estimator": "ektelo.plans.cdf",
+    "dawa": "ektelo.plans.data_dependent",
+    "dawa_striped": "ektelo.plans.striped",
+    "greedy_h": "ektelo.plans.data_independent",
+    "h2": "ektelo.plans.data_independent",
+    "hb": "ektelo.plans.data_independent",
+    "hb_striped": "ektelo.plans.striped",
+    "hb_striped_kron": "ektelo.plans.striped",
+    "hdmm": "ektelo.plans.data_independent",
+    "hdmm_pgm": "ektelo.plans.pgm",
+    "identity": "ektelo.plans.data_independent",
+    "mst": "ektelo.plans.mst",
+    "mwem": "ektelo.plans.mwem",
+    "mwem_b": "ektelo.plans.mwem",
+    "mwem_c": "ektelo.plans.mwem",
+    "mwem_d": "ektelo.plans.mwem",
+    "nb_select_ls": "ektelo.plans.naive_bayes",
+    "nb_workload": "ektelo.plans.naive_bayes",
+    "nb_workload_ls": "ektelo.plans.naive_bayes",
+    "privbayes": "ektelo.plans.privbayes",
+    "privbayes_ls": "ektelo.plans.privbayes",
+    "privbayes_pgm": "ektelo.plans.pgm",
+    "privelet": "ektelo.plans.data_independent",
+    "quadtree": "ektelo.plans.data_independent",
+    "uniform": "ektelo.plans.data_dependent",
+    "uniform_grid": "ektelo.plans.data_dependent",
+}
 
 
 def register(
@@ -78,6 +126,7 @@ def register(
         _PLANS[name] = PlanInfo(
             name, fn, citation, summary, data_dependent, input_kind, returns, strategy
         )
+        _REGISTERED_BY[name] = fn.__module__
         return fn
 
     return wrap
@@ -99,6 +148,7 @@ def register_variant(
     variant = functools.partial(plan, **choices)
     variant.__doc__ = doc
     variant.__name__ = name  # type: ignore[attr-defined]
+    variant.__module__ = plan.__module__  # (a partial's own says "functools")
     register(
         name,
         citation=citation,
@@ -111,41 +161,48 @@ def register_variant(
     return variant
 
 
-# Plans registered by a package above this one, loaded on first use like an
-# entry point: the planner registers "auto" itself (it chooses among the plans
-# here, so plans never import it; DESIGN.md's import contract).
-_PROVIDED_BY = {"auto": "ektelo.planner.auto"}
+def _load(name: str) -> None:
+    """Import the module that registers plan `name`, if it is not loaded."""
+    module = PLAN_MODULES.get(name)
+    if module is not None and name not in _PLANS:
+        importlib.import_module(module)
 
 
-def _load_providers() -> None:
-    for name, module in _PROVIDED_BY.items():
-        if name not in _PLANS:
-            importlib.import_module(module)
+def _load_all() -> None:
+    for name in PLAN_MODULES:
+        _load(name)
+
+
+def registered_modules() -> dict[str, str]:
+    """The plans registered so far → the module that registered each (what
+    `PLAN_MODULES` must say once every plan module is imported)."""
+    return dict(_REGISTERED_BY)
 
 
 def names() -> list[str]:
-    """The registered plan names, sorted."""
-    _load_providers()
-    return sorted(_PLANS)
+    """The plan names, sorted (from the static table: nothing is imported)."""
+    return sorted(set(PLAN_MODULES) | set(_PLANS))
 
 
 def mechanism_plans() -> list[str]:
     """The plans that measure with the Laplace or the Gaussian mechanism on
-    request (a keyword-only `mechanism`), sorted."""
+    request (a keyword-only `mechanism`), sorted (imports every plan)."""
+    _load_all()
     return [n for n in names() if "mechanism" in _PLANS[n].parameters]
 
 
 def strategy_of(name: str) -> Callable[..., Any] | None:
     """The declared strategy of plan `name`, or None (not a data-independent
     plan of one strategy, or no plan of that name)."""
+    _load(name)
     info = _PLANS.get(name)
     return None if info is None else info.strategy
 
 
 def get(name: str) -> PlanInfo:
-    """The registry entry of plan `name` (KeyError with the known names)."""
-    if name in _PROVIDED_BY:
-        _load_providers()
+    """The registry entry of plan `name` (KeyError with the known names),
+    importing only the module that registers it."""
+    _load(name)
     try:
         return _PLANS[name]
     except KeyError:
