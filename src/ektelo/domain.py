@@ -275,6 +275,8 @@ class Attribute:
         with no float64 or int64 copy of the column (issue #42); every block
         is checked, and any value the attribute cannot encode sends the
         column through `encode`, which refuses it exactly as before."""
+        import pandas as pd  # (a frame's column: pandas is loaded already)
+
         series = column if isinstance(column, pd.Series) else None
         if (
             series is not None
