@@ -25,6 +25,7 @@ and the kernel's refusals change nothing (its rule).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -32,13 +33,14 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -69,6 +71,7 @@ class ApiError(Exception):
     def __init__(self, status: int, kind: str, message: str):
         super().__init__(message)
         self.status, self.kind, self.message = status, kind, message
+        self.retry_after: int | None = None  # seconds, sent as Retry-After
 
 
 class Service:
@@ -268,17 +271,68 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
-async def _body(request: Request, limit: int) -> bytes:
+def _api_error(err: ApiError) -> JSONResponse:
+    response = _error(err.status, err.kind, err.message)
+    if err.retry_after is not None:
+        response.headers["Retry-After"] = str(err.retry_after)
+    if err.status == 408:  # the rest of a timed-out body is not read: close
+        response.headers["Connection"] = "close"
+    return response
+
+
+async def _body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request's body, at most `limit` bytes, all of it within `timeout`
+    seconds (a total: a slow drip never resets it). uvicorn's protocol
+    (timeouts.py) enforces the same deadline; this one holds under any server."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
-        chunks.append(chunk)
+    try:
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError as err:
+        raise ApiError(408, "BodyTimeout",
+                       f"the request's body did not arrive within {timeout:g} s") from err
+    except ClientDisconnect as err:  # the connection closed (or timed out) mid-body
+        raise ApiError(408, "BodyTimeout", "the connection closed before the body arrived") \
+            from err
     return b"".join(chunks)
+
+
+class AnalystSlots:
+    """At most `limit` requests in flight per analyst (#40): one analyst's
+    burst cannot take every thread of the server. Counted on the event loop
+    only (taken and given back there), so no lock is needed."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.busy: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def take(self, analyst: str) -> Iterator[None]:
+        held = self.busy.get(analyst, 0)
+        if held >= self.limit:
+            err = ApiError(
+                429, "TooManyConcurrentRequests",
+                f"analyst {analyst!r} already has {held} requests in flight (the server's "
+                f"max_concurrent_per_analyst); retry once one is answered — nothing was charged",
+            )
+            err.retry_after = 1
+            raise err
+        self.busy[analyst] = held + 1
+        try:
+            yield
+        finally:
+            left = self.busy[analyst] - 1
+            if left:
+                self.busy[analyst] = left
+            else:
+                del self.busy[analyst]  # an analyst not in flight costs no memory
 
 
 class PadResponseTime:
@@ -310,6 +364,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
     service = Service(config)
 
     floors = ResponseFloors(**config.response_floor_ms)
+    slots = AnalystSlots(config.max_concurrent_per_analyst)
 
     async def hold(start: float, charged: bool) -> None:
         """Wait until the release time of a response (timing.py): the class's
@@ -322,18 +377,18 @@ def create_app(config: ServerConfig) -> ASGIApp:
     def handler(fn: Any) -> Any:
         async def run(request: Request) -> Response:
             start = time.monotonic()
+            held = False  # a session request holds itself, by its class (submit)...
             try:
                 result: Response = await fn(request)
-            except ApiError as err:
-                result = _error(err.status, err.kind, err.message)
+                held = request.url.path.startswith("/v1/sessions/")
+            except ApiError as err:  # ...unless refused before its body was read
+                result = _api_error(err)
             except store.StoreError:  # an outage of the ledger's database (#40)
                 result = _error(503, "LedgerUnavailable", "the ledger store does not answer; "
                                 "retry later (a request charged before the failure stays "
                                 "charged, its request id answers as such)")
                 result.headers["Retry-After"] = "5"
-            if request.url.path.startswith("/v1/") and not request.url.path.startswith(
-                "/v1/sessions/"
-            ):  # a session request holds itself, by its class (submit)
+            if request.url.path.startswith("/v1/") and not held:
                 await hold(start, charged=False)
             return result
 
@@ -367,7 +422,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
     async def new_session(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
-        session = await run_in_threadpool(service.open_session, who, ds)
+        with slots.take(who.name):
+            session = await run_in_threadpool(service.open_session, who, ds)
         doc = {"session": session.id, "root": 0, "kind": ds.kind}
         if ds.cfg.insecure_research_seed:
             doc["insecure"] = RESEARCH_SEED_WARNING
@@ -375,31 +431,35 @@ def create_app(config: ServerConfig) -> ASGIApp:
 
     @handler
     async def submit(request: Request) -> Response:
-        body = await _body(request, config.max_request_bytes)
-        start = time.monotonic()  # the request is all here: its release clock starts
-        found: list[Dataset] = []
-        charged: list[bool] = []
+        # the token first (the body of an unknown client is never read), then a
+        # slot among the analyst's requests in flight, then the body
+        who = await run_in_threadpool(service.principal, request)
+        with slots.take(who.name):
+            body = await _body(request, config.max_request_bytes, config.body_timeout_s)
+            start = time.monotonic()  # the request is all here: its release clock starts
+            found: list[Dataset] = []
+            charged: list[bool] = []
 
-        def work() -> bytes:  # one thread hop: authenticate, find the session, run
-            who = service.principal(request)
-            session = service.session(who, request.path_params["sid"])
-            found.append(session.dataset)
-            return service.run(session, body, charged)
+            def work() -> bytes:  # one thread hop: find the session, run
+                session = service.session(who, request.path_params["sid"])
+                found.append(session.dataset)
+                return service.run(session, body, charged)
 
-        result: Response
-        try:
-            out = await run_in_threadpool(work)
-            result = Response(out, media_type="application/json")
-        except ApiError as err:
-            result = _error(err.status, err.kind, err.message)
-        await hold(start, charged=bool(charged and charged[0]))
+            result: Response
+            try:
+                out = await run_in_threadpool(work)
+                result = Response(out, media_type="application/json")
+            except ApiError as err:
+                result = _api_error(err)
+            await hold(start, charged=bool(charged and charged[0]))
         return _insecure(result, found[0] if found else None)
 
     @handler
     async def budget(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
-        value = await run_in_threadpool(service.budget, ds)
+        with slots.take(who.name):
+            value = await run_in_threadpool(service.budget, ds)
         return _insecure(JSONResponse({"response": wire.encode(value)}), ds)
 
     @handler
@@ -453,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import uvicorn
 
+    from .timeouts import guarded_protocol
+
     try:
         config = load_config(args.config)
         app = create_app(config)
@@ -461,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     uvicorn.run(
         app,
+        http=guarded_protocol(config.header_timeout_s, config.body_timeout_s),
         host=args.host or config.host,
         port=args.port or config.port,
         ssl_certfile=str(config.ssl_certfile) if config.ssl_certfile else None,
