@@ -32,7 +32,7 @@ import math
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,7 +94,10 @@ class Service:
             worker = None if not config.worker_memory_mb else WorkerLimits(
                 config.worker_memory_mb, config.worker_cpu_seconds)
             ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits,
-                                               ledger=config.ledger, worker=worker)
+                                               ledger=config.ledger, worker=worker,
+                                               history=config.session_history)
+            if self.store is not None:  # the ledger's audit log has every request (#40)
+                ds.audit = deque(maxlen=config.session_history)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
