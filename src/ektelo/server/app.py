@@ -29,9 +29,11 @@ import contextlib
 import dataclasses
 import json
 import math
+import secrets
 import sys
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
@@ -41,7 +43,13 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -53,7 +61,7 @@ from ..port import requests as port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import Dataset, ServerAuditEntry, ServerSession, load_data
-from .status import render_status
+from .status import render_sign_in, render_status
 from .timing import ResponseFloors, release_after
 from .worker import WorkerLimits, WorkerLost
 
@@ -63,6 +71,10 @@ __all__ = ["Service", "create_app", "main"]
 # codes): bound how many an analyst keeps, and drop idle ones.
 MAX_SESSIONS_PER_ANALYST = 32
 SESSION_IDLE_SECONDS = 3600.0
+# the status page's sign-in: an HttpOnly cookie for 8 hours, at most 64 at once
+STATUS_COOKIE = "ektelo_status"
+SIGN_IN_SECONDS = 8 * 3600.0
+MAX_SIGN_INS = 64
 
 
 class ApiError(Exception):
@@ -102,13 +114,40 @@ class Service:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
         self.sessions_lock = threading.Lock()
+        # the status page's sign-ins: cookie -> (admin token, expiry); the token is
+        # checked again at every use, so revoking it signs its cookies out too
+        self.sign_ins: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def sign_in(self, token: str) -> str | None:
+        """A new status-page cookie for an admin `token` (None if it is not one)."""
+        who = self.tokens.check(token)
+        if who is None or who.role != "admin":
+            return None
+        cookie = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        with self.sessions_lock:
+            for old in [c for c, (_, until) in self.sign_ins.items() if until < now]:
+                del self.sign_ins[old]
+            while len(self.sign_ins) >= MAX_SIGN_INS:
+                self.sign_ins.popitem(last=False)
+            self.sign_ins[cookie] = (token, now + SIGN_IN_SECONDS)
+        return cookie
+
+    def sign_out(self, cookie: str) -> None:
+        with self.sessions_lock:
+            self.sign_ins.pop(cookie, None)
+
+    def cookie_token(self, cookie: str) -> str:
+        with self.sessions_lock:
+            token, until = self.sign_ins.get(cookie, ("", 0.0))
+        return token if until > time.monotonic() else ""
 
     # -- authentication ------------------------------------------------------------
     def principal(self, request: Request, role: str = "analyst") -> Principal:
         header = request.headers.get("authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if not token and role == "admin":
-            token = request.query_params.get("token", "")
+        if not token and role == "admin":  # the status page's sign-in cookie (never a URL)
+            token = self.cookie_token(request.cookies.get(STATUS_COOKIE, ""))
         if not token:
             raise ApiError(401, "Unauthorized", "missing bearer token (Authorization: Bearer ...)")
         who = self.tokens.check(token)
@@ -190,17 +229,26 @@ class Service:
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
         if charged is not None:
             charged.append(spends)
+        asked = _asked(request)
+
+        def audit(charge: float | None, outcome: str, reason: str | None = None) -> None:
+            session.dataset.audit.append(ServerAuditEntry(
+                time.time(), session.analyst, session.dataset.name, operation, digest, charge,
+                outcome, request_id, asked, reason,
+            ))  # fmt: skip
+
         try:
             with session.lock:  # a session's ids and last charge are its requests' own
                 response = session.submit(request, request_id)
                 charge, replayed = session.last_charge, session.replayed
         except BudgetExceeded as err:
-            self._audit(session, operation, digest, None, "refused: BudgetExceeded")
+            reason = "quota" if "quota" in str(err) else "cap"  # the store's and kernel's words
+            audit(None, "refused: BudgetExceeded", reason)
             raise ApiError(403, "BudgetExceeded", str(err)) from err
         except WorkerLost as err:  # the worker is gone: so is the session (worker.py)
             with self.sessions_lock:
                 self.sessions.pop(session.id, None)
-            self._audit(session, operation, digest, None, "lost: charged, not answered")
+            audit(None, "lost: charged, not answered")
             raise ApiError(
                 503, "ChargedNotAnswered",
                 "the kernel's worker was lost while answering: any charge made stands and no "
@@ -209,27 +257,21 @@ class Service:
         except HandleError as err:
             raise ApiError(404, "ValueError", str(err)) from err
         except RequestConflict as err:  # the kernel ledger's (a ValueError)
-            self._audit(session, operation, digest, None, "refused: RequestConflict")
+            audit(None, "refused: RequestConflict", "conflict")
             raise ApiError(409, "ValueError", str(err)) from err
         except (ValueError, TypeError) as err:
             if spends:
-                self._audit(session, operation, digest, None, f"refused: {type(err).__name__}")
+                reason = "limit" if "nothing was spent" in str(err) and (
+                    "at most" in str(err) or "limit" in str(err)) else "invalid"
+                audit(None, f"refused: {type(err).__name__}",
+                            reason)
             raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
         if spends:
-            self._audit(session, operation, digest, charge, "replayed" if replayed else "granted")
+            audit(charge, "replayed" if replayed else "granted")
         out: dict[str, Any] = {"response": wire.encode(response)}
         if session.dataset.cfg.insecure_research_seed:
             out["insecure"] = RESEARCH_SEED_WARNING
         return json.dumps(out, separators=(",", ":")).encode()
-
-    def _audit(
-        self, session: ServerSession, operation: str, digest: str, charge: float | None,
-        outcome: str,
-    ) -> None:  # fmt: skip
-        session.dataset.audit.append(
-            ServerAuditEntry(time.time(), session.analyst, session.dataset.name, operation,
-                             digest, charge, outcome)
-        )
 
 
 #: what every response about a dataset served with a research seed says (issue #36)
@@ -244,6 +286,15 @@ def _insecure(response: Response, ds: Dataset | None) -> Response:
     if ds is not None and ds.cfg.insecure_research_seed:
         response.headers["Ektelo-Insecure"] = "research-seed"
     return response
+
+
+def _asked(request: Any) -> float | None:
+    """The budget a Private→Public request asks (its ε or ρ), for the audit."""
+    for name in ("eps", "rho", "epsilon"):
+        value = getattr(request, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -465,11 +516,45 @@ def create_app(config: ServerConfig) -> ASGIApp:
             value = await run_in_threadpool(service.budget, ds)
         return _insecure(JSONResponse({"response": wire.encode(value)}), ds)
 
+    def browser(request: Request) -> bool:
+        return "text/html" in request.headers.get("accept", "")
+
     @handler
     async def status(request: Request) -> Response:
-        await run_in_threadpool(service.principal, request, "admin")
+        try:
+            await run_in_threadpool(service.principal, request, "admin")
+        except ApiError as err:
+            if not browser(request):
+                raise
+            return HTMLResponse(render_sign_in(), status_code=err.status)  # the form
         page = await run_in_threadpool(render_status, service)
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @handler
+    async def sign_in(request: Request) -> Response:
+        """POST the admin token in a form body; get an HttpOnly cookie and a
+        redirect to /status (the token never travels in a URL)."""
+        body = await _body(request, 4096, config.body_timeout_s)
+        fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+        token = (fields.get("token") or [""])[0].strip()
+        cookie = await run_in_threadpool(service.sign_in, token) if token else None
+        if cookie is None:
+            if browser(request):
+                return HTMLResponse(render_sign_in("That is not an admin token."),
+                                    status_code=401)
+            raise ApiError(401, "Unauthorized", "invalid, expired or revoked admin token")
+        response = RedirectResponse("/status", status_code=303)
+        response.set_cookie(STATUS_COOKIE, cookie, max_age=int(SIGN_IN_SECONDS),
+                            path="/status", httponly=True, samesite="lax",
+                            secure=request.url.scheme == "https")
+        return response
+
+    @handler
+    async def sign_out(request: Request) -> Response:
+        service.sign_out(request.cookies.get(STATUS_COOKIE, ""))
+        response = RedirectResponse("/status", status_code=303)
+        response.delete_cookie(STATUS_COOKIE, path="/status")
+        return response
 
     @handler
     async def audit(request: Request) -> Response:
@@ -498,6 +583,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
             Route("/v1/datasets/{name}/budget", budget),
             Route("/v1/sessions/{sid}", submit, methods=["POST"]),
             Route("/status", status),
+            Route("/status/sign-in", sign_in, methods=["POST"]),
+            Route("/status/sign-out", sign_out, methods=["POST"]),
             Route("/v1/admin/datasets/{name}/audit", audit),
         ]
     )

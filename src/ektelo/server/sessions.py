@@ -64,6 +64,9 @@ class ServerAuditEntry:
     digest: str
     charge: float | None
     outcome: str  # "granted", "replayed", "refused: <type>"
+    request_id: str | None = None  # the analyst's own id for the request
+    amount: float | None = None  # the ε (or ρ) asked
+    reason: str | None = None  # a refusal's: "cap", "quota", "limit" or "invalid"
 
 
 def _local(kernel_port: port.Port) -> LocalPort:
