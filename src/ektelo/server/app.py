@@ -8,16 +8,19 @@ Endpoints (JSON in the wire format of `ektelo.wire`; every /v1 call needs
 * ``POST /v1/sessions/{id}`` — one port request ``{"request": doc, "request_id": str}``
   → ``{"response": doc}``;
 * ``GET  /v1/datasets/{name}/budget`` — the dataset's `BudgetReport`;
-* ``GET  /status`` — the custodian's read-only HTML page (admin token);
+* ``GET  /status`` — the custodian's read-only HTML page (admin token: a header,
+  or the HttpOnly cookie ``POST /status/sign-in`` sets for a form's token);
 * ``GET  /v1/admin/datasets/{name}/audit`` — the dataset's audit entries (admin token);
 * ``GET  /healthz``.
 
 Errors are ``{"error": {"type", "message"}}`` with a 4xx status: 400 a
 malformed document (bad JSON, an unknown class in a spec, a matrix over the
 limits), 401 a missing, wrong or revoked token, 403 `BudgetExceeded`, 404 an
-unknown dataset, session or handle, 409 a request id reused for other
+unknown dataset, session or handle, 408 a request whose headers or body
+did not arrive in time (timeouts.py), 409 a request id reused for other
 content, 413 a body over `max_request_bytes`, 422 a request the kernel
-refuses (`ValueError`/`TypeError`). Nothing is charged for any of them:
+refuses (`ValueError`/`TypeError`), 429 more than `max_concurrent_per_analyst`
+of an analyst's requests in flight. Nothing is charged for any of them:
 every check but the kernel's own runs before the kernel sees the request,
 and the kernel's refusals change nothing (its rule).
 """
