@@ -115,6 +115,12 @@ class SQLiteStore(SQLStore):
                 raise
             return result
 
+    @property
+    def queued(self) -> int:
+        """Writes waiting for the next group commit (this process's threads)."""
+        with self._pending_lock:
+            return len(self._pending)
+
     def _write(self, dataset: int | None, fn: Callable[[Any], T], *, lock: bool = True) -> T:
         # one writer at a time for the whole file: BEGIN IMMEDIATE takes the
         # write lock before the transaction reads anything; the writes queued

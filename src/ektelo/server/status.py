@@ -126,10 +126,9 @@ def _guarantee(d: _Dataset) -> str:
         text = f"ρ-zero-concentrated differentially private (zCDP) with ρ = {amounts}"
         if d.delta is not None:
             from ..budget import ZCDP
-            from ..kernel.ledger import RHO_FLOOR
 
-            def eps(rho: Fraction) -> float:
-                return ZCDP(max(float(rho), RHO_FLOOR)).epsilon(d.delta)
+            def eps(rho: Fraction) -> float:  # rho > 0 here (0 spent is shown as 0)
+                return ZCDP(float(rho)).epsilon(d.delta)
 
             spent = "0" if d.spent == 0 else f"{eps(d.spent):.4g}"
             text += (f" — which implies (ε, δ)-DP with ε = {spent} so far (at most "
