@@ -5,7 +5,8 @@ Starts `ektelo-serve` on 127.0.0.1 (as a process, like a deployment) with a
 (`x.laplace(Total(64), eps=1e-6)`) through remote handles:
 
 * sequential: one client, p50/p99 latency and requests/s;
-* concurrent: C client processes at once, aggregate requests/s;
+* concurrent: C client processes at once, aggregate requests/s and the
+  p50/p99 latency over all their requests;
 
 for the in-memory ledger, the durable SQLite ledger and (`--postgres`) a
 PostgreSQL ledger, and next to them the bare cost of the database write the
@@ -44,10 +45,13 @@ from ektelo.matrix import Total
 x = ektelo.connect(sys.argv[1], sys.argv[2]).dataset("bench")
 x.budget
 n = int(sys.argv[3])
+lat = []
 start = time.perf_counter()
 for _ in range(n):
+    t0 = time.perf_counter()
     x.laplace(Total(64), eps=1e-6)
-print(json.dumps({"seconds": time.perf_counter() - start, "n": n}))
+    lat.append(time.perf_counter() - t0)
+print(json.dumps({"seconds": time.perf_counter() - start, "n": n, "lat": lat}))
 """
 
 
@@ -111,6 +115,7 @@ def run(ledger: str | None, requests: int, clients: int) -> dict[str, float]:
             outs = [json.loads(p.communicate()[0]) for p in procs]
             # aggregate: all requests over the slowest client's wall time
             agg = sum(o["n"] for o in outs) / max(o["seconds"] for o in outs)
+            conc = np.array([t for o in outs for t in o["lat"]]) * 1000
         finally:
             server.stop()
         if ledger is None:
@@ -121,22 +126,28 @@ def run(ledger: str | None, requests: int, clients: int) -> dict[str, float]:
             bare = bare_sqlite(d / "bare.sqlite", 500)
     a = np.array(lat) * 1000
     return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
-            "seq_rps": seq, "conc_rps": agg, "bare_txn_ms": bare * 1000}
+            "seq_rps": seq, "conc_rps": agg, "bare_txn_ms": bare * 1000,
+            "conc_p50_ms": float(np.percentile(conc, 50)),
+            "conc_p99_ms": float(np.percentile(conc, 99))}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--ledgers", default="memory,sqlite",
+                        help="comma-separated: memory, sqlite")
     parser.add_argument("--postgres", action="store_true",
                         help="also a throwaway PostgreSQL cluster (tests/store/pgcluster.py)")
     args = parser.parse_args()
     print(f"small measurement over HTTP (Total(64) on a 64-cell vector), {args.requests} "
           f"sequential requests, then {args.clients} concurrent client processes")
     print(f"{'ledger':<10} {'p50 ms':>8} {'p99 ms':>8} {'seq req/s':>10} "
-          f"{'conc req/s':>11} {'bare txn ms':>12}")
+          f"{'conc req/s':>11} {'conc p50':>9} {'conc p99':>9} {'bare txn ms':>12}")
+    wanted = args.ledgers.split(",")
     for name, ledger in (("memory", None), ("sqlite", "ledger.sqlite")):
-        report(name, run(ledger, args.requests, args.clients))
+        if name in wanted:
+            report(name, run(ledger, args.requests, args.clients))
     if args.postgres:  # a throwaway cluster, started for its row only
         from tests.store import pgcluster
 
@@ -149,7 +160,8 @@ def main() -> None:
 
 def report(name: str, r: dict[str, float]) -> None:
     print(f"{name:<10} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['seq_rps']:10.1f} "
-          f"{r['conc_rps']:11.1f} {r['bare_txn_ms']:12.2f}", flush=True)
+          f"{r['conc_rps']:11.1f} {r['conc_p50_ms']:9.1f} {r['conc_p99_ms']:9.1f} "
+          f"{r['bare_txn_ms']:12.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -68,8 +68,9 @@ class Connection:
         return self._conn
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """One request, retried on connection errors for `retry_for` seconds
-        (the caller makes retries safe: request ids, idempotent reads)."""
+        """One request, retried on connection errors and on HTTP 429 (too many
+        of the analyst's requests in flight; nothing charged) for `retry_for`
+        seconds (the caller makes retries safe: request ids, idempotent reads)."""
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}
         deadline, pause = time.monotonic() + self.retry_for, 0.05
@@ -80,6 +81,12 @@ class Connection:
                     conn.request(method, path, body=data, headers=headers)
                     response = conn.getresponse()
                     status, payload = response.status, response.read()
+                    wait = response.getheader("Retry-After", "1")
+                if status == 429 and time.monotonic() < deadline:
+                    # the analyst's other requests fill their slots (#40): nothing was
+                    # charged, so the same request is sent again once one is answered
+                    time.sleep(min(float(wait) if wait.isdigit() else 1.0, 5.0))
+                    continue
                 break
             except _RETRYABLE:
                 with self._lock:

@@ -415,3 +415,19 @@ def test_no_public_attribute_exposes_the_data():
     public = [n for n in dir(x.port) if not n.startswith("_")]
     assert public == ["submit", "submit_with_receipt"]  # requests in, public values out
     assert "0." not in repr(x) and "0." not in repr(x.port).split("Budget")[0]
+
+
+def test_a_kernel_keeps_its_last_history_records_and_charges_every_request():
+    """history=N (#40): only the last N query records stay in memory, indexed
+    among all of them; the ledger still charges every request, and each
+    request's receipt names its own record."""
+    x = ektelo.protect(np.arange(8), epsilon=10.0, seed=3, history=3)
+    for _ in range(5):
+        x.laplace(Identity(8), eps=0.5)
+    assert [r.index for r in x.history()] == [2, 3, 4]
+    assert x.budget.spent == pytest.approx(2.5)
+    response, receipt = x.port.submit_with_receipt(port.VectorLaplace(x.node, Total(8), 0.25))
+    assert receipt.record is not None and receipt.record.index == 5
+    assert receipt.record.eps == 0.25 and len(response.answers) == 1
+    with pytest.raises(ValueError, match="history"):
+        ektelo.protect(np.arange(8), epsilon=1.0, history=0)

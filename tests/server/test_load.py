@@ -171,7 +171,7 @@ def test_no_overspend_with_many_analysts_and_requests(loaded):
     assert status == 200
     for name, rs in out.items():
         mine = sum(Fraction(eps) for r in rs if r["outcome"] == "granted")
-        assert f"<td>{name}</td><td>shared</td><td></td>" in page
+        assert f'<td>{name}</td><td>shared</td><td class="num">—</td>' in page  # no quota
         assert f'<td class="num">{float(mine):.6g}</td>' in page
 
 

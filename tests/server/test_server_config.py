@@ -26,6 +26,11 @@ from tests.server.harness import ServerProcess, run_admin, vector, write_config
         ({}, {"data": "x.csv", "epsilon": 1.0}, "needs domain"),
         ({"port": 0}, {"data": "x.npy", "epsilon": 1.0}, "positive integer"),
         ({"min_response_ms": -5}, {"data": "x.npy", "epsilon": 1.0}, "min_response_ms"),
+        ({"header_timeout_s": 0}, {"data": "x.npy", "epsilon": 1.0}, "header_timeout_s"),
+        ({"body_timeout_s": "30"}, {"data": "x.npy", "epsilon": 1.0}, "body_timeout_s"),
+        ({"max_concurrent_per_analyst": 0}, {"data": "x.npy", "epsilon": 1.0},
+         "max_concurrent_per_analyst"),
+        ({"session_history": True}, {"data": "x.npy", "epsilon": 1.0}, "session_history"),
     ],
 )
 def test_a_bad_configuration_names_its_problem(tmp_path, server, dataset, message):
@@ -34,6 +39,13 @@ def test_a_bad_configuration_names_its_problem(tmp_path, server, dataset, messag
     config = write_config(tmp_path, {"d": dataset}, **server)
     with pytest.raises(ValueError, match=message):
         load_config(config)
+
+
+def test_the_defaults_for_a_long_running_server(tmp_path):
+    np.save(tmp_path / "x.npy", vector(8))
+    c = load_config(write_config(tmp_path, {"d": {"data": "x.npy", "epsilon": 1.0}}))
+    assert (c.header_timeout_s, c.body_timeout_s) == (10.0, 30.0)
+    assert (c.max_concurrent_per_analyst, c.session_history) == (4, 256)
 
 
 def test_add_dataset_appends_a_checked_section(tmp_path):

@@ -15,6 +15,7 @@ import numbers
 import threading
 import uuid
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -293,12 +294,18 @@ class Kernel:
 
     def __init__(
         self, budget: PureDP | ZCDP, *, seed: int | None = None, ledger: Accountant | None = None,
-        limits: QueryLimits | None = None,
+        limits: QueryLimits | None = None, history: int | None = None,
     ):
         """`ledger`: the accountant to charge (default: a fresh in-memory
         `Ledger` of `budget`; a durable one from `store.attach` must be of
         the same unit). `limits`: the largest query evaluated (`QueryLimits`,
-        checked before any charge)."""
+        checked before any charge). `history`: keep only the last this many
+        query records in memory (None: all) — the history is public
+        bookkeeping, not accounting (the ledger charges), and a durable
+        ledger keeps every request; a long-lived server kernel stays O(1)."""
+        if history is not None and (isinstance(history, bool) or not isinstance(history, int)
+                                    or history < 1):  # fmt: skip
+            raise ValueError(f"history must be a positive int or None, got {history!r}")
         if limits is not None and not isinstance(limits, QueryLimits):
             raise TypeError(f"limits must be a QueryLimits, got {type(limits).__name__}")
         self.limits = QueryLimits() if limits is None else limits
@@ -309,7 +316,8 @@ class Kernel:
         self._ledger: Accountant = Ledger(budget) if ledger is None else ledger
         self._random = RandomSource(seed)
         self._sources: dict[int, _Table | _Vector | object] = {}
-        self._history: list[QueryRecord] = []
+        self._history: deque[QueryRecord] = deque(maxlen=history)
+        self._records = 0  # query records ever written (their indices)
         self._lock = threading.RLock()
         self._units: PrivacyUnit | None = None  # the neighbouring relation, when per unit
         self._marginals = marginal_select.MarginalCache()  # select_marginal's counts (#25)
@@ -346,10 +354,12 @@ class Kernel:
         the kernel's lock; O(1) in the length of the ledger and the history
         (nothing is copied)."""
         with self._lock:
-            nodes, records = len(self._ledger), len(self._history)
+            nodes, records = len(self._ledger), self._records
             response = call()
             created = tuple(range(nodes, len(self._ledger)))
-            written = tuple(self._history[records:])
+            new = self._records - records  # what the request wrote (an envelope's first)
+            kept = min(new, len(self._history))  # (a deque: its ends are O(1))
+            written = tuple(self._history[-i] for i in range(kept, 0, -1))
         return response, Receipt(created, written[0] if written else None, written)
 
     def __repr__(self) -> str:
@@ -683,8 +693,9 @@ class Kernel:
         )  # fmt: skip
         enveloped = ledger is not self._ledger
         answer = dict(res.replay) if res.replay is not None else compute()
+        self._records += 1
         self._history.append(QueryRecord(
-            index=len(self._history), operation=operation, node=node, eps=eps,
+            index=self._records - 1, operation=operation, node=node, eps=eps,
             charged_at_root=0.0 if enveloped else float(res.charged),
             increments=() if enveloped else tuple((n, float(inc)) for n, inc in res.steps),
             rho=rho,

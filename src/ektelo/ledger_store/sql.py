@@ -561,6 +561,52 @@ class SQLStore:
         ds = self._dataset_id(dataset)
         return [e for e, _, _ in self._read(lambda c: self._chain(c, ds, dataset))]
 
+    # -- bounded reads for a status page (#40: O(limit), not O(history)) ------------------
+    def recent_audit(
+        self, dataset: str, limit: int, outcome: str | None = None
+    ) -> list[AuditEntry]:
+        """The latest `limit` audit entries of `dataset`, newest first: every
+        outcome but sessions' "attached" (see `sessions`), or only `outcome`."""
+        ds = self._dataset_id(dataset)
+        where = "outcome <> 'attached'" if outcome is None else "outcome = ?"
+        params: list[Any] = [ds] + ([] if outcome is None else [outcome]) + [int(limit)]
+        rows = self._read(lambda c: self._exec(
+            c,
+            "SELECT seq, time, analyst, session, operation, request_id, spec_hash, amount, "
+            f"charge, outcome FROM ektelo_audit WHERE dataset = ? AND {where} "
+            "ORDER BY seq DESC LIMIT ?", params,
+        ))  # fmt: skip
+        return [AuditEntry(dataset, int(r[0]), *r[1:10]) for r in rows]
+
+    def audit_head(self, dataset: str) -> tuple[int, str] | None:
+        """(sequence number, hash) of `dataset`'s latest audit entry: the head
+        of its hash chain (None before the first)."""
+        ds = self._dataset_id(dataset)
+        rows = self._read(lambda c: self._exec(
+            c, "SELECT seq, hash FROM ektelo_audit WHERE dataset = ? ORDER BY seq DESC LIMIT 1",
+            (ds,),
+        ))  # fmt: skip
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def recent_charges(self, dataset: str, limit: int) -> list[tuple[str, Fraction]]:
+        """(time, charge at the root) of `dataset`'s latest `limit` charged
+        requests, newest first."""
+        ds = self._dataset_id(dataset)
+        rows = self._read(lambda c: self._exec(
+            c, "SELECT created, charged FROM ektelo_reservations WHERE dataset = ? "
+            "ORDER BY id DESC LIMIT ?", (ds, int(limit)),
+        ))  # fmt: skip
+        return [(str(t), frac(c)) for t, c in rows]
+
+    def sessions(self, dataset: str) -> list[tuple[str, int, str, str]]:
+        """(analyst, sessions opened, first, latest start) of `dataset`, per analyst."""
+        ds = self._dataset_id(dataset)
+        rows = self._read(lambda c: self._exec(
+            c, "SELECT analyst, COUNT(*), MIN(started), MAX(started) FROM ektelo_sessions "
+            "WHERE dataset = ? GROUP BY analyst ORDER BY analyst", (ds,),
+        ))  # fmt: skip
+        return [(str(a), int(n), str(lo), str(hi)) for a, n, lo, hi in rows]
+
     def _chain(self, conn: Any, ds: int, name: str) -> list[tuple[AuditEntry, str, str]]:
         rows = self._exec(
             conn,

@@ -169,6 +169,7 @@ def protect(
     max_groups_per_unit: int | None = None,
     max_rows_per_group: int | None = None,
     group_by: Sequence[str] | None = None,
+    history: int | None = None,
 ) -> ProtectedTable | ProtectedVector:
     """Start a kernel around `data` with a total privacy budget (§4.1).
 
@@ -204,7 +205,9 @@ def protect(
 
     `query_limits=` (a `QueryLimits`) bounds the rows and the work of any
     query the kernel evaluates (default `QueryLimits()`); larger ones are
-    refused before anything is charged (issue #36).
+    refused before anything is charged (issue #36). `history=N` keeps only
+    the last N query records in memory (`.history`; None: all) — for a
+    long-lived kernel whose durable `ledger=` keeps every request (#40).
 
     `seed=None` draws secure noise; an int seed is research mode (reproducible,
     NOT secure) and is recorded in every Measurement.
@@ -266,7 +269,7 @@ def protect(
         sealed = None
         if suggest is not None and units is not None:  # k chosen privately, in this kernel
             sizes = rows_per_unit(data, domain, units.column, engine=engine)
-            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units, history)
             sealed, histogram = kernel.seal_units(units.column, sizes)
             choice = suggest.choose(ProtectedVector(LocalPort(kernel), histogram))
             units = PrivacyUnit(units.column, choice.max_rows)
@@ -275,7 +278,7 @@ def protect(
             units=units, key=key,
         )  # fmt: skip
         if sealed is None:
-            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units, history)
         root = kernel.add_engine_table(table_engine, table, domain, units=units, root=sealed)
         return ProtectedTable(LocalPort(kernel), root)
     if any(b is not None for b in (privacy_unit, max_rows_per_unit, max_groups_per_unit,
@@ -300,21 +303,22 @@ def protect(
     if declared and not np.array_equal(values, np.round(values)):
         # the data holder's own call, before any kernel or analyst exists
         raise ValueError("integral=True needs integer values; the array has fractions")
-    kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits)
+    kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, None, history)
     return ProtectedVector(LocalPort(kernel), kernel.add_vector(values, integral=declared))
 
 
 def _kernel(
     budget: PureDP | ZCDP, seed: int | None, ledger: Any, dataset: str | None,
     analyst: str | None, limits: QueryLimits | None = None, units: PrivacyUnit | None = None,
+    history: int | None = None,
 ) -> Kernel:  # fmt: skip
     """A kernel over the in-memory ledger, or attached to `dataset` in a store
     (after the data was checked, so a refused protect records nothing)."""
     if ledger is None:
-        return Kernel(budget, seed=seed, limits=limits)
+        return Kernel(budget, seed=seed, limits=limits, history=history)
     if dataset is None:
         raise TypeError("a ledger= needs dataset= naming the budget in it")
     relation = "row" if units is None else f"unit:{units.column}"
     durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None,
                            neighbours=relation)  # fmt: skip
-    return Kernel(budget, seed=seed, ledger=durable, limits=limits)
+    return Kernel(budget, seed=seed, ledger=durable, limits=limits, history=history)

@@ -8,16 +8,19 @@ Endpoints (JSON in the wire format of `ektelo.wire`; every /v1 call needs
 * ``POST /v1/sessions/{id}`` — one port request ``{"request": doc, "request_id": str}``
   → ``{"response": doc}``;
 * ``GET  /v1/datasets/{name}/budget`` — the dataset's `BudgetReport`;
-* ``GET  /status`` — the custodian's read-only HTML page (admin token);
+* ``GET  /status`` — the custodian's read-only HTML page (admin token: a header,
+  or the HttpOnly cookie ``POST /status/sign-in`` sets for a form's token);
 * ``GET  /v1/admin/datasets/{name}/audit`` — the dataset's audit entries (admin token);
 * ``GET  /healthz``.
 
 Errors are ``{"error": {"type", "message"}}`` with a 4xx status: 400 a
 malformed document (bad JSON, an unknown class in a spec, a matrix over the
 limits), 401 a missing, wrong or revoked token, 403 `BudgetExceeded`, 404 an
-unknown dataset, session or handle, 409 a request id reused for other
+unknown dataset, session or handle, 408 a request whose headers or body
+did not arrive in time (timeouts.py), 409 a request id reused for other
 content, 413 a body over `max_request_bytes`, 422 a request the kernel
-refuses (`ValueError`/`TypeError`). Nothing is charged for any of them:
+refuses (`ValueError`/`TypeError`), 429 more than `max_concurrent_per_analyst`
+of an analyst's requests in flight. Nothing is charged for any of them:
 every check but the kernel's own runs before the kernel sees the request,
 and the kernel's refusals change nothing (its rule).
 """
@@ -25,21 +28,31 @@ and the kernel's refusals change nothing (its rule).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
+import secrets
 import sys
 import threading
 import time
-from collections import OrderedDict
+import urllib.parse
+from collections import OrderedDict, deque
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -51,7 +64,7 @@ from ..port import requests as port
 from .auth import Principal, TokenStore
 from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import Dataset, ServerAuditEntry, ServerSession, load_data
-from .status import render_status
+from .status import render_sign_in, render_status
 from .timing import ResponseFloors, release_after
 from .worker import WorkerLimits, WorkerLost
 
@@ -61,6 +74,10 @@ __all__ = ["Service", "create_app", "main"]
 # codes): bound how many an analyst keeps, and drop idle ones.
 MAX_SESSIONS_PER_ANALYST = 32
 SESSION_IDLE_SECONDS = 3600.0
+# the status page's sign-in: an HttpOnly cookie for 8 hours, at most 64 at once
+STATUS_COOKIE = "ektelo_status"
+SIGN_IN_SECONDS = 8 * 3600.0
+MAX_SIGN_INS = 64
 
 
 class ApiError(Exception):
@@ -69,6 +86,7 @@ class ApiError(Exception):
     def __init__(self, status: int, kind: str, message: str):
         super().__init__(message)
         self.status, self.kind, self.message = status, kind, message
+        self.retry_after: int | None = None  # seconds, sent as Retry-After
 
 
 class Service:
@@ -91,18 +109,48 @@ class Service:
             worker = None if not config.worker_memory_mb else WorkerLimits(
                 config.worker_memory_mb, config.worker_cpu_seconds)
             ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits,
-                                               ledger=config.ledger, worker=worker)
+                                               ledger=config.ledger, worker=worker,
+                                               history=config.session_history)
+            if self.store is not None:  # the ledger's audit log has every request (#40)
+                ds.audit = deque(maxlen=config.session_history)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
         self.sessions_lock = threading.Lock()
+        # the status page's sign-ins: cookie -> (admin token, expiry); the token is
+        # checked again at every use, so revoking it signs its cookies out too
+        self.sign_ins: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    def sign_in(self, token: str) -> str | None:
+        """A new status-page cookie for an admin `token` (None if it is not one)."""
+        who = self.tokens.check(token)
+        if who is None or who.role != "admin":
+            return None
+        cookie = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        with self.sessions_lock:
+            for old in [c for c, (_, until) in self.sign_ins.items() if until < now]:
+                del self.sign_ins[old]
+            while len(self.sign_ins) >= MAX_SIGN_INS:
+                self.sign_ins.popitem(last=False)
+            self.sign_ins[cookie] = (token, now + SIGN_IN_SECONDS)
+        return cookie
+
+    def sign_out(self, cookie: str) -> None:
+        with self.sessions_lock:
+            self.sign_ins.pop(cookie, None)
+
+    def cookie_token(self, cookie: str) -> str:
+        with self.sessions_lock:
+            token, until = self.sign_ins.get(cookie, ("", 0.0))
+        return token if until > time.monotonic() else ""
 
     # -- authentication ------------------------------------------------------------
     def principal(self, request: Request, role: str = "analyst") -> Principal:
         header = request.headers.get("authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if not token and role == "admin":
-            token = request.query_params.get("token", "")
+        if not token and role == "admin":  # the status page's sign-in cookie (never a URL)
+            token = self.cookie_token(request.cookies.get(STATUS_COOKIE, ""))
         if not token:
             raise ApiError(401, "Unauthorized", "missing bearer token (Authorization: Bearer ...)")
         who = self.tokens.check(token)
@@ -184,17 +232,26 @@ class Service:
         spends = type(request) in wire.PRIVATE_TO_PUBLIC
         if charged is not None:
             charged.append(spends)
+        asked = _asked(request)
+
+        def audit(charge: float | None, outcome: str, reason: str | None = None) -> None:
+            session.dataset.audit.append(ServerAuditEntry(
+                time.time(), session.analyst, session.dataset.name, operation, digest, charge,
+                outcome, request_id, asked, reason,
+            ))  # fmt: skip
+
         try:
             with session.lock:  # a session's ids and last charge are its requests' own
                 response = session.submit(request, request_id)
                 charge, replayed = session.last_charge, session.replayed
         except BudgetExceeded as err:
-            self._audit(session, operation, digest, None, "refused: BudgetExceeded")
+            reason = "quota" if "quota" in str(err) else "cap"  # the store's and kernel's words
+            audit(None, "refused: BudgetExceeded", reason)
             raise ApiError(403, "BudgetExceeded", str(err)) from err
         except WorkerLost as err:  # the worker is gone: so is the session (worker.py)
             with self.sessions_lock:
                 self.sessions.pop(session.id, None)
-            self._audit(session, operation, digest, None, "lost: charged, not answered")
+            audit(None, "lost: charged, not answered")
             raise ApiError(
                 503, "ChargedNotAnswered",
                 "the kernel's worker was lost while answering: any charge made stands and no "
@@ -203,27 +260,21 @@ class Service:
         except HandleError as err:
             raise ApiError(404, "ValueError", str(err)) from err
         except RequestConflict as err:  # the kernel ledger's (a ValueError)
-            self._audit(session, operation, digest, None, "refused: RequestConflict")
+            audit(None, "refused: RequestConflict", "conflict")
             raise ApiError(409, "ValueError", str(err)) from err
         except (ValueError, TypeError) as err:
             if spends:
-                self._audit(session, operation, digest, None, f"refused: {type(err).__name__}")
+                reason = "limit" if "nothing was spent" in str(err) and (
+                    "at most" in str(err) or "limit" in str(err)) else "invalid"
+                audit(None, f"refused: {type(err).__name__}",
+                            reason)
             raise ApiError(422, wire.encode_error(err)["type"], str(err)) from err
         if spends:
-            self._audit(session, operation, digest, charge, "replayed" if replayed else "granted")
+            audit(charge, "replayed" if replayed else "granted")
         out: dict[str, Any] = {"response": wire.encode(response)}
         if session.dataset.cfg.insecure_research_seed:
             out["insecure"] = RESEARCH_SEED_WARNING
         return json.dumps(out, separators=(",", ":")).encode()
-
-    def _audit(
-        self, session: ServerSession, operation: str, digest: str, charge: float | None,
-        outcome: str,
-    ) -> None:  # fmt: skip
-        session.dataset.audit.append(
-            ServerAuditEntry(time.time(), session.analyst, session.dataset.name, operation,
-                             digest, charge, outcome)
-        )
 
 
 #: what every response about a dataset served with a research seed says (issue #36)
@@ -238,6 +289,15 @@ def _insecure(response: Response, ds: Dataset | None) -> Response:
     if ds is not None and ds.cfg.insecure_research_seed:
         response.headers["Ektelo-Insecure"] = "research-seed"
     return response
+
+
+def _asked(request: Any) -> float | None:
+    """The budget a Private→Public request asks (its ε or ρ), for the audit."""
+    for name in ("eps", "rho", "epsilon"):
+        value = getattr(request, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -268,17 +328,68 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
-async def _body(request: Request, limit: int) -> bytes:
+def _api_error(err: ApiError) -> JSONResponse:
+    response = _error(err.status, err.kind, err.message)
+    if err.retry_after is not None:
+        response.headers["Retry-After"] = str(err.retry_after)
+    if err.status == 408:  # the rest of a timed-out body is not read: close
+        response.headers["Connection"] = "close"
+    return response
+
+
+async def _body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request's body, at most `limit` bytes, all of it within `timeout`
+    seconds (a total: a slow drip never resets it). uvicorn's protocol
+    (timeouts.py) enforces the same deadline; this one holds under any server."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
-        chunks.append(chunk)
+    try:
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "RequestTooLarge", f"the body exceeds {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError as err:
+        raise ApiError(408, "BodyTimeout",
+                       f"the request's body did not arrive within {timeout:g} s") from err
+    except ClientDisconnect as err:  # the connection closed (or timed out) mid-body
+        raise ApiError(408, "BodyTimeout", "the connection closed before the body arrived") \
+            from err
     return b"".join(chunks)
+
+
+class AnalystSlots:
+    """At most `limit` requests in flight per analyst (#40): one analyst's
+    burst cannot take every thread of the server. Counted on the event loop
+    only (taken and given back there), so no lock is needed."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.busy: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def take(self, analyst: str) -> Iterator[None]:
+        held = self.busy.get(analyst, 0)
+        if held >= self.limit:
+            err = ApiError(
+                429, "TooManyConcurrentRequests",
+                f"analyst {analyst!r} already has {held} requests in flight (the server's "
+                f"max_concurrent_per_analyst); retry once one is answered — nothing was charged",
+            )
+            err.retry_after = 1
+            raise err
+        self.busy[analyst] = held + 1
+        try:
+            yield
+        finally:
+            left = self.busy[analyst] - 1
+            if left:
+                self.busy[analyst] = left
+            else:
+                del self.busy[analyst]  # an analyst not in flight costs no memory
 
 
 class PadResponseTime:
@@ -310,6 +421,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
     service = Service(config)
 
     floors = ResponseFloors(**config.response_floor_ms)
+    slots = AnalystSlots(config.max_concurrent_per_analyst)
 
     async def hold(start: float, charged: bool) -> None:
         """Wait until the release time of a response (timing.py): the class's
@@ -322,18 +434,18 @@ def create_app(config: ServerConfig) -> ASGIApp:
     def handler(fn: Any) -> Any:
         async def run(request: Request) -> Response:
             start = time.monotonic()
+            held = False  # a session request holds itself, by its class (submit)...
             try:
                 result: Response = await fn(request)
-            except ApiError as err:
-                result = _error(err.status, err.kind, err.message)
+                held = request.url.path.startswith("/v1/sessions/")
+            except ApiError as err:  # ...unless refused before its body was read
+                result = _api_error(err)
             except store.StoreError:  # an outage of the ledger's database (#40)
                 result = _error(503, "LedgerUnavailable", "the ledger store does not answer; "
                                 "retry later (a request charged before the failure stays "
                                 "charged, its request id answers as such)")
                 result.headers["Retry-After"] = "5"
-            if request.url.path.startswith("/v1/") and not request.url.path.startswith(
-                "/v1/sessions/"
-            ):  # a session request holds itself, by its class (submit)
+            if request.url.path.startswith("/v1/") and not held:
                 await hold(start, charged=False)
             return result
 
@@ -367,7 +479,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
     async def new_session(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
-        session = await run_in_threadpool(service.open_session, who, ds)
+        with slots.take(who.name):
+            session = await run_in_threadpool(service.open_session, who, ds)
         doc = {"session": session.id, "root": 0, "kind": ds.kind}
         if ds.cfg.insecure_research_seed:
             doc["insecure"] = RESEARCH_SEED_WARNING
@@ -375,38 +488,76 @@ def create_app(config: ServerConfig) -> ASGIApp:
 
     @handler
     async def submit(request: Request) -> Response:
-        body = await _body(request, config.max_request_bytes)
-        start = time.monotonic()  # the request is all here: its release clock starts
-        found: list[Dataset] = []
-        charged: list[bool] = []
+        # the token first (the body of an unknown client is never read), then a
+        # slot among the analyst's requests in flight, then the body
+        who = await run_in_threadpool(service.principal, request)
+        with slots.take(who.name):
+            body = await _body(request, config.max_request_bytes, config.body_timeout_s)
+            start = time.monotonic()  # the request is all here: its release clock starts
+            found: list[Dataset] = []
+            charged: list[bool] = []
 
-        def work() -> bytes:  # one thread hop: authenticate, find the session, run
-            who = service.principal(request)
-            session = service.session(who, request.path_params["sid"])
-            found.append(session.dataset)
-            return service.run(session, body, charged)
+            def work() -> bytes:  # one thread hop: find the session, run
+                session = service.session(who, request.path_params["sid"])
+                found.append(session.dataset)
+                return service.run(session, body, charged)
 
-        result: Response
-        try:
-            out = await run_in_threadpool(work)
-            result = Response(out, media_type="application/json")
-        except ApiError as err:
-            result = _error(err.status, err.kind, err.message)
-        await hold(start, charged=bool(charged and charged[0]))
+            result: Response
+            try:
+                out = await run_in_threadpool(work)
+                result = Response(out, media_type="application/json")
+            except ApiError as err:
+                result = _api_error(err)
+            await hold(start, charged=bool(charged and charged[0]))
         return _insecure(result, found[0] if found else None)
 
     @handler
     async def budget(request: Request) -> Response:
         who = await run_in_threadpool(service.principal, request)
         ds = service.dataset(who, request.path_params["name"])
-        value = await run_in_threadpool(service.budget, ds)
+        with slots.take(who.name):
+            value = await run_in_threadpool(service.budget, ds)
         return _insecure(JSONResponse({"response": wire.encode(value)}), ds)
+
+    def browser(request: Request) -> bool:
+        return "text/html" in request.headers.get("accept", "")
 
     @handler
     async def status(request: Request) -> Response:
-        await run_in_threadpool(service.principal, request, "admin")
+        try:
+            await run_in_threadpool(service.principal, request, "admin")
+        except ApiError as err:
+            if not browser(request):
+                raise
+            return HTMLResponse(render_sign_in(), status_code=err.status)  # the form
         page = await run_in_threadpool(render_status, service)
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    @handler
+    async def sign_in(request: Request) -> Response:
+        """POST the admin token in a form body; get an HttpOnly cookie and a
+        redirect to /status (the token never travels in a URL)."""
+        body = await _body(request, 4096, config.body_timeout_s)
+        fields = urllib.parse.parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+        token = (fields.get("token") or [""])[0].strip()
+        cookie = await run_in_threadpool(service.sign_in, token) if token else None
+        if cookie is None:
+            if browser(request):
+                return HTMLResponse(render_sign_in("That is not an admin token."),
+                                    status_code=401)
+            raise ApiError(401, "Unauthorized", "invalid, expired or revoked admin token")
+        response = RedirectResponse("/status", status_code=303)
+        response.set_cookie(STATUS_COOKIE, cookie, max_age=int(SIGN_IN_SECONDS),
+                            path="/status", httponly=True, samesite="lax",
+                            secure=request.url.scheme == "https")
+        return response
+
+    @handler
+    async def sign_out(request: Request) -> Response:
+        service.sign_out(request.cookies.get(STATUS_COOKIE, ""))
+        response = RedirectResponse("/status", status_code=303)
+        response.delete_cookie(STATUS_COOKIE, path="/status")
+        return response
 
     @handler
     async def audit(request: Request) -> Response:
@@ -435,6 +586,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
             Route("/v1/datasets/{name}/budget", budget),
             Route("/v1/sessions/{sid}", submit, methods=["POST"]),
             Route("/status", status),
+            Route("/status/sign-in", sign_in, methods=["POST"]),
+            Route("/status/sign-out", sign_out, methods=["POST"]),
             Route("/v1/admin/datasets/{name}/audit", audit),
         ]
     )
@@ -453,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import uvicorn
 
+    from .timeouts import guarded_protocol
+
     try:
         config = load_config(args.config)
         app = create_app(config)
@@ -461,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     uvicorn.run(
         app,
+        http=guarded_protocol(config.header_timeout_s, config.body_timeout_s),
         host=args.host or config.host,
         port=args.port or config.port,
         ssl_certfile=str(config.ssl_certfile) if config.ssl_certfile else None,

@@ -24,6 +24,11 @@ Relative paths are read relative to the file::
     worker_memory_mb = 0         # > 0: each session's kernel in a worker process with
     worker_cpu_seconds = 600     # this much memory headroom and CPU per request
                                  # (server/worker.py; needs a durable ledger)
+    header_timeout_s = 10        # a request's headers must arrive within this, its
+    body_timeout_s = 30          # body within this after them: else 408, closed
+    max_concurrent_per_analyst = 4  # an analyst's requests in flight; more: 429
+    session_history = 256        # query records a session keeps in memory (the
+                                 # durable ledger keeps every one)
     ssl_certfile = "cert.pem"    # optional: TLS in uvicorn itself
     ssl_keyfile = "key.pem"
 
@@ -145,6 +150,10 @@ class ServerConfig:
     insecure_in_memory_ledger: bool = False  # the test/demo opt-in to ledger = None
     worker_memory_mb: int = 0  # 0: kernels in the server's process; > 0: worker.py
     worker_cpu_seconds: int = 600
+    header_timeout_s: float = 10.0  # a request's headers arrive within this (timeouts.py)
+    body_timeout_s: float = 30.0  # and its body within this after them
+    max_concurrent_per_analyst: int = 4  # requests in flight per analyst; more: HTTP 429
+    session_history: int = 256  # query records a session keeps in memory (the ledger: all)
     response_floor_ms: dict[str, float] = field(
         default_factory=lambda: dict(FLOOR_DEFAULTS)
     )  # per request class ("free", "charged"): timing.py
@@ -157,7 +166,8 @@ _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "max_matrix_nodes", "max_query_rows", "max_query_work", "min_response_ms",
     "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
-    "worker_memory_mb", "worker_cpu_seconds",
+    "worker_memory_mb", "worker_cpu_seconds", "header_timeout_s", "body_timeout_s",
+    "max_concurrent_per_analyst", "session_history",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
@@ -184,6 +194,15 @@ def _positive_int(section: dict[str, Any], key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"[server] {key} must be a positive integer, got {value!r}")
     return value
+
+
+def _seconds(section: dict[str, Any], key: str, default: float) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        0 < value <= 3600
+    ):
+        raise ValueError(f"[server] {key} must be a number of seconds in (0, 3600], got {value!r}")
+    return float(value)
 
 
 def _budget(name: str, spec: dict[str, Any], key: str) -> float | None:
@@ -413,6 +432,10 @@ def load_config(path: str | Path) -> ServerConfig:
         insecure_in_memory_ledger=in_memory,
         worker_memory_mb=worker_mb,
         worker_cpu_seconds=_positive_int(server, "worker_cpu_seconds", 600),
+        header_timeout_s=_seconds(server, "header_timeout_s", 10.0),
+        body_timeout_s=_seconds(server, "body_timeout_s", 30.0),
+        max_concurrent_per_analyst=_positive_int(server, "max_concurrent_per_analyst", 4),
+        session_history=_positive_int(server, "session_history", 256),
         response_floor_ms={**FLOOR_DEFAULTS, **{k: float(v) for k, v in floors.items()}},
         ssl_certfile=opt_path("ssl_certfile"),
         ssl_keyfile=opt_path("ssl_keyfile"),

@@ -64,6 +64,9 @@ class ServerAuditEntry:
     digest: str
     charge: float | None
     outcome: str  # "granted", "replayed", "refused: <type>"
+    request_id: str | None = None  # the analyst's own id for the request
+    amount: float | None = None  # the ε (or ρ) asked
+    reason: str | None = None  # a refusal's: "cap", "quota", "limit" or "invalid"
 
 
 def _local(kernel_port: port.Port) -> LocalPort:
@@ -131,7 +134,7 @@ def open_in_worker(spec: dict[str, Any]) -> ProtectedTable | ProtectedVector:
 
     ds = Dataset(spec["cfg"], spec["data"], spec["domain"],
                  store=store.open_store(spec["ledger"]),
-                 limits=QueryLimits(*spec["query_limits"]))
+                 limits=QueryLimits(*spec["query_limits"]), history=spec["history"])
     return ds._protect(spec["analyst"], spec["session"])
 
 
@@ -146,6 +149,7 @@ class Dataset:
     limits: QueryLimits | None = None  # the largest query a kernel evaluates (config)
     ledger: str | None = None  # the durable ledger's location (for a worker's connection)
     worker: WorkerLimits | None = None  # run each session's kernel in a worker (worker.py)
+    history: int | None = None  # query records a kernel and a session keep in memory
     lock: threading.Lock = field(default_factory=threading.Lock)
     audit: deque[ServerAuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
     _root: ProtectedTable | ProtectedVector | None = None
@@ -175,7 +179,7 @@ class Dataset:
         seed = c.seed if session is None else session_seed(c.seed, c.name, session)
         return protect(
             self.data, self.domain, epsilon=c.epsilon, delta=c.delta, rho=c.rho, seed=seed,
-            query_limits=self.limits, **extra,
+            query_limits=self.limits, history=self.history, **extra,
         )
 
     def root_for(
@@ -188,7 +192,8 @@ class Dataset:
             limits = self.limits or QueryLimits()
             spec = {"cfg": self.cfg, "data": self.data, "domain": self.domain,
                     "ledger": self.ledger, "analyst": analyst, "session": session,
-                    "query_limits": (limits.max_rows, limits.max_work)}
+                    "query_limits": (limits.max_rows, limits.max_work),
+                    "history": self.history}
             worker = KernelWorker(open_in_worker, spec, self.worker)
             return worker, worker.root, False
         if self.store is not None:
@@ -216,9 +221,11 @@ class ServerSession:
 
     Each request is one kernel round trip (`LocalPort.submit_with_receipt`):
     its `Receipt` names the nodes it created, which join the session, and the
-    record of its charge, which the session keeps. Nothing per request copies
-    the kernel's history or ledger, so a long session's requests cost the same
-    at the ten-thousandth as at the first."""
+    record of its charge, which the session keeps — the last
+    `dataset.history` of them (the durable ledger keeps every one: #40), so a
+    session's memory does not grow with its measurements. Nothing per request
+    copies the kernel's history or ledger, so a long session's requests cost
+    the same at the ten-thousandth as at the first."""
 
     id: str
     analyst: str
@@ -226,7 +233,8 @@ class ServerSession:
     kernel: LocalPort | KernelWorker  # both answer submit_with_receipt in one round trip
     shared: bool
     nodes: list[int]  # session id -> kernel id
-    records: list[port.QueryRecord] = field(default_factory=list)  # this session's, kernel ids
+    records: deque[port.QueryRecord] = field(default_factory=deque)  # the latest, kernel ids
+    recorded: int = 0  # records this session ever made (the first kept is recorded - len)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one request at a time
     last_used: float = field(default_factory=time.monotonic)
     last_charge: float | None = None  # the root charge of the last granted request
@@ -240,7 +248,8 @@ class ServerSession:
     def open(cls, analyst: str, dataset: Dataset) -> ServerSession:
         sid = secrets.token_urlsafe(18)
         kernel_port, root, shared = dataset.root_for(analyst, sid)
-        return cls(sid, analyst, dataset, kernel_port, shared, [root])
+        return cls(sid, analyst, dataset, kernel_port, shared, [root],
+                   deque(maxlen=dataset.history))
 
     def close(self) -> None:
         """Release the session's kernel if it is its own worker's."""
@@ -288,6 +297,7 @@ class ServerSession:
             self.nodes.append(node)
         if receipt.record is not None:  # a Private→Public request: its charge
             self.records.extend(receipt.records)  # (an envelope's record first)
+            self.recorded += len(receipt.records)
             self.replayed = receipt.record.replayed
             self.last_charge = receipt.charged_at_root
         if isinstance(response, port.NewSource):
@@ -299,10 +309,13 @@ class ServerSession:
         return response
 
     def _history(self) -> tuple[port.QueryRecord, ...]:
+        """The session's latest records (all of them, up to `dataset.history`),
+        indexed by their place among all the session's records."""
+        first = self.recorded - len(self.records)
         return tuple(
             dataclasses.replace(
                 r,
-                index=i,
+                index=first + i,
                 node=self._session_id(r.node),
                 increments=tuple(
                     (self._session_id(n), inc) for n, inc in r.increments if n in self.ids
