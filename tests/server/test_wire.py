@@ -145,6 +145,8 @@ REQUEST_STRATEGIES: dict[type, st.SearchStrategy] = {
     port.VectorGaussian: st.builds(port.VectorGaussian, sources, small_matrices, eps_values,
                                    rids),
     port.NoisyCount: st.builds(port.NoisyCount, sources, eps_values, rids),
+    port.Envelope: st.builds(port.Envelope, sources, st.one_of(st.none(), eps_values),
+                             st.one_of(st.none(), eps_values)),
     port.DAWAPartition: st.builds(port.DAWAPartition, sources, eps_values, options, rids),
     port.WorstApprox: st.builds(port.WorstApprox, sources, small_matrices, arrays, eps_values,
                                 rids),
