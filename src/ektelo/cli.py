@@ -669,6 +669,25 @@ def _max_rows(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"{text!r} is not K (an int) or auto:EPS") from None
 
 
+def _data_and_ledger_options(parser: argparse.ArgumentParser) -> None:
+    """What every command that reads --data and spends shares: bad values,
+    the ledger and the budget's name in it."""
+    parser.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
+                        help="rows with values outside the domain: refuse (default), drop the "
+                             "rows, or clamp numbers to the nearest valid value")
+    parser.add_argument("--ledger", help="budget ledger (SQLite path or postgresql:// URL; "
+                                         "default $EKTELO_LEDGER or "
+                                         "~/.local/share/ektelo/ledger.sqlite)")
+    parser.add_argument("--no-ledger", action="store_true",
+                        help="throwaway budget for this run only (demos)")
+    parser.add_argument("--dataset",
+                        help="the budget's name in the ledger (default: data file stem)")
+    parser.add_argument("--show-bad-values", action="store_true",
+                        help="data holder only: list the first 10 bad rows and values in the "
+                             "error (private data; by default only the column and the kind "
+                             "of problem)")
+
+
 def _engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("memory", "duckdb", "spark"), default=None,
                         help="where row-level work runs: duckdb (default: the file stays on "
@@ -745,21 +764,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show the plan, expected error and interval width; spend nothing")
     run.add_argument("--explain", action="store_true",
                      help="like --dry-run, and list every candidate plan with its error")
-    run.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
-                     help="rows with values outside the domain: refuse (default), drop the "
-                          "rows, or clamp numbers to the nearest valid value")
-    run.add_argument("--ledger", help="budget ledger (SQLite path or postgresql:// URL; default "
-                                      "$EKTELO_LEDGER or ~/.local/share/ektelo/ledger.sqlite)")
-    run.add_argument("--no-ledger", action="store_true",
-                     help="throwaway budget for this run only (demos)")
-    run.add_argument("--dataset", help="the budget's name in the ledger (default: data file stem)")
+    _data_and_ledger_options(run)
     run.add_argument("--nonnegative", action="store_true", help="clip answers at 0")
     run.add_argument("--round", action="store_true", help="round answers to integers")
     run.add_argument("--seed", type=int, help="research mode: seeded (insecure) noise")
     run.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
-    run.add_argument("--show-bad-values", action="store_true",
-                     help="data holder only: list the first 10 bad rows and values in the error "
-                          "(private data; by default only the column and the kind of problem)")
     _engine_options(run)
     run.set_defaults(func=cmd_run)
 
@@ -782,15 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "statements: NAME-1.csv, NAME-2.csv, …)")
     sql.add_argument("--alpha", type=_positive("alpha"), default=0.05,
                      help="intervals at level 1 - alpha (default 0.05)")
-    sql.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
-                     help="rows with values outside the domain: refuse, drop or clamp")
-    sql.add_argument("--ledger", help="budget ledger (SQLite path or postgresql:// URL)")
-    sql.add_argument("--no-ledger", action="store_true",
-                     help="throwaway budget for this run only (demos)")
-    sql.add_argument("--dataset", help="the budget's name in the ledger (default: data file stem)")
+    _data_and_ledger_options(sql)
     sql.add_argument("--seed", type=int, help="research mode: seeded (insecure) noise")
-    sql.add_argument("--show-bad-values", action="store_true",
-                     help="data holder only: list the first 10 bad rows and values in the error")
     _engine_options(sql)
     sql.set_defaults(func=cmd_sql)
 
@@ -817,15 +819,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "bin's lower edge, which re-encodes to the same bin)")
     synth.add_argument("--seed", type=int,
                        help="seeds the drawing of rows only (the noise stays secure)")
-    synth.add_argument("--on-invalid", choices=("error", "drop", "clamp"), default="error",
-                       help="rows with values outside the domain: refuse, drop or clamp")
-    synth.add_argument("--ledger", help="budget ledger (default: as for run)")
-    synth.add_argument("--no-ledger", action="store_true",
-                       help="throwaway budget for this run only (demos)")
-    synth.add_argument("--dataset", help="the budget's name in the ledger (default: file stem)")
+    _data_and_ledger_options(synth)
     synth.add_argument("--param", action="append", default=[], help="plan parameter KEY=VALUE")
-    synth.add_argument("--show-bad-values", action="store_true",
-                       help="data holder only: list bad rows and values in the error")
     _engine_options(synth)
     synth.set_defaults(func=cmd_synth)
 
