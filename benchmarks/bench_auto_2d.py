@@ -4,7 +4,7 @@ DAWA, HDMM and the identity, measured over seeds. Before issue #43 the
 fixed rule chose DAWA here; the training grid's evidence
 (`ektelo.planner.evidence`) now keeps Tier 0's best (HDMM).
 
-    PYTHONPATH=src python benchmarks/bench_auto_2d.py [--seeds 5] [--eps 0.1 1]
+    PYTHONPATH=. python benchmarks/bench_auto_2d.py [--seeds 5] [--eps 0.1 1]
 
 Reads ../shared/data/adult (skips with a message when it is absent).
 """

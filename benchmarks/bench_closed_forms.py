@@ -1,7 +1,7 @@
 """Closed-form least squares on disjoint rows (issue #42); prints a table,
 asserts nothing.
 
-    PYTHONPATH=src python benchmarks/bench_closed_forms.py [--repeat 20]
+    PYTHONPATH=. python benchmarks/bench_closed_forms.py [--repeat 20]
 
 Per plan and setting (ε = 0.1, research-mode seeds, DPBench HEPTH 1-D and
 Adult_2D 256×256, or Poisson data when ../shared/data is absent): the CPU

@@ -1,6 +1,6 @@
 """DAWA on the DPBench 2-D sets (issue #42); prints a table, asserts nothing.
 
-    PYTHONPATH=src python benchmarks/bench_dawa_2d.py [--seeds 3] [--eps 0.1 1]
+    PYTHONPATH=. python benchmarks/bench_dawa_2d.py [--seeds 3] [--eps 0.1 1]
 
 Per DPBench 2-D histogram (../shared/data/dpbench/2d, 256 × 256) and ε:
 CPU seconds of one `plans.run("dawa", ...)` call — max and median over

@@ -28,23 +28,15 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks._child import peak_rss_mb, run_child
 from benchmarks.bench_engines import DOMAIN, generate
 
 HERE = Path(__file__).resolve().parents[1]
-
-
-def _peak_rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def child(which: str, path: str, limit: str, threads: int) -> dict[str, Any]:
@@ -67,17 +59,14 @@ def child(which: str, path: str, limit: str, threads: int) -> dict[str, Any]:
         picked = table.privbayes_select(eps=1.0, degree=2)
     t2 = time.perf_counter()
     return {"protect_s": round(t1 - t0, 2), "select_s": round(t2 - t1, 2),
-            "picked": repr(picked), "peak_rss_mb": round(_peak_rss_mb())}  # fmt: skip
+            "picked": repr(picked), "peak_rss_mb": round(peak_rss_mb())}  # fmt: skip
 
 
 def measure(args: argparse.Namespace, which: str, src: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{HERE}"}
     cmd = [sys.executable, __file__, "--child", which, "--path", args.path,
            "--memory-limit", args.memory_limit, "--threads", str(args.threads)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1:]}
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run_child(cmd, env)
 
 
 def main() -> None:
