@@ -22,6 +22,7 @@ from ektelo.domain import Domain
 from ektelo.kernel import BudgetExceeded
 from ektelo.matrix import Identity, Total
 from ektelo.port import ProtectedTable, ProtectedVector
+from ektelo.port import requests as port
 
 DOMAIN = Domain.from_json({"a": 4, "b": 3})
 
@@ -78,6 +79,14 @@ def test_a_first_request_beyond_the_envelope_charges_nothing() -> None:
     x = t.envelope(eps=0.2).vectorize()
     with pytest.raises(BudgetExceeded):
         x.laplace(Identity(12), eps=0.3)
+    assert t.budget.spent == 0 and t.history() == ()
+
+
+def test_a_bad_request_id_at_the_first_request_charges_no_envelope() -> None:
+    t = table()
+    x = t.envelope(eps=0.5).vectorize()
+    with pytest.raises(ValueError, match="request_id"):
+        x.port.submit(port.VectorLaplace(x.node, Identity(12), 0.1, request_id="x" * 300))
     assert t.budget.spent == 0 and t.history() == ()
 
 

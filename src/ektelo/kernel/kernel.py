@@ -49,7 +49,7 @@ from . import dawa, marginal_select, mwem, privbayes
 from .contracts import MAX_CELLS, TableEngine, group_domain
 from .evaluate import evaluate
 from .gaussian import gaussian_draw, gaussian_sigma_for
-from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon
+from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon, check_request_id
 from .noise import RandomSource, laplace_scale_for
 from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
 from .sensitivity import Facts, facts, group_separable, has_rules, max_abs_entry
@@ -681,7 +681,8 @@ class Kernel:
             env, local = scope
             ledger = env.ledger
             if not env.charged:  # its first request: the envelope's one charge, first
-                ledger.plan(local, amount)  # beyond the envelope? refused, nothing charged
+                check_request_id(request_id)  # every refusal of the request comes before it:
+                ledger.plan(local, amount)  # a bad id, or beyond the envelope: nothing charged
                 self._release(env.parent, "envelope", dict, eps=env.eps, rho=env.rho,
                               content={"nonce": uuid.uuid4().hex})  # never a replay
                 env.charged = True
