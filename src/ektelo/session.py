@@ -674,30 +674,28 @@ class AnalystSession:
     def _group_gain(self, q: questions.ParsedWorkload, choice: Choice,
                     budget: dict[str, float], params: dict[str, Any]) -> dict[str, float]:
         """The budget to ask of the bounded table: ρ·g instead of ρ when each
-        unit is bounded to g groups and every Gaussian query the plan makes
-        counts within one group (`kernel.sensitivity.group_separable`, the
-        kernel's own test). The bounded table's ρ is ρ_u/(g·r)² per unit's
-        ρ_u (`_per_row`); asked ρ_u/(g·r²) instead, the kernel charges its
-        √g·r bound — ρ_u at the root, the question's budget — and the noise
-        is √g times smaller than by L1 (issue #37)."""
+        unit is bounded to g groups and every query of the plan's Gaussian
+        strategy (the planner's, `choice.strategy`) counts within one group
+        (`kernel.group_separable`, the kernel's own test). The bounded
+        table's ρ is ρ_u/(g·r)² per unit's ρ_u (`_per_row`); asked ρ_u/(g·r²)
+        instead, the kernel charges its √g·r bound — ρ_u at the root, the
+        question's budget — and the noise is √g times smaller than by L1
+        (issue #37). Were the two ever to disagree, the question's envelope
+        refuses the larger charge with nothing spent."""
         from .kernel import group_separable
 
-        if self._unit_groups is None or "rho" not in budget or params:
+        g = self._marginal_gain(q.attributes, budget)
+        if g == 1 or params or not choice.gaussian or choice.strategy is None:
             return budget
-        g, names = self._unit_groups
-        if choice.gaussian and set(names) <= set(q.attributes):
-            from .plans import strategy_for
-
-            S = strategy_for(choice.plan, tuple(q.shape), q.matrix, mechanism="gaussian")
-            axes = tuple(q.attributes.index(n) for n in names)
-            within = S is not None and group_separable(S, tuple(q.shape), axes)
-        else:
-            within = False
-        return {**budget, "rho": budget["rho"] * g} if within else budget
+        assert self._unit_groups is not None  # (g > 1)
+        axes = tuple(q.attributes.index(n) for n in self._unit_groups[1])
+        if not group_separable(choice.strategy, tuple(q.shape), axes):
+            return budget
+        return {**budget, "rho": budget["rho"] * g}
 
     def _marginal_gain(self, attrs: Sequence[str], budget: dict[str, float]) -> float:
-        """g for a Gaussian marginal over `attrs` that include the unit's
-        group_by (Identity counts within groups: `_group_gain`), else 1."""
+        """g for Gaussian counts over `attrs` that include the unit's group_by
+        (an Identity over them counts within groups), else 1."""
         if self._unit_groups is None or "rho" not in budget or not attrs:
             return 1.0
         g, names = self._unit_groups
