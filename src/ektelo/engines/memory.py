@@ -149,10 +149,13 @@ def _kept_per_unit(
         gcols = [f"g{i}" for i in range(len(axes))]
         for name, axis in zip(gcols, axes, strict=True):
             order[name] = codes[:, axis]
-        order["gh"] = unit_order_text(key, u, codes[:, axes], (GROUP_MARKER,))
-        groups = order[["u", "gh", *gcols]].drop_duplicates().sort_values(["u", "gh", *gcols])
+        # each distinct (unit, group) hashed once, ranked within its unit
+        groups = order[["u", *gcols]].drop_duplicates()
+        groups["gh"] = unit_order_text(key, groups["u"].to_numpy(), groups[gcols].to_numpy(),
+                                       (GROUP_MARKER,))  # fmt: skip
+        groups = groups.sort_values(["u", "gh", *gcols])
         groups["grank"] = groups.groupby("u", sort=False).cumcount()
-        order = order.merge(groups, on=["u", "gh", *gcols], how="left")  # keeps row order
+        order = order.merge(groups.drop(columns="gh"), on=["u", *gcols], how="left")  # row order
         within += gcols
     order = order.sort_values([*within, "h"], kind="stable")
     rank = order.groupby(within, sort=False).cumcount().to_numpy()
