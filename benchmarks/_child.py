@@ -28,3 +28,23 @@ def peak_rss_mb() -> float:
     except OSError:
         pass
     return float("nan")
+
+
+def local_spark() -> Any:
+    """The benchmarks' Spark session: local[2], no UI or console progress,
+    4 shuffle partitions, a 2 GB driver, errors only in its log."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

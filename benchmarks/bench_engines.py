@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._child import peak_rss_mb, run_child
+from benchmarks._child import local_spark, peak_rss_mb, run_child
 
 # The schema (public): the attributes' sizes are 16 · 2 · 8 · 10 · 8 · 4.
 EDU = ["none", "primary", "lower", "upper", "vocational", "bachelor", "master", "doctor"]
@@ -158,21 +158,11 @@ def run_memory(path: str, rows: int) -> dict[str, Any]:
 
 
 def run_spark(path: str) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
-
     import ektelo
     from ektelo import Domain
 
     t0 = time.perf_counter()
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark()
     t1 = time.perf_counter()
     domain = Domain.from_dict(DOMAIN)
     frame = spark.read.parquet(path)

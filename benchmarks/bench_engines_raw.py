@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._child import peak_rss_mb
+from benchmarks._child import local_spark, peak_rss_mb
 
 DOMAIN = {
     "a": 16,
@@ -181,22 +181,11 @@ def _jvm_cpu(pid: int) -> Callable[[], float]:
 
 
 def bench_spark(path: str, args: argparse.Namespace) -> None:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     import ektelo
     from ektelo import Domain
     from ektelo.engines import SparkEngine
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark()
     jvm: Any = spark._jvm
     pid = int(jvm.java.lang.ProcessHandle.current().pid())
     domain = Domain.from_dict(DOMAIN)
