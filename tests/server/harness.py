@@ -85,6 +85,20 @@ def run_admin(config: Path, *args: str) -> str:
     return out.getvalue().strip()
 
 
+def read_http_response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One whole HTTP/1.1 response read off a raw socket: (head, body), the
+    body as many bytes as its content-length says."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(4096)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += sock.recv(4096)
+    return head, body
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -24,7 +24,13 @@ import ektelo
 from ektelo import wire
 from ektelo.matrix import Identity
 from ektelo.port import requests as port
-from tests.server.harness import ServerProcess, http, run_admin, write_config
+from tests.server.harness import (
+    ServerProcess,
+    http,
+    read_http_response,
+    run_admin,
+    write_config,
+)
 
 EPS = 0.125  # exact in binary: sums compare exactly
 
@@ -35,14 +41,7 @@ def _body(request_id: str) -> bytes:
 
 
 def _read_response(sock: socket.socket) -> tuple[int, dict[str, object]]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(4096)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length")))
-    while len(body) < length:
-        body += sock.recv(4096)
+    head, body = read_http_response(sock)
     return int(head.split()[1]), json.loads(body)
 
 

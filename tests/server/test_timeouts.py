@@ -26,7 +26,13 @@ import ektelo
 from ektelo.matrix import Identity
 from ektelo.server.app import create_app
 from ektelo.server.config import load_config
-from tests.server.harness import ServerProcess, http, run_admin, write_config
+from tests.server.harness import (
+    ServerProcess,
+    http,
+    read_http_response,
+    run_admin,
+    write_config,
+)
 
 TIMEOUT = 1.0
 BOUND = 3 * TIMEOUT  # generous: the 2-core machine is shared
@@ -71,14 +77,7 @@ def _drip(port: int, head: bytes, body: bytes, out: dict[str, Any]) -> None:
 
 def _response(sock: socket.socket) -> bytes:
     """One whole HTTP response (headers, then content-length bytes of body)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(4096)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length")))
-    while len(body) < length:
-        body += sock.recv(4096)
+    head, body = read_http_response(sock)
     return head + b"\r\n\r\n" + body
 
 
