@@ -202,6 +202,10 @@ class AnalystSession:
             use it (the filtered count is not declared).
     """
 
+    # the last question planned (`ask`/`preview`): (question, choice, the budget
+    # asked of the table) — `ektelo.sql` derives exact errors of summed rows from it
+    _last_choice: tuple[questions.ParsedWorkload, Choice, dict[str, float]] | None = None
+
     def __init__(
         self,
         table_or_path: pd.DataFrame | str | Path,
@@ -553,7 +557,9 @@ class AnalystSession:
         alpha = _alpha(alpha)
         budget = self._request(epsilon, rho)
         choice = self._choose(q, plan, budget)
-        std, method = self._expected_std(q, choice, self._group_gain(q, choice, budget, {}))
+        spend = self._group_gain(q, choice, budget, {})
+        self._last_choice = (q, choice, spend)
+        std, method = self._expected_std(q, choice, spend)
         half = None if std is None else _half_width(std, method, alpha)
         return Preview(choice.plan, choice.why, std, half, method, float(alpha), budget,
                        self._ranking(choice))
@@ -597,6 +603,7 @@ class AnalystSession:
         table = _envelope(table, budget)  # the question's one charge, all or nothing
         before = len(self._recorder.measurements)
         spend = self._group_gain(q, choice, budget, params)
+        self._last_choice = (q, choice, spend)
         with _Progress(f"{name} on {q.kind} over {'×'.join(q.attributes)}", self.progress):
             estimate = self._run(q, choice, table, spend, params,
                                  rows=None if where is not None else self.public_rows)

@@ -158,11 +158,16 @@ def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | Non
     part = joint.parts[i]
     lo, hi = joint.offsets[i], joint.offsets[i + 1]
     a = part.own_rows(answers[lo:hi])
-    # several WHERE terms: the answer is their sum; its standard error at most the
-    # sum of theirs (Minkowski), so the interval is conservative
     s = None if std is None else part.own_rows(std[lo:hi])
-    if part.terms > 1:
-        method = f"{method}; {TERMS_BOUND}"
+    if part.terms > 1 and s is not None:
+        # several WHERE terms (an OR): the answer is their sum, whose standard
+        # error the session computes exactly for the summed rows where it has a
+        # closed form; else at most the sum of the terms' (Minkowski): conservative
+        exact = _summed_std(session, joint, part, taken, expected)
+        if exact is None:
+            method = f"{method}; {TERMS_BOUND}"
+        else:
+            s = exact
     q = part.question
     if q.derived is None:
         return tidy(q, a, s, method, alpha, False, False, False)
@@ -193,6 +198,29 @@ def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | Non
         F = session._noise_factor(lifted, plan, taken, {})
         factor = None if F is None else part.reorder(F)
     return finish(q, a, s, method, alpha, factor)
+
+
+def _summed_std(session: Any, joint: Joint, part: Any, taken: list[Any] | None,
+                expected: bool) -> np.ndarray | None:
+    """The exact standard errors of a multi-term part's answers (each the sum
+    of its terms' rows), by the session's own rule for the question it just
+    planned applied to the part's summed rows (`Part.matrix`); None where
+    that rule has no closed form (the caller then bounds it)."""
+    last = session._last_choice
+    if last is None or last[0] is not joint.question:
+        return None
+    _, choice, spend = last
+    summed = questions.ParsedWorkload(joint.question.attributes, part.matrix,
+                                      joint.question.rows.iloc[:0], "custom",
+                                      joint.question.shape)
+    try:
+        if expected:
+            std, _ = session._expected_std(summed, choice, spend)
+        else:
+            std, _ = session._observed_std(summed, choice, spend, list(taken or []), {})
+    except (ValueError, TypeError, MemoryError):
+        return None
+    return None if std is None else part.reorder(np.asarray(std, dtype=np.float64))
 
 
 def _statements(statements: list[Statement], joint: Joint, answers: np.ndarray,
