@@ -50,10 +50,11 @@ Rows with invalid values are handled by `on_invalid=` before `protect`
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,6 +206,7 @@ class AnalystSession:
     # the last question planned (`ask`/`preview`): (question, choice, the budget
     # asked of the table) — `ektelo.sql` derives exact errors of summed rows from it
     _last_choice: tuple[questions.ParsedWorkload, Choice, dict[str, float]] | None = None
+    _enveloped = False  # inside `_one_charge`
 
     def __init__(
         self,
@@ -639,6 +641,8 @@ class AnalystSession:
         at the table (filters and projections are 1-stable)."""
         from .kernel import BudgetExceeded
 
+        if self._enveloped:  # inside `_one_charge`: its envelope was checked whole
+            return
         b = self.budget
         k = self.max_rows_per_unit
         cost = budget["rho"] * k * k if b.unit == "rho" else budget["epsilon"] * k
@@ -731,6 +735,22 @@ class AnalystSession:
         """(plan, why, ranking) of `_choose` (the form callers had before #35)."""
         choice = self._choose(q, plan, budget, filtered)
         return choice.plan, choice.why, self._ranking(choice)
+
+    @contextlib.contextmanager
+    def _one_charge(self, budget: dict[str, float]) -> Iterator[None]:
+        """Every question asked inside spends from ONE envelope of `budget`
+        (the kernel charges it once, at its first request, or refuses it
+        whole): `ektelo.sql` answers statements one at a time this way when
+        that errs less than jointly, still charged once. The remaining
+        budget is checked for the whole before anything runs; the questions'
+        own envelopes nest inside it."""
+        self._check_remaining(budget)
+        outer, self._table = self._table, _envelope(self._table, budget)
+        self._enveloped = True
+        try:
+            yield
+        finally:
+            self._table, self._enveloped = outer, False
 
     def _filtered(self, where: Any) -> Any:
         if where is None:

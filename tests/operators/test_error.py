@@ -227,3 +227,24 @@ def test_adding_a_range_hierarchy_to_identity_helps_prefix_queries() -> None:
     base = error.ls_error(W, [(Identity(n), 1.0)], per_query=True)
     more = error.ls_error(W, [(Identity(n), 1.0), (h2(n), 1.0)], per_query=True)
     assert np.all(more <= base * (1 + 1e-10))
+
+
+def test_a_sum_of_kronecker_terms_under_a_kronecker_strategy_is_exact() -> None:
+    """An OR filter's answers are sums of Kronecker terms (ektelo.sql): their
+    per-query variance under a Kronecker strategy factorises per attribute and
+    equals the dense computation; a factor the strategy does not support is
+    refused as for a single product."""
+    from ektelo.matrix import Dense, Kronecker, Sum, Weighted
+    from ektelo.operators.error import _dense_frob, expected_error, noise_variance
+
+    rng = np.random.default_rng(0)
+    A = Kronecker([Dense(rng.random((6, 4))), Dense(rng.random((5, 3)))])
+    terms = [Kronecker([Dense(rng.random((2, 4))), Dense(rng.random((3, 3)))]) for _ in range(3)]
+    W = Sum([terms[0], Weighted(terms[1], 0.5), terms[2]])
+    fast = expected_error(W, A, 1.0, per_query=True)
+    dense = _dense_frob(W, A, True, 10**6)[1] * noise_variance(A, 1.0)
+    np.testing.assert_allclose(fast, dense, rtol=1e-10)
+    assert expected_error(W, A, 1.0) == pytest.approx(float(dense.sum()), rel=1e-10)
+    low_rank = Kronecker([Dense(np.ones((1, 4))), Dense(rng.random((5, 3)))])
+    with pytest.raises(ValueError, match="does not support"):
+        expected_error(W, low_rank, 1.0, per_query=True)

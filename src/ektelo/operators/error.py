@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate as check
-from ..matrix import EMatrix, Identity, Kronecker, VStack, Weighted
+from ..matrix import EMatrix, Identity, Kronecker, Sum, VStack, Weighted
 from ..measurement import Measurement
 
 __all__ = [
@@ -190,7 +190,44 @@ def _frob(W: EMatrix, A: EMatrix, per_query: bool, max_dense: int) -> tuple[floa
             for _, v in parts[1:]:
                 vec = np.kron(vec, v)
         return float(total), vec
+    if isinstance(W, Sum) and isinstance(A, Kronecker):
+        summed = _kron_sum_frob(W, A, max_dense)
+        if summed is not None:
+            return float(summed.sum()), (summed if per_query else None)
     return _dense_frob(W, A, per_query, max_dense)
+
+
+def _kron_sum_frob(W: Sum, A: Kronecker, max_dense: int) -> np.ndarray | None:
+    """Per-row ‖w (AᵀA)⁺ᐟ²‖² of a sum of Kronecker products W = Σ_t c_t ⊗_i W_ti
+    (an OR filter's disjoint terms, `ektelo.sql`) against a Kronecker
+    strategy with matching factors, without forming either: with
+    Z_i Z_iᵀ = (A_iᵀA_i)⁺ and F_ti = W_ti Z_i, row r's value is
+    Σ_{t,t'} c_t c_t' Π_i ⟨F_ti[r_i], F_t'i[r_i]⟩ — the diagonal of a sum of
+    Kronecker products of small per-attribute cross terms. None when the
+    terms do not have that shape."""
+    terms: list[tuple[float, Kronecker]] = []
+    for t in W.terms:
+        c, base = (t.weight, t.base) if isinstance(t, Weighted) else (1.0, t)
+        if not (isinstance(base, Kronecker) and len(base.factors) == len(A.factors)
+                and all(w.shape[1] == a.shape[1]
+                        for w, a in zip(base.factors, A.factors, strict=True))):
+            return None
+        terms.append((float(c), base))
+    F: list[list[np.ndarray]] = [[] for _ in terms]
+    for i, a in enumerate(A.factors):
+        V, lam = _spectrum(a)
+        for k, (_, K) in enumerate(terms):
+            w = K.factors[i]
+            _dense_frob(w, a, False, max_dense)  # raises where A_i does not support W_ti
+            F[k].append(np.asarray(w.matmat(V / np.sqrt(lam)), dtype=np.float64))
+    out = np.zeros(W.shape[0])
+    for k, (ck, _) in enumerate(terms):
+        for j, (cj, _) in enumerate(terms):
+            cross = np.einsum("ij,ij->i", F[k][0], F[j][0])
+            for i in range(1, len(A.factors)):
+                cross = np.kron(cross, np.einsum("ij,ij->i", F[k][i], F[j][i]))
+            out += ck * cj * cross
+    return out
 
 
 def _dense_frob(W: EMatrix, A: EMatrix, per_query: bool, max_dense: int) -> tuple[float, Any]:

@@ -78,25 +78,46 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
                rho: float | None = None, plan: str = "auto", alpha: float = 0.05,
                explain: bool = False) -> list[pd.DataFrame]:
     """One tidy frame per statement (see the module); with EXPLAIN (or
-    `explain=True`) the expected errors instead, nothing spent."""
+    `explain=True`) the expected errors instead, nothing spent.
+
+    With `plan="auto"` and several statements, the joint plan's expected
+    total squared error is compared (free) with asking each statement alone
+    with an equal share; where apart errs less (one product strategy over the
+    union serves some mixes badly), each statement is answered alone by its
+    own plan — inside ONE envelope of the budget, so still charged once, all
+    or nothing — and `attrs["mode"]` says so."""
     statements, joint, explained = compile_joint(text, session.domain)
     budget = session._request(epsilon, rho)
     name, why = _plan(session, joint, plan, budget)
-    if explain or explained:
-        prev = session.preview(joint.question, plan=name, epsilon=epsilon, rho=rho, alpha=alpha)
-        std = prev.std_error
-        n = joint.question.matrix.shape[0]
-        answers = np.zeros(n)  # (not shown: the intervals' half-widths are what count)
-        frames = _statements(statements, joint, answers,
-                             None if std is None else np.asarray(std), prev.ci_method,
-                             alpha, taken=None, session=session, expected=True,
-                             plan=prev.plan)
-        apart = _one_at_a_time(session, text, statements, epsilon, rho, plan, alpha)
-        together = _total(frames)
+    frames = _expected(session, statements, joint, name, why, epsilon, rho, alpha)
+    together = frames[0].attrs["expected_total"]
+    apart = frames[0].attrs["one_at_a_time_total"] = (
+        _one_at_a_time(session, statements, epsilon, rho, plan, alpha)
+        if plan == "auto" else math.nan)
+    separate = math.isfinite(apart) and math.isfinite(together) and apart < together
+    if separate:
+        share = _share(session, statements, epsilon, rho)
+        if explain or explained:
+            frames = [answer_sql(session, st.sql, plan=plan, alpha=alpha, explain=True,
+                                 epsilon=share.get("epsilon"), rho=share.get("rho"))[0]
+                      for st in statements]
+        else:
+            start = len(session._history)
+            with session._one_charge(budget):
+                frames = [answer_sql(session, st.sql, plan=plan, alpha=alpha,
+                                     epsilon=share.get("epsilon"), rho=share.get("rho"))[0]
+                          for st in statements]
+            _one_history_row(session, joint, start, budget)
         for f in frames:
-            f.attrs.update(plan=prev.plan, why=why or prev.why, explain=True, budget=prev.budget,
-                           alpha=alpha, workload=_shape(joint), ranking=prev.ranking,
-                           expected_total=together, one_at_a_time_total=apart)
+            f.attrs.update(mode="one at a time", expected_total=together,
+                           one_at_a_time_total=apart, why=(
+                               "each statement alone by its own plan with an equal share "
+                               f"errs less ({apart:.4g} expected total squared error) than "
+                               f"jointly ({together:.4g}); still one charge"))
+        return frames
+    if explain or explained:
+        for f in frames:
+            f.attrs.update(one_at_a_time_total=apart, mode="joint")
         return frames
     before = len(session._recorder.measurements)
     frame = session.ask(joint.question, epsilon=epsilon, rho=rho, plan=name, alpha=alpha)
@@ -112,7 +133,57 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
         if why:
             f.attrs["why"] = why
         f.attrs["workload"] = _shape(joint)
+        f.attrs["mode"] = "joint"
     return frames
+
+
+def _one_history_row(session: Any, joint: Joint, start: int, budget: dict[str, float]) -> None:
+    """The statements' history rows since `start` as one: the call was one
+    question, charged once."""
+    rows = session._history[start:]
+    del session._history[start:]
+    after = session.budget
+    session._history.append({
+        "question": joint.question.kind, "attributes": ",".join(joint.question.attributes),
+        "where": None, "plan": "one at a time: " + ", ".join(r["plan"] for r in rows),
+        **budget, "spent_after": after.spent, "remaining_after": after.remaining,
+    })
+
+
+def _expected(session: Any, statements: list[Statement], joint: Joint, name: str, why: str,
+              epsilon: float | None, rho: float | None, alpha: float) -> list[pd.DataFrame]:
+    """The joint workload's EXPLAIN frames (free): each statement's cells with
+    their expected standard errors; `attrs` carry the plan and the total."""
+    prev = session.preview(joint.question, plan=name, epsilon=epsilon, rho=rho, alpha=alpha)
+    std = prev.std_error
+    n = joint.question.matrix.shape[0]
+    answers = np.zeros(n)  # (not shown: the intervals' half-widths are what count)
+    frames = _statements(statements, joint, answers,
+                         None if std is None else np.asarray(std), prev.ci_method,
+                         alpha, taken=None, session=session, expected=True,
+                         plan=prev.plan)
+    together = _total(frames)
+    for f in frames:
+        f.attrs.update(plan=prev.plan, why=why or prev.why, explain=True, budget=prev.budget,
+                       alpha=alpha, workload=_shape(joint), ranking=prev.ranking,
+                       expected_total=together)
+    return frames
+
+
+def _share(session: Any, statements: list[Statement], epsilon: float | None,
+           rho: float | None) -> dict[str, float]:
+    """An equal share of the budget per statement, in the kernel's unit (a
+    zCDP session splits ρ, not ε: k shares of ρ/k add up to the whole)."""
+    k = len(statements)
+    if rho is not None:
+        return {"rho": rho / k}
+    assert epsilon is not None  # (`_request` checked one was given)
+    b = session.budget
+    if b.unit == "rho":
+        from ..budget import rho_of_epsilon_delta
+
+        return {"rho": rho_of_epsilon_delta(epsilon, b.delta) / k}
+    return {"epsilon": epsilon / k}
 
 
 def _total(frames: list[pd.DataFrame]) -> float:
@@ -122,20 +193,18 @@ def _total(frames: list[pd.DataFrame]) -> float:
     return float(np.sum(v**2)) if v.size else math.nan
 
 
-def _one_at_a_time(session: Any, text: str, statements: list[Statement],
-                   epsilon: float | None, rho: float | None, plan: str,
-                   alpha: float) -> float:
-    """For comparison in EXPLAIN (free): the expected total squared error of
-    the same cells were each statement asked alone with an equal share of
-    the budget (NaN when a statement's plan has no closed form)."""
+def _one_at_a_time(session: Any, statements: list[Statement], epsilon: float | None,
+                   rho: float | None, plan: str, alpha: float) -> float:
+    """The expected total squared error of the same cells were each statement
+    asked alone with an equal share of the budget (free; NaN for a single
+    statement, or when a statement's plan has no closed form)."""
     if len(statements) < 2:
         return math.nan
-    k = len(statements)
+    share = _share(session, statements, epsilon, rho)
     total = 0.0
     for st in statements:
-        share = {"epsilon": None if epsilon is None else epsilon / k,
-                 "rho": None if rho is None else rho / k}
-        (f,) = answer_sql(session, st.sql, plan=plan, alpha=alpha, explain=True, **share)
+        (f,) = answer_sql(session, st.sql, plan=plan, alpha=alpha, explain=True,
+                          epsilon=share.get("epsilon"), rho=share.get("rho"))
         v = f["expected_std_error"].to_numpy(dtype=np.float64)
         if not np.all(np.isfinite(v[f["select"].astype(str).map(
                 lambda n: not n.startswith("AVG")).to_numpy()])):
@@ -302,21 +371,33 @@ def _ordered(st: Statement, items: list[pd.DataFrame], expected: bool) -> pd.Dat
 
 def explain_text(frames: list[pd.DataFrame]) -> str:
     """The EXPLAIN report: the workload's shape, the plan and why, and each
-    output cell's expected standard error."""
+    output cell's expected standard error (when the statements are answered
+    one at a time, each statement's own plan and share)."""
     if not frames:
         return ""
     a = frames[0].attrs
-    spend = ", ".join(f"{k}={v:g}" for k, v in a.get("budget", {}).items())
-    lines = [f"workload: {a.get('workload', '')}", f"plan: {a.get('plan')} at {spend} "
-             "(nothing spent)", f"  why: {a.get('why', '')}"]
-    if a.get("ranking"):
-        lines.append(str(a["ranking"]))
+    apart_mode = a.get("mode") == "one at a time"
+
+    def spend(f: pd.DataFrame) -> str:
+        return ", ".join(f"{k}={v:g}" for k, v in f.attrs.get("budget", {}).items())
+
+    if apart_mode:
+        lines = ["answered: each statement alone by its own plan with an equal share, inside "
+                 "one envelope of the budget: one charge (nothing spent now)",
+                 f"  why: {a.get('why', '')}"]
+    else:
+        lines = [f"workload: {a.get('workload', '')}",
+                 f"plan: {a.get('plan')} at {spend(frames[0])} (nothing spent)",
+                 f"  why: {a.get('why', '')}"]
+        if a.get("ranking"):
+            lines.append(str(a["ranking"]))
     together, apart = a.get("expected_total", math.nan), a.get("one_at_a_time_total", math.nan)
     if math.isfinite(together) and math.isfinite(apart) and together > 0:
         lines.append(f"expected total squared error: {together:.4g} jointly; {apart:.4g} asking "
                      f"each statement alone with an equal share ({apart / together:.2f}×)")
     for f in frames:
         lines.append(f"-- {f.attrs.get('sql', '')}")
+        if apart_mode:
+            lines.append(f"   plan: {f.attrs.get('plan')} at {spend(f)}")
         lines.append(f.to_string(index=False, max_rows=60))
     return "\n".join(lines)
-
