@@ -343,12 +343,14 @@ def test_schema_ships_and_accepts_what_the_parser_accepts():
     jsonschema = pytest.importorskip("jsonschema")
     schema = _schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    good = [_readme_domain(), {"a": 3, "b": {"size": 2}, "c": {"range": [0.0, 1.0], "width": 0.1}}]
+    good = [_readme_domain(), {"a": 3, "b": {"size": 2}, "c": {"range": [0.0, 1.0], "width": 0.1}},
+            {"a": 3, "city": {"open": True}}]
     for spec in good:
         jsonschema.validate(spec, schema)
         Domain.from_dict(spec)
     for bad in ({"a": 0}, {"a": {"values": [1, 1]}}, {"a": {"bins": [1]}},
-                {"a": {"range": [0, 1], "bins": [0, 1]}}, {"a": "5"}):
+                {"a": {"range": [0, 1], "bins": [0, 1]}}, {"a": "5"},
+                {"a": 3, "b": {"open": True, "size": 2}}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
         with pytest.raises((ValueError, TypeError)):

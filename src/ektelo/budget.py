@@ -214,4 +214,7 @@ def describe(budget: BudgetReport) -> str:
         return f"{head}: {budget.spent:.6g}-DP{per}"
     delta = REPORT_DELTA if budget.delta is None else budget.delta
     guarantee = _approx(budget.spent, delta, budget.delta is None)
+    keys = getattr(budget, "key_delta", None)
+    if keys is not None:  # open columns' keys released (issue #39): their δ adds
+        guarantee += f", plus δ ≤ {keys:g} for keys of open columns"
     return f"{head}: {budget.spent:.6g}-zCDP, i.e. {guarantee}{per}"

@@ -166,7 +166,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     import json
 
     from .session import load_domain
-    from .sql import compile_joint, explain_text
+    from .sql import check_sql, explain_text
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in OUTPUT_SUFFIXES:
@@ -176,7 +176,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         domain = load_domain(args.domain)
     except json.JSONDecodeError as exc:
         raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
-    statements, _, explained = compile_joint(args.query, domain)  # refusals: nothing opened
+    statements, explained = check_sql(args.query, domain)  # refusals: nothing opened
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
     budget = _dataset_budget(args, ledger, dataset)

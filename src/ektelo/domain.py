@@ -46,7 +46,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported where used: a vector needs none (#41)
     import pandas as pd
 
-__all__ = ["Attribute", "Domain", "DomainValueError", "csv_delimiter"]
+__all__ = ["OTHER_KEY", "Attribute", "Domain", "DomainValueError", "csv_delimiter"]
 
 # The delimiters `csv_delimiter` recognises, the comma first.
 DELIMITERS = (",", ";", "\t", "|")
@@ -587,20 +587,33 @@ def _hashable(v: Any) -> Hashable:
     return tuple(v) if isinstance(v, list) else v
 
 
+#: the value of a recoded open column that stands for every key not released
+OTHER_KEY = "(other)"
+
+
 class Domain:
     """An ordered collection of attributes (the public schema of a table)."""
 
-    def __init__(self, attributes: Iterable[Attribute]):
+    def __init__(self, attributes: Iterable[Attribute], open: Iterable[str] = ()):
+        """`open`: columns whose values are not known in advance (issue #39):
+        not attributes — no codes, no cells — until the kernel's partition
+        selection releases their keys (`Kernel.select_keys`) and `recode`
+        makes them one (docs/sql.md, open categories)."""
         attrs = tuple(attributes)
         for a in attrs:
             if not isinstance(a, Attribute):
                 raise TypeError(f"a Domain is built from Attributes, got {type(a).__name__}")
-        names = [a.name for a in attrs]
+        opened = tuple(open)
+        for o in opened:
+            if type(o) is not str or not o:
+                raise TypeError(f"an open column's name must be a non-empty str, got {o!r}")
+        names = [a.name for a in attrs] + list(opened)
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate attribute names in {names}")
         if not attrs:
             raise ValueError("a domain needs at least one attribute")
         self.attributes = attrs
+        self.open = opened
         self._index = {a.name: i for i, a in enumerate(attrs)}
 
     # -- construction ------------------------------------------------------------
@@ -611,10 +624,15 @@ class Domain:
             raise TypeError(
                 f"a domain spec is a mapping of attribute names, got {type(spec).__name__}"
             )
-        # keys starting with "$" ("$schema", "$comment") are notes, not attributes
-        return cls(
-            Attribute.from_spec(name, s) for name, s in spec.items() if not name.startswith("$")
-        )
+        # keys starting with "$" ("$schema", "$comment") are notes, not attributes;
+        # {"open": true} declares an open column (values unknown: issue #39)
+        items = [(n, s) for n, s in spec.items() if not n.startswith("$")]
+        opened = [n for n, s in items if isinstance(s, Mapping) and "open" in s]
+        for n in opened:
+            if dict(spec[n]) != {"open": True}:
+                raise ValueError(f"attribute {n!r}: an open column is {{\"open\": true}} alone "
+                                 f"(its values are not declared), got {dict(spec[n])!r}")
+        return cls((Attribute.from_spec(n, s) for n, s in items if n not in opened), opened)
 
     @classmethod
     def from_json(cls, source: str | Path | Mapping[str, Any]) -> Domain:
@@ -627,7 +645,20 @@ class Domain:
         return cls.from_dict(json.loads(str(source)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {a.name: a.to_spec() for a in self.attributes}
+        out: dict[str, Any] = {a.name: a.to_spec() for a in self.attributes}
+        out.update({o: {"open": True} for o in self.open})
+        return out
+
+    def with_keys(self, column: str, keys: Sequence[Hashable]) -> Domain:
+        """This domain with open column `column` made a categorical attribute
+        of the released `keys` and one more value, `OTHER_KEY`, for every
+        other key (what `recode` builds: no row is lost)."""
+        if column not in self.open:
+            raise ValueError(f"{column!r} is not an open column of this domain "
+                             f"(open: {list(self.open)})")
+        values = (*keys, OTHER_KEY)
+        attr = Attribute(column, len(values), values)
+        return Domain((*self.attributes, attr), tuple(o for o in self.open if o != column))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -668,13 +699,15 @@ class Domain:
         return Domain(self[n] for n in check_names(self, names))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Domain) and self.attributes == other.attributes
+        return (isinstance(other, Domain) and self.attributes == other.attributes
+                and self.open == other.open)
 
     def __hash__(self) -> int:
-        return hash(self.attributes)
+        return hash((self.attributes, self.open))
 
     def __repr__(self) -> str:
-        return "Domain(" + ", ".join(f"{a.name}={a.size}" for a in self.attributes) + ")"
+        shown = [f"{a.name}={a.size}" for a in self.attributes] + [f"{o}=open" for o in self.open]
+        return "Domain(" + ", ".join(shown) + ")"
 
     # -- data --------------------------------------------------------------------
     def code_dtype(self) -> np.dtype[Any]:
@@ -714,7 +747,7 @@ class Domain:
         missing = [n for n in self.names if n not in columns]
         if missing:
             raise ValueError(f"missing column(s) {missing}; the domain needs {list(self.names)}")
-        extra = [c for c in columns if c not in self._index]
+        extra = [c for c in columns if c not in self._index and c not in self.open]
         if extra and not ignore_extra:
             raise ValueError(
                 f"unknown column(s) {extra} not in the domain {list(self.names)}; select the "
@@ -758,15 +791,17 @@ class Domain:
             raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
-        missing = [n for n in self.names if n not in frame.columns]
+        missing = [n for n in (*self.names, *self.open) if n not in frame.columns]
         if missing:
-            raise ValueError(f"missing column(s) {missing}; the domain needs {list(self.names)}")
-        out = frame[list(self.names)].reset_index(drop=True)
+            raise ValueError(f"missing column(s) {missing}; the domain needs "
+                             f"{list(self.names) + list(self.open)}")
+        out = frame[list(self.names) + list(self.open)].reset_index(drop=True)
         if on_invalid == "error":
             self.encode(out)
             return out
-        if on_invalid == "clamp":
-            return pd.DataFrame({a.name: a.clamp(out[a.name]) for a in self.attributes})
+        if on_invalid == "clamp":  # (an open column has no domain to clamp to: kept as is)
+            return pd.DataFrame({**{a.name: a.clamp(out[a.name]) for a in self.attributes},
+                                 **{o: out[o] for o in self.open}})
         keep = np.ones(len(out), dtype=bool)
         for a in self.attributes:
             keep &= a._codes(out[a.name])[2]
@@ -800,10 +835,10 @@ class Domain:
                 f"{path}: the header repeats column name(s) {repeated}; pandas would rename "
                 f"the copy and ignore it, so rename or drop the duplicate column"
             )
-        missing = [n for n in self.names if n not in header]
+        missing = [n for n in (*self.names, *self.open) if n not in header]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}{delimiter_hint(path)}")
-        extra = [c for c in header if c not in self._index]
+        extra = [c for c in header if c not in self._index and c not in self.open]
         if extra and not ignore_extra:
             raise ValueError(
                 f"{path}: unknown column(s) {extra} not in the domain; pass ignore_extra=True"
@@ -813,9 +848,10 @@ class Domain:
             for a in self.attributes
             if a.values is not None and all(isinstance(v, str) for v in a.values)
         }
-        frame = pd.read_csv(path, usecols=list(self.names), dtype=dtypes, keep_default_na=False,
-                            sep=sep)
-        frame = frame[list(self.names)]
+        dtypes.update({o: str for o in self.open})  # an open column's keys are text
+        wanted = list(self.names) + list(self.open)
+        frame = pd.read_csv(path, usecols=wanted, dtype=dtypes, keep_default_na=False, sep=sep)
+        frame = frame[wanted]
         if on_invalid != "error":  # the data holder's cleaning (see `clean`)
             return self.clean(frame, on_invalid)
         self.encode(frame, show_bad_values=show_bad_values)

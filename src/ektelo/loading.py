@@ -82,10 +82,11 @@ def load_table(
                 raise ValueError(f"{source}: the file is empty") from None
             except UnicodeDecodeError:
                 raise ValueError(f"{source}: not a text CSV file") from None
-    missing = [n for n in domain.names if n not in frame.columns]
+    wanted = list(domain.names) + list(domain.open)  # open columns: kept as they are
+    missing = [n for n in wanted if n not in frame.columns]
     if missing:
-        raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
-    frame = frame[list(domain.names)]
+        raise ValueError(f"missing column(s) {missing}; the domain needs {wanted}")
+    frame = frame[wanted]
     if on_invalid == "error":
         domain.encode(frame, show_bad_values=show_bad_values)
         return frame

@@ -736,6 +736,35 @@ class AnalystSession:
         choice = self._choose(q, plan, budget, filtered)
         return choice.plan, choice.why, self._ranking(choice)
 
+    def release_keys(self, column: str, *, epsilon: float | None = None,
+                     rho: float | None = None) -> tuple[str, ...]:
+        """Partition selection (issue #39, docs/sql.md): the keys of open
+        column `column` whose noisy count reaches the kernel's threshold —
+        set from the δ kept for keys and the contribution bound; keys held
+        by one person are released with probability at most that δ — charged
+        `epsilon` (converted with the session's δ) or `rho`. From then on the
+        column is an attribute of these keys plus `OTHER_KEY` (every other
+        key), for every question of the session."""
+        if column not in self.domain.open:
+            raise ValueError(f"{column!r} is not an open column (open: {list(self.domain.open)})")
+        budget = self._request(epsilon, rho)
+        if "rho" not in budget:
+            raise ValueError("releasing keys needs a zCDP session (delta=): never pure ε-DP")
+        self._check_remaining(budget)
+        keys = self._table.select_keys(column, rho=budget["rho"])
+        self._open_keys(column, keys)
+        after = self.budget
+        self._history.append({
+            "question": "keys", "attributes": column, "where": None, "plan": "select_keys",
+            **budget, "spent_after": after.spent, "remaining_after": after.remaining,
+        })
+        return keys
+
+    def _open_keys(self, column: str, keys: Sequence[str]) -> None:
+        """Open column `column` recoded by its released keys (free, public)."""
+        self._table = self._table.recode(column, keys)
+        self.domain = self._table.domain
+
     @contextlib.contextmanager
     def _one_charge(self, budget: dict[str, float]) -> Iterator[None]:
         """Every question asked inside spends from ONE envelope of `budget`
@@ -745,12 +774,13 @@ class AnalystSession:
         budget is checked for the whole before anything runs; the questions'
         own envelopes nest inside it."""
         self._check_remaining(budget)
-        outer, self._table = self._table, _envelope(self._table, budget)
+        outer, domain = self._table, self.domain
+        self._table = _envelope(self._table, budget)
         self._enveloped = True
         try:
             yield
         finally:
-            self._table, self._enveloped = outer, False
+            self._table, self.domain, self._enveloped = outer, domain, False
 
     def _filtered(self, where: Any) -> Any:
         if where is None:

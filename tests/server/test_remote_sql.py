@@ -35,15 +35,30 @@ def sql_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
                           "age": rng.integers(0, 12, 800)})
     frame.to_csv(d / "t.csv", index=False)
     (d / "t-domain.json").write_text(json.dumps(DOMAIN))
+    _towns().to_csv(d / "towns.csv", index=False)
+    (d / "towns-domain.json").write_text(json.dumps(TOWNS))
     config = write_config(d, {"t": {"data": "t.csv", "domain": "t-domain.json",
-                                    "epsilon": 5.0, "seed": 23}})
+                                    "epsilon": 5.0, "seed": 23},
+                              "towns": {"data": "towns.csv", "domain": "towns-domain.json",
+                                        "epsilon": 5.0, "delta": 1e-6, "seed": 29}})
     run_admin(config, "init")
     token = run_admin(config, "add-analyst", "ana", "--dataset", "t")
+    token = run_admin(config, "add-analyst", "ana", "--dataset", "towns")  # (one token: both)
     server = ServerProcess(config).start()
     try:
         yield server.url, token, frame
     finally:
         server.stop()
+
+
+TOWNS = {"age": 12, "city": {"open": True}}
+
+
+def _towns() -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    p = 1 / np.arange(1, 13)
+    return pd.DataFrame({"age": rng.integers(0, 12, 3000),
+                         "city": rng.choice([f"c{i}" for i in range(12)], 3000, p=p / p.sum())})
 
 
 def _records(history: Any) -> list[Any]:
@@ -76,3 +91,21 @@ def test_sql_remotely_equals_sql_locally(sql_server: tuple[str, str, Any]) -> No
     assert other.spent == pytest.approx(1.0)  # the dataset's budget, shared
     other.sql("SELECT COUNT(*) FROM t", epsilon=0.5)
     assert other.spent == pytest.approx(1.5)
+
+
+def test_open_columns_remotely_equal_locally(sql_server: tuple[str, str, Any]) -> None:
+    """Partition selection through the server (issue #39): the same keys and
+    answers as a local kernel with the server session's seed."""
+    url, token, _ = sql_server
+    table = ektelo.connect(url, token).dataset("towns")
+    frame = _towns()
+    remote = Session.over(table)
+    local_table = ektelo.protect(frame, ektelo.Domain.from_dict(TOWNS), epsilon=5.0,
+                                 delta=1e-6, seed=table.seed)
+    local = Session.over(local_table)
+    text = "SELECT city, COUNT(*) AS n FROM t GROUP BY city ORDER BY n DESC LIMIT 4"
+    (got,) = remote.sql(text, epsilon=1.0)
+    (expected,) = local.sql(text, epsilon=1.0)
+    pd.testing.assert_frame_equal(got, expected)
+    assert remote.domain == local.domain and remote.domain["city"].values[0] == "c0"
+    assert _records(table.history()) == _records(local_table.history())

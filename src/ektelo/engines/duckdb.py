@@ -135,6 +135,9 @@ class Relation:
     params: tuple[Any, ...]
     width: int
     raws: tuple[Attribute | None, ...] = ()
+    # open columns (issue #39): (name, the SQL column holding its key as text),
+    # carried by `where` and `split` (`SELECT *`), dropped by `select`
+    open: tuple[tuple[str, str], ...] = ()
     # run without statistics propagation (see `DuckDBEngine.connection`): under
     # on_invalid="drop" a NaN in a float column is found by the queries, not
     # by the check, and DuckDB's statistics would hide it
@@ -284,13 +287,17 @@ class DuckDBEngine:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise ValueError(f"{source}: DuckDB cannot read it ({first})") from None
         types = {str(row[0]): str(row[1]).upper() for row in columns}
-        missing = [n for n in domain.names if n not in types]
+        missing = [n for n in (*domain.names, *domain.open) if n not in types]
         if missing:
             raise ValueError(
-                f"{source}: missing column(s) {missing}; the domain needs {list(domain.names)}"
+                f"{source}: missing column(s) {missing}; the domain needs "
+                f"{list(domain.names) + list(domain.open)}"
             )
         raws = [f"{_encoding(a, types[a.name], text, policy)[0]} AS r{j}"
                 for j, a in enumerate(domain.attributes)]  # fmt: skip
+        # open columns: their keys as text ('' for a missing one, as pandas reads it)
+        opened = tuple((o, f"o{i}") for i, o in enumerate(domain.open))
+        raws += [f"coalesce(CAST({quote(o)} AS VARCHAR), '') AS {c}" for o, c in opened]
         codes, params = _codes(domain, types, text, policy)
         axes: list[int] = []
         if units is not None:
@@ -332,7 +339,7 @@ class DuckDBEngine:
             member = "TRUE"
         else:  # "drop": a row with an invalid value in any column is not a member
             member = f"({valid})"
-        raw_names = ", ".join(f"r{j}" for j in range(len(domain)))
+        raw_names = ", ".join([f"r{j}" for j in range(len(domain))] + [c for _, c in opened])
         # clamped codes are not intervals of raw values: predicates test the codes
         raw_attrs = tuple(None if policy == "clamp" else a for a in domain.attributes)
         coded = f"SELECT {_cols(len(domain))}, {raw_names}, {member} AS ok FROM ({both}) AS coded"
@@ -369,7 +376,7 @@ class DuckDBEngine:
                 *(() if units.max_groups is None else (units.max_groups,)),
             )  # fmt: skip
         exact = policy == "drop" and any(types[a.name] in _FLOATS for a in domain.attributes)
-        return Relation(coded, both_params, len(domain), raw_attrs, exact)
+        return Relation(coded, both_params, len(domain), raw_attrs, opened, exact)
 
     def open_frame(
         self,
@@ -548,6 +555,7 @@ class DuckDBEngine:
             (*params, *table.params),
             table.width,
             table.raws,
+            table.open,
             table.exact,
         )
 
@@ -559,7 +567,7 @@ class DuckDBEngine:
             table.params,
             len(columns),
             tuple(table.raw(j) for j in columns),
-            table.exact,
+            exact=table.exact,
         )
 
     def group_by(
@@ -582,7 +590,7 @@ class DuckDBEngine:
             (*params, *table.params),
             width,
             (),
-            table.exact,
+            exact=table.exact,
         )
 
     def split(self, table: Relation, column: int, size: int) -> list[Relation]:
@@ -593,10 +601,38 @@ class DuckDBEngine:
                 (v, *table.params),
                 table.width,
                 table.raws,
+                table.open,
                 table.exact,
             )
             for v in range(size)
         ]
+
+    def key_counts(self, table: Relation, column: str) -> tuple[list[str], np.ndarray]:
+        key = _open_column(table, column)
+        sql = (f"SELECT {key} AS k, count(*) FILTER (WHERE ok) AS n FROM ({table.sql}) AS t "
+               f"GROUP BY {key}")  # every row grouped, members counted (as `vectorize`)
+        found = self._fetch(table, "key_counts", sql, table.params)
+        n = np.asarray(found["n"], dtype=np.int64)
+        keys = [str(k) for k in found["k"]]
+        present = np.flatnonzero(n > 0)
+        return [keys[i] for i in present], n[present]
+
+    def recode(self, table: Relation, column: str, keys: Sequence[str]) -> Relation:
+        key = _open_column(table, column)
+        if keys:  # list_position is 1-based, NULL when the key is not in the list
+            code = (f"coalesce(list_position(CAST(? AS VARCHAR[]), {key}) - 1, "
+                    "CAST(? AS BIGINT))")
+            params: tuple[Any, ...] = (list(keys), len(keys))
+        else:
+            code, params = "CAST(0 AS BIGINT)", ()
+        return Relation(
+            f"SELECT * EXCLUDE ({key}), {code} AS c{table.width} FROM ({table.sql}) AS t",
+            (*params, *table.params),
+            table.width + 1,
+            (*table.raws, *((None,) * (table.width - len(table.raws))), None),
+            tuple(o for o in table.open if o[0] != column),
+            table.exact,
+        )
 
     def vectorize(
         self, table: Relation, columns: Sequence[int], shape: tuple[int, ...]
@@ -676,6 +712,13 @@ class DuckDBEngine:
             [np.asarray(found[f"c{j}"], dtype=np.int64) for j in range(table.width)]
         ).reshape(-1, table.width)
 
+
+
+def _open_column(table: Relation, column: str) -> str:
+    for name, sql_column in table.open:
+        if name == column:
+            return sql_column
+    raise ValueError(f"the table holds no open column {column!r}")
 
 
 def _bounds_decide(a: Attribute, sql_type: str, text: bool) -> bool:

@@ -96,6 +96,12 @@ class MemoryEngine:
     def codes(self, table: tables.Rows) -> np.ndarray:
         return np.array(table.selected(), dtype=np.int64, copy=True)
 
+    def key_counts(self, table: tables.Rows, column: str) -> tuple[list[str], np.ndarray]:
+        return tables.key_counts(table, column)
+
+    def recode(self, table: tables.Rows, column: str, keys: Sequence[str]) -> tables.Rows:
+        return tables.recode_rows(table, column, keys)
+
     def __repr__(self) -> str:
         return "MemoryEngine()"
 
@@ -115,24 +121,41 @@ def open_frame(
         if frame[units.column].dtype.kind == "f":
             raise TypeError(f"privacy_unit={units.column!r} must hold integers or strings")
         axes = group_axes(units, domain)
+    missing = [o for o in domain.open if o not in frame.columns]
+    if missing:
+        raise ValueError(f"missing open column(s) {missing}; the domain declares them open")
+    opened = {o: frame[o].reset_index(drop=True) for o in domain.open}  # kept as text
     ids = None if units is None else frame[units.column].reset_index(drop=True)
-    if check_on_invalid(on_invalid) == "drop" and ids is not None:  # the rows clean keeps
-        valid = np.ones(len(ids), dtype=bool)
+    valid = None  # the rows `clean` keeps, for what is kept beside the codes
+    if check_on_invalid(on_invalid) == "drop" and (ids is not None or domain.open):
+        valid = np.ones(len(frame), dtype=bool)
         for a in domain.attributes:
             valid &= a._codes(frame[a.name].reset_index(drop=True))[2]
-        ids = ids[valid].reset_index(drop=True)
+        if ids is not None:
+            ids = ids[valid].reset_index(drop=True)
     if units is not None:  # the identifier stays here; the codes are the domain's
-        frame = frame[list(domain.names)]
+        frame = frame[list(domain.names) + list(domain.open)]
     if on_invalid != "error":
         frame = domain.clean(frame, on_invalid)
     # the smallest codes, column by column (issue #42): a column is contiguous
     # for `vectorize`, and the matrix is the one copy of the data kept
     codes = domain.encode(frame, show_bad_values=show_bad_values, dtype=domain.code_dtype(),
                           order="F")  # fmt: skip
+    kept = None
     if units is not None and ids is not None:
-        codes = np.asfortranarray(codes[_kept_per_unit(ids, codes, units, axes, key)])
+        kept = _kept_per_unit(ids, codes, units, axes, key)
+        codes = np.asfortranarray(codes[kept])
     codes.setflags(write=False)  # a fresh array: read-only, not copied
-    return tables.Rows.all(codes, tuple(int(n) for n in domain.shape))
+    columns = []
+    for name, column in opened.items():
+        text = column.astype(str).to_numpy()  # an open column's keys are text
+        if valid is not None:
+            text = text[valid]
+        if kept is not None:
+            text = text[kept]
+        distinct, index = np.unique(text, return_inverse=True)
+        columns.append((name, index.reshape(-1), distinct))
+    return tables.Rows(codes, None, tuple(int(n) for n in domain.shape), None, tuple(columns))
 
 
 def _kept_per_unit(

@@ -42,6 +42,8 @@ import numpy as np
 __all__ = [
     "Rows",
     "group_rows",
+    "key_counts",
+    "recode_rows",
     "select_rows",
     "split_rows",
     "vectorize_rows",
@@ -63,6 +65,9 @@ class Rows:
     mask: np.ndarray | None  # bool, one entry per row of `codes`; None: all rows
     sizes: tuple[int, ...] | None = None  # each column's public domain size, if known
     columns: tuple[int, ...] | None = None  # the table's columns of `codes`; None: all
+    # open columns (issue #39), carried by `where` and `split`: (name, each row's
+    # index into keys, the distinct keys as text) — private until `recode`
+    open: tuple[tuple[str, np.ndarray, np.ndarray], ...] = ()
 
     @staticmethod
     def all(codes: np.ndarray, sizes: tuple[int, ...] | None = None) -> Rows:
@@ -116,7 +121,7 @@ _BLOCK_ROWS = 1 << 16
 def where_rows(rows: Rows, mask_of: Callable[[np.ndarray], np.ndarray]) -> Rows:
     """The rows for which the compiled predicate holds (tested on every row)."""
     mask = rows.member() & np.asarray(mask_of(rows.matrix()), dtype=bool)
-    return Rows(rows.codes, mask, rows.sizes, rows.columns)
+    return Rows(rows.codes, mask, rows.sizes, rows.columns, rows.open)
 
 
 def select_rows(rows: Rows, columns: Sequence[int]) -> Rows:
@@ -164,8 +169,43 @@ def group_rows(rows: Rows, columns: Sequence[int], count: str | None, cap: int) 
 def split_rows(rows: Rows, column: int, size: int) -> list[Rows]:
     """One table per value 0..size-1 of `column` (disjoint; a partition)."""
     values, member = rows.column(column), rows.member()
-    return [Rows(rows.codes, member & (values == v), rows.sizes, rows.columns)
+    return [Rows(rows.codes, member & (values == v), rows.sizes, rows.columns, rows.open)
             for v in range(size)]  # fmt: skip
+
+
+def key_counts(rows: Rows, column: str) -> tuple[list[str], np.ndarray]:
+    """Open column `column`'s keys present in the table and their counts:
+    every row counted with its member weight into the column's distinct keys
+    (the same work whatever the mask), the keys with no member dropped."""
+    index, keys = _open(rows, column)
+    counts = np.bincount(index, weights=rows.weights(), minlength=keys.size).astype(np.int64)
+    present = np.flatnonzero(counts > 0)
+    return [str(k) for k in keys[present]], counts[present]
+
+
+def recode_rows(rows: Rows, column: str, keys: Sequence[str]) -> Rows:
+    """The table with open column `column` appended as a coded column: code
+    i for key keys[i], len(keys) for every other key — one lookup per row of
+    the code matrix (members or not), through a table over its distinct keys."""
+    index, distinct = _open(rows, column)
+    code_of = {k: i for i, k in enumerate(keys)}
+    lookup = np.fromiter((code_of.get(str(k), len(keys)) for k in distinct), dtype=np.int64,
+                         count=distinct.size)
+    new = lookup[index]
+    width = max(len(keys), max(rows.sizes or (1,)) - 1)
+    kind = np.result_type(rows.codes.dtype, np.min_scalar_type(width))
+    matrix = np.column_stack([rows.matrix().astype(kind, copy=False), new.astype(kind)])
+    matrix.setflags(write=False)
+    sizes = None if rows.sizes is None else (*rows.sizes, len(keys) + 1)
+    rest = tuple(o for o in rows.open if o[0] != column)
+    return Rows(matrix, rows.mask, sizes, None, rest)
+
+
+def _open(rows: Rows, column: str) -> tuple[np.ndarray, np.ndarray]:
+    for name, index, keys in rows.open:
+        if name == column:
+            return index, keys
+    raise ValueError(f"the table holds no open column {column!r}")
 
 
 def vectorize_rows(rows: Rows, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:

@@ -117,10 +117,14 @@ class SparkEngine:
         policy = check_on_invalid(on_invalid)
         frame, text = self._frame(source)
         fields = {f.name: f.dataType for f in frame.schema.fields}
-        missing = [n for n in domain.names if n not in fields]
+        missing = [n for n in (*domain.names, *domain.open) if n not in fields]
         if missing:
-            raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.names)}")
+            raise ValueError(f"missing column(s) {missing}; the domain needs "
+                             f"{list(domain.names) + list(domain.open)}")
         raws, unit_col = [], []
+        # open columns (issue #39): their keys as text ('' for a missing one)
+        opened = [sf.coalesce(sf.col(_backquote(o)).cast("string"), sf.lit("")).alias(_open(o))
+                  for o in domain.open]  # fmt: skip
         axes: list[int] = []
         if units is not None:
             check_unit_column(units.column, domain, fields)
@@ -144,13 +148,14 @@ class SparkEngine:
             raw = sf.col(_backquote(a.name)) if integral[j] else _raw(
                 a, sf.col(_backquote(a.name)), type_name, text)  # fmt: skip
             raws.append(raw.alias(f"r{j}"))
-        raw_frame = frame.select(*raws, *unit_col)
+        raw_frame = frame.select(*raws, *opened, *unit_col)
+        keys = [sf.col(_backquote(_open(o))) for o in domain.open]
 
         def coded(trusted: bool) -> Any:
             code_cols = [_code(a, sf.col(f"r{j}"), policy, integral[j], trusted).alias(f"c{j}")
                          for j, a in enumerate(domain.attributes)]  # fmt: skip
             return raw_frame.select(
-                *code_cols, *(sf.col(f"r{j}") for j in range(len(domain))),
+                *code_cols, *(sf.col(f"r{j}") for j in range(len(domain))), *keys,
                 *(sf.col("ektelo_unit") for _ in unit_col),
             )  # fmt: skip
 
@@ -191,7 +196,7 @@ class SparkEngine:
             window = Window.partitionBy(*within).orderBy(order)
             kept = kept.withColumn("ektelo_rank", sf.row_number().over(window))
             kept = kept.where(sf.col("ektelo_rank") <= sf.lit(units.max_rows))
-        return kept.select(*codes, sf.lit(True).alias("ok"))
+        return kept.select(*codes, *keys, sf.lit(True).alias("ok"))
 
     def open_frame(
         self, frame: Any, domain: Domain, *, on_invalid: str = "error",
@@ -305,6 +310,29 @@ class SparkEngine:
             for v in range(size)
         ]
 
+    def key_counts(self, table: Any, column: str) -> tuple[list[str], np.ndarray]:
+        from pyspark.sql import functions as sf
+
+        key = _open_column(table, column)
+        # every row grouped, members counted (as `vectorize`)
+        rows = guarded(self.name, "key_counts", lambda: table.groupBy(key.alias("k")).agg(
+            sf.count(sf.when(sf.col("ok"), 1)).alias("n")).collect())
+        counts = np.array([int(r["n"]) for r in rows], dtype=np.int64)
+        present = np.flatnonzero(counts > 0)
+        return [str(rows[i]["k"]) for i in present], counts[present]
+
+    def recode(self, table: Any, column: str, keys: Sequence[str]) -> Any:
+        from pyspark.sql import functions as sf
+
+        key = _open_column(table, column)
+        width = sum(1 for c in table.columns if c[:1] == "c" and c[1:].isdigit())
+        lookup = self._session().createDataFrame(
+            [(k, i) for i, k in enumerate(keys)], "ektelo_key string, ektelo_code long")
+        joined = table.join(sf.broadcast(lookup), key == sf.col("ektelo_key"), "left")
+        code = sf.coalesce(sf.col("ektelo_code"), sf.lit(len(keys)).cast("long"))
+        return joined.withColumn(f"c{width}", code).drop("ektelo_key", "ektelo_code",
+                                                         _open(column))
+
     def vectorize(self, table: Any, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
         from pyspark.sql import functions as sf
 
@@ -357,7 +385,8 @@ class SparkEngine:
     def codes(self, table: Any) -> np.ndarray:
         from pyspark.sql import functions as sf
 
-        names = [c for c in table.columns if c != "ok"]
+        names = sorted((c for c in table.columns if c[:1] == "c" and c[1:].isdigit()),
+                       key=lambda c: int(c[1:]))  # the codes (not an open column's keys)
         width = len(names)
         kept = table.where(sf.col("ok")).select(*names)
         ordered = kept.orderBy(*names) if width else kept
@@ -496,3 +525,16 @@ def _condition(cond: cd.Cond) -> Any:
     for p in parts[1:]:
         out = (out & p) if isinstance(cond, cd.All) else (out | p)
     return out
+
+
+def _open(column: str) -> str:
+    """The Spark column that holds open column `column`'s keys."""
+    return f"ektelo_open:{column}"
+
+
+def _open_column(table: Any, column: str) -> Any:
+    from pyspark.sql import functions as sf
+
+    if _open(column) not in table.columns:
+        raise ValueError(f"the table holds no open column {column!r}")
+    return sf.col(_backquote(_open(column)))

@@ -94,6 +94,17 @@ class TableEngine(Protocol):
         """The rows' codes as an int64 matrix (rows × columns; for tests)."""
         ...
 
+    def key_counts(self, table: Any, column: str) -> tuple[list[str], np.ndarray]:
+        """Open column `column` (the domain's `open`: kept as text, not coded):
+        each distinct key of the table's rows, as text, and its number of rows
+        (int64, > 0), in any order (issue #39: `Kernel.select_keys`)."""
+        ...
+
+    def recode(self, table: Any, column: str, keys: Sequence[str]) -> Any:
+        """The table with open column `column` made its last coded column:
+        code i for rows whose key is keys[i], len(keys) for any other key."""
+        ...
+
 
 
 def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap: int) -> Domain:

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..budget import ZCDP, PureDP
-from ..domain import Domain, check_names
+from ..domain import OTHER_KEY, Domain, check_names
 from ..matrix import (
     Dense,
     EMatrix,
@@ -295,6 +295,7 @@ class Kernel:
     def __init__(
         self, budget: PureDP | ZCDP, *, seed: int | None = None, ledger: Accountant | None = None,
         limits: QueryLimits | None = None, history: int | None = None,
+        key_delta: float | None = None,
     ):
         """`ledger`: the accountant to charge (default: a fresh in-memory
         `Ledger` of `budget`; a durable one from `store.attach` must be of
@@ -302,7 +303,9 @@ class Kernel:
         checked before any charge). `history`: keep only the last this many
         query records in memory (None: all) — the history is public
         bookkeeping, not accounting (the ledger charges), and a durable
-        ledger keeps every request; a long-lived server kernel stays O(1)."""
+        ledger keeps every request; a long-lived server kernel stays O(1).
+        `key_delta`: the δ reserved for releasing open columns' keys
+        (`select_keys`, a zCDP budget only; None: refused)."""
         if history is not None and (isinstance(history, bool) or not isinstance(history, int)
                                     or history < 1):  # fmt: skip
             raise ValueError(f"history must be a positive int or None, got {history!r}")
@@ -314,6 +317,14 @@ class Kernel:
         if ledger is not None and ledger.unit != budget.unit:
             raise ValueError(f"the ledger's unit is {ledger.unit}; the budget's is {budget.unit}")
         self._ledger: Accountant = Ledger(budget) if ledger is None else ledger
+        if key_delta is not None:
+            if not isinstance(budget, ZCDP):
+                raise ValueError("key_delta= needs a zCDP budget: releasing unknown keys is "
+                                 "(ε, δ)-DP, never pure ε-DP")
+            if isinstance(key_delta, bool) or not isinstance(key_delta, numbers.Real) or not (
+                    0 < float(key_delta) < 1):  # fmt: skip
+                raise ValueError(f"key_delta must be a number in (0, 1), got {key_delta!r}")
+        self._key_delta = None if key_delta is None else float(key_delta)
         self._random = RandomSource(seed)
         self._sources: dict[int, _Table | _Vector | object] = {}
         self._history: deque[QueryRecord] = deque(maxlen=history)
@@ -336,7 +347,7 @@ class Kernel:
 
     @property
     def budget(self) -> Budget:
-        report = self._ledger.budget()
+        report = replace(self._ledger.budget(), key_delta=self._key_delta)
         return report if self._units is None else replace(report, privacy_unit=str(self._units))
 
     @property
@@ -583,6 +594,22 @@ class Kernel:
         ]
 
     @_private
+    def recode(self, source: int, column: Any, keys: Any) -> int:
+        """Open column `column` made a coded attribute (issue #39): code i for
+        the rows whose key is keys[i] — public text, e.g. what `select_keys`
+        released — and one more code, `OTHER_KEY`, for every other key. A
+        fixed row-by-row map of public arguments: 1-stable, no row lost."""
+        node, t = self._table(source)
+        if column not in t.domain.open:
+            raise ValueError(f"{column!r} is not an open column of this table "
+                             f"(open: {list(t.domain.open)})")
+        keys = _checked_keys(keys)
+        domain = t.domain.with_keys(column, keys)
+        rows = t.engine.recode(t.rows, column, keys)
+        return self._new_table(node, rows, domain, 1, "recode", repr((column, keys)), None,
+                               t.groups)
+
+    @_private
     def vectorize(self, source: int, attrs: Any = None) -> int:
         node, t = self._table(source)
         names = t.domain.names if attrs is None else check_names(t.domain, attrs)
@@ -810,6 +837,58 @@ class Kernel:
             attributes=tuple(t.domain.names),
         )  # fmt: skip
 
+    @_private
+    def select_keys(
+        self, source: int, column: Any, *, rho: Any, request_id: Any = None
+    ) -> tuple[str, ...]:
+        """Partition selection (issue #39; proofs/kernel.md K10): the keys of
+        open column `column` whose count of rows plus exact discrete Gaussian
+        noise (σ for ρ at sensitivity 1) reaches the threshold
+        τ = c + σ·√(2 ln(c/δₛ)), sorted — the rest suppressed, counts never
+        released. c is the table's stability to the root (one unit moves at
+        most c rows: at most c keys, by at most c each); δₛ = key_delta ·
+        c²ρ / ρ_total, this request's share of the kernel's `key_delta` (the
+        ledger caps Σ c²ρ at ρ_total, so Σ δₛ ≤ key_delta, durably too).
+        Charged ρ here (c²ρ at the root) like a Gaussian measurement."""
+        node, t = self._table(source)
+        if column not in t.domain.open:
+            raise ValueError(f"{column!r} is not an open column of this table "
+                             f"(open: {list(t.domain.open)})")
+        if self._key_delta is None:
+            raise ValueError("releasing an open column's keys needs a kernel with key_delta= "
+                             "(a zCDP budget with δ: protect(..., epsilon=, delta=))")
+        amount = self._ledger.amount(rho=rho)  # validates ρ; refuses on a pure-ε kernel
+        c = self._ledger.stability_to_root(node)
+        total = Fraction(self._ledger.budget().total)
+        share = float(Fraction(self._key_delta) * c * c * amount / total)
+        if not 0 < share < 1:
+            raise ValueError(f"the keys' δ share {share!r} is outside (0, 1)")
+        gaussian_sigma_for(1.0, float(rho), integral=True, max_column_nnz=1)  # validates
+        labels, counts = t.engine.key_counts(t.rows, column)  # engine work before the charge
+        labels, counts = [str(k) for k in labels], np.asarray(counts, np.float64).reshape(-1)
+        if len(labels) != counts.size:  # (the engine's contract; public sizes only)
+            raise ValueError("the engine returned keys and counts of different lengths")
+        # one order on every engine; the reserved `OTHER_KEY` is never a key (a public rule)
+        order = sorted((i for i in range(len(labels)) if labels[i] != OTHER_KEY),
+                       key=labels.__getitem__)  # fmt: skip
+        labels, counts = [labels[i] for i in order], counts[np.asarray(order, dtype=np.int64)]
+
+        def draw() -> dict[str, Any]:  # after the charge: nothing raises on the data
+            g = gaussian_draw(self._random, counts, sensitivity=1.0, rho=float(rho),
+                              integral=True)
+            tau = float(c) + g.sigma * math.sqrt(2.0 * math.log(float(c) / share))
+            kept = np.flatnonzero(g.values >= tau)
+            if kept.size > MAX_KEYS:  # (post-processing) the largest noisy counts, in order
+                kept = np.sort(kept[np.argsort(-g.values[kept], kind="stable")[:MAX_KEYS]])
+            return {"keys": [labels[i] for i in kept], "scale": g.sigma,
+                    "threshold": tau}
+
+        out = self._release(
+            node, "select_keys", draw, rho=float(rho), request_id=request_id,
+            content={"column": str(column)}, query=f"keys of {column!r}", sensitivity=1.0,
+        )  # fmt: skip
+        return tuple(str(k) for k in out["keys"])
+
     def _counts(self, v: _Vector, operator: str) -> np.ndarray:
         """The vector as counts for a partition operator whose privacy proof
         needs integer neighbours; refused (before any charge) unless the
@@ -957,6 +1036,26 @@ class Kernel:
             **cast(dict[str, Any], charge),
         )  # fmt: skip
         return request.candidates[int(out["index"])]
+
+
+#: the most keys `recode` takes (a public bound on the recoded attribute's size)
+MAX_KEYS = 1 << 20
+
+
+def _checked_keys(keys: Any) -> tuple[str, ...]:
+    """Public keys for `recode`: a list of distinct str, none the reserved
+    `OTHER_KEY`, at most `MAX_KEYS` (what `select_keys` releases always is)."""
+    if isinstance(keys, str) or not isinstance(keys, (list, tuple)):
+        raise TypeError(f"keys must be a list of str, got {type(keys).__name__}")
+    if len(keys) > MAX_KEYS:
+        raise ValueError(f"at most {MAX_KEYS} keys, got {len(keys)}")
+    if not all(type(k) is str for k in keys):
+        raise TypeError("keys must be str (an open column's keys are text)")
+    if len(set(keys)) != len(keys):
+        raise ValueError("keys must be distinct")
+    if OTHER_KEY in keys:
+        raise ValueError(f"{OTHER_KEY!r} is the code of every other key; it cannot be a key")
+    return tuple(keys)
 
 
 def _array_digest(a: Any) -> str:

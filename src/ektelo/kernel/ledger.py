@@ -114,6 +114,9 @@ class BudgetReport:
     unit: Literal["epsilon", "rho"] = "epsilon"
     delta: float | None = None
     privacy_unit: str | None = None  # the neighbouring relation when per unit, not per row
+    # the δ reserved for releasing open columns' keys (`Kernel.select_keys`): the
+    # whole guarantee is (ε at `delta`, delta + key_delta)-DP (issue #39)
+    key_delta: float | None = None
 
     def epsilon(self, delta: float | None = None) -> float:
         """ε of the guarantee so far: the spent ε, or for ρ the (ε, δ)-DP it implies."""
@@ -205,6 +208,11 @@ class Graph:
             path.append(current)
             current = self._nodes[current].parent
         return path
+
+    def stability_to_root(self, node: int) -> Fraction:
+        """The product of the stabilities from `node` up to the root: a change
+        of one unit of the root moves at most this many rows of `node`."""
+        return math.prod((self._nodes[n].stability for n in self.chain(node)), start=Fraction(1))
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -339,6 +347,8 @@ class Accountant(Protocol):
     ) -> int: ...  # fmt: skip
 
     def kind(self, node: int) -> Kind: ...
+
+    def stability_to_root(self, node: int) -> Fraction: ...
 
     def __len__(self) -> int: ...
 

@@ -139,6 +139,20 @@ class ProtectedTable(_Handle):
         `attrs` (default: all, in domain order), C-order. A new root vector."""
         return self._new(ProtectedVector, self._port.submit(msg.Vectorize(self._node, attrs)))
 
+    def select_keys(self, column: str, *, rho: float) -> tuple[str, ...]:
+        """Private→Public (partition selection, issue #39): the keys of open
+        column `column` whose noisy count of rows reaches the kernel's
+        threshold (set from its δ for keys and the table's contribution
+        bound), sorted; the rest suppressed. Charged `rho` (zCDP)."""
+        keys: tuple[str, ...] = self._port.submit(msg.SelectKeys(self._node, column, rho))
+        return tuple(keys)
+
+    def recode(self, column: str, keys: Any) -> ProtectedTable:
+        """Private, 1-stable: open column `column` as a coded attribute of the
+        public `keys` plus `OTHER_KEY` for every other key (no row lost)."""
+        request = msg.Recode(self._node, column, tuple(keys))
+        return self._new(ProtectedTable, self._port.submit(request))
+
     def noisy_count(self, *, eps: float) -> Measurement:
         """Private→Public (NoisyCount): the number of rows plus Laplace(1/eps)."""
         measurement: Measurement = self._port.submit(msg.NoisyCount(self._node, eps))

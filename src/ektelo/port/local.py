@@ -99,6 +99,10 @@ class LocalPort:
             ),
             port.Transform: lambda r: port.NewSource(k.transform(r.source, r.matrix)),
             port.Envelope: lambda r: port.NewSource(k.envelope(r.source, eps=r.eps, rho=r.rho)),
+            port.Recode: lambda r: port.NewSource(k.recode(r.source, r.column, list(r.keys))),
+            port.SelectKeys: lambda r: k.select_keys(
+                r.source, r.column, rho=r.rho, request_id=r.request_id
+            ),
             port.VectorLaplace: lambda r: k.laplace(
                 r.source, r.matrix, eps=r.eps, request_id=r.request_id
             ),
@@ -246,6 +250,12 @@ def protect(
     ε·(1 + 10⁻⁹)² with envelopes, which allow the same slack inside); with
     a ledger, so is every request on the dataset, from all sessions together.
     """
+    key_delta = None
+    if isinstance(domain, Domain) and domain.open:  # open columns (issue #39): half of δ
+        if delta is None:                           # is kept for releasing their keys
+            raise ValueError(f"open column(s) {list(domain.open)} need an (ε, δ) budget: "
+                             "releasing keys nobody declared is never pure ε-DP (give delta=)")
+        delta = key_delta = float(delta) / 2
     budget = budget_of(epsilon=epsilon, delta=delta, rho=rho)
     if ledger is None and (dataset is not None or analyst is not None):
         raise TypeError("dataset= and analyst= name a budget in a ledger store: pass ledger=")
@@ -278,7 +288,10 @@ def protect(
             units=units, key=key,
         )  # fmt: skip
         if sealed is None:
-            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units, history)
+            kernel = _kernel(budget, seed, ledger, dataset, analyst, query_limits, units, history,
+                             key_delta)  # fmt: skip
+        elif key_delta is not None:
+            raise ValueError("open columns do not combine with suggest_max_rows yet")
         root = kernel.add_engine_table(table_engine, table, domain, units=units, root=sealed)
         return ProtectedTable(LocalPort(kernel), root)
     if any(b is not None for b in (privacy_unit, max_rows_per_unit, max_groups_per_unit,
@@ -310,15 +323,16 @@ def protect(
 def _kernel(
     budget: PureDP | ZCDP, seed: int | None, ledger: Any, dataset: str | None,
     analyst: str | None, limits: QueryLimits | None = None, units: PrivacyUnit | None = None,
-    history: int | None = None,
+    history: int | None = None, key_delta: float | None = None,
 ) -> Kernel:  # fmt: skip
     """A kernel over the in-memory ledger, or attached to `dataset` in a store
     (after the data was checked, so a refused protect records nothing)."""
     if ledger is None:
-        return Kernel(budget, seed=seed, limits=limits, history=history)
+        return Kernel(budget, seed=seed, limits=limits, history=history, key_delta=key_delta)
     if dataset is None:
         raise TypeError("a ledger= needs dataset= naming the budget in it")
     relation = "row" if units is None else f"unit:{units.column}"
     durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None,
                            neighbours=relation)  # fmt: skip
-    return Kernel(budget, seed=seed, ledger=durable, limits=limits, history=history)
+    return Kernel(budget, seed=seed, ledger=durable, limits=limits, history=history,
+                  key_delta=key_delta)

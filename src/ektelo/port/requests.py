@@ -41,8 +41,10 @@ __all__ = [
     "Port",
     "PrivBayesSelect",
     "QueryRecord",
+    "Recode",
     "ReduceByPartition",
     "Select",
+    "SelectKeys",
     "SelectMarginal",
     "SourceInfo",
     "SplitTable",
@@ -241,3 +243,22 @@ class SelectMarginal:
     penalties: Any = None
     request_id: str | None = None  # idempotent retries (None: a fresh id)
     groups: Any = None  # per candidate, a public map of its cells to groups (or None)
+
+
+@dataclass(frozen=True)
+class Recode:
+    """An open column made a coded attribute of public `keys` (issue #39)."""
+
+    source: int
+    column: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SelectKeys:
+    """Partition selection: the keys of an open column released (issue #39)."""
+
+    source: int
+    column: str
+    rho: Any
+    request_id: str | None = None  # idempotent retries (None: a fresh id)

@@ -5,7 +5,7 @@ session), `output` (frames to CSV/Parquet/JSON). See docs/sql.md."""
 
 from .compile import Item, Key, Order, Statement, compile_sql
 from .joint import Joint, joint_workload
-from .run import answer_sql, compile_joint, explain_text
+from .run import answer_sql, check_sql, compile_joint, explain_text
 
-__all__ = ["Item", "Joint", "Key", "Order", "Statement", "answer_sql", "compile_joint",
+__all__ = ["Item", "Joint", "Key", "Order", "Statement", "answer_sql", "check_sql", "compile_joint",
            "compile_sql", "explain_text", "joint_workload"]

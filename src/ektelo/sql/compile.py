@@ -77,14 +77,24 @@ class Statement:
 def compile_sql(text: str, domain: Domain) -> tuple[list[Statement], bool]:
     """The statements of `text` (separated by ``;``) and whether they were
     asked with EXPLAIN; a `SqlError` naming the clause for anything else."""
+    parsed = _parse(text)
+    explained = [e for _, e in parsed]
+    if any(explained) and not all(explained):
+        raise SqlError("sql: EXPLAIN applies to the whole call (its statements form one "
+                       "workload): put it before every statement, or use --explain")
+    return [_statement(t, domain) for t, _ in parsed], all(explained)
+
+
+def _parse(text: str) -> list[tuple[Any, bool]]:
+    """Each statement's tree, and whether EXPLAIN preceded it."""
+    import logging
+
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError
 
     if not isinstance(text, str) or not text.strip():
         raise SqlError("sql: no statement given")
-    import logging
-
     quiet = logging.getLogger("sqlglot")  # EXPLAIN parses as a Command: handled below
     level = quiet.level
     quiet.setLevel(logging.ERROR)
@@ -97,8 +107,7 @@ def compile_sql(text: str, domain: Domain) -> tuple[list[Statement], bool]:
         quiet.setLevel(level)
     if not trees:
         raise SqlError("sql: no statement given")
-    explained = []
-    selects = []
+    out = []
     for tree in trees:
         is_explain = False
         if isinstance(tree, exp.Command) and str(tree.this).upper() == "EXPLAIN":
@@ -109,12 +118,28 @@ def compile_sql(text: str, domain: Domain) -> tuple[list[Statement], bool]:
             except ParseError as exc:
                 raise SqlError(f"sql: cannot parse: {str(exc).splitlines()[0]}") from None
             is_explain = True
-        explained.append(is_explain)
-        selects.append(tree)
-    if any(explained) and not all(explained):
-        raise SqlError("sql: EXPLAIN applies to the whole call (its statements form one "
-                       "workload): put it before every statement, or use --explain")
-    return [_statement(t, domain) for t in selects], all(explained)
+        out.append((tree, is_explain))
+    return out
+
+
+def open_columns(text: str, domain: Domain) -> list[str]:
+    """The domain's open columns (issue #39) that `text` names, in domain
+    order — their keys are released before the statements can compile. One
+    named in a WHERE is refused here, before anything is spent: its keys are
+    unknown, so nothing can be compared to them."""
+    from sqlglot import exp
+
+    if not domain.open:
+        return []
+    trees = [t for t, _ in _parse(text)]
+    named = {str(c.name) for t in trees for c in t.find_all(exp.Column)}
+    filtered = {str(c.name) for t in trees if t.args.get("where") is not None
+                for c in t.args["where"].find_all(exp.Column)} & set(domain.open)
+    if filtered:
+        raise SqlError(f"sql: WHERE on open column(s) {sorted(filtered)}: their keys are "
+                       "unknown until released (Session.release_keys), so nothing can be "
+                       "compared to them")
+    return [o for o in domain.open if o in named]
 
 
 # -- one statement ----------------------------------------------------------------------

@@ -28,15 +28,28 @@ import numpy as np
 import pandas as pd
 
 from ..answers import tidy
+from ..domain import OTHER_KEY
 from ..errors import SqlError
 from ..workload import spec as questions
-from .compile import Statement, compile_sql
+from .compile import Statement, compile_sql, open_columns
 from .joint import Joint, joint_workload
 
-__all__ = ["answer_sql", "compile_joint", "explain_text"]
+__all__ = ["answer_sql", "check_sql", "compile_joint", "explain_text"]
 
 TERMS_BOUND = "std error bounded by the sum over the filter's terms (conservative)"
 MEAN_BEFORE = "a mean's error depends on its noisy count: known after measuring"
+#: the share of a call's budget that releases the keys of the open columns it names
+KEY_SHARE = 0.2
+
+
+def check_sql(text: str, domain: Any) -> tuple[list[Statement], bool]:
+    """The statements of `text` checked against `domain` before anything is
+    read or spent — an open column they group by compiled as if its keys
+    were none yet (they are released when the statements run)."""
+    provisional = domain
+    for c in open_columns(text, domain):
+        provisional = provisional.with_keys(c, [])
+    return compile_sql(text, provisional)
 
 
 def compile_joint(text: str, domain: Any) -> tuple[list[Statement], Joint, bool]:
@@ -86,6 +99,9 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
     union serves some mixes badly), each statement is answered alone by its
     own plan — inside ONE envelope of the budget, so still charged once, all
     or nothing — and `attrs["mode"]` says so."""
+    opened = open_columns(text, session.domain)
+    if opened:
+        return _after_keys(session, text, opened, epsilon, rho, plan, alpha, explain)
     statements, joint, explained = compile_joint(text, session.domain)
     budget = session._request(epsilon, rho)
     name, why = _plan(session, joint, plan, budget)
@@ -137,15 +153,55 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
     return frames
 
 
-def _one_history_row(session: Any, joint: Joint, start: int, budget: dict[str, float]) -> None:
+def _after_keys(session: Any, text: str, opened: list[str], epsilon: float | None,
+                rho: float | None, plan: str, alpha: float, explain: bool) -> list[pd.DataFrame]:
+    """Statements naming open columns (issue #39): inside ONE envelope of the
+    call's budget, `KEY_SHARE` of it releases each open column's keys
+    (`select_keys`: partition selection) and the rest answers the statements
+    over the recoded table; the released keys then stay public for the
+    session (`Session.release_keys`). Everything is checked before anything
+    is spent: the statements compile against the domain with no key yet."""
+    from ..budget import rho_of_epsilon_delta
+
+    _, explained = check_sql(text, session.domain)
+    if explain or explained:
+        raise SqlError(f"sql: EXPLAIN: open column(s) {opened} have no released keys yet, so "
+                       "their cells are unknown: release them first (Session.release_keys)")
+    whole = session._request(epsilon, rho)
+    if "rho" not in whole:
+        raise SqlError("sql: open columns need a zCDP session (delta=): releasing keys nobody "
+                       "declared is never pure ε-DP")
+    user = rho if rho is not None else rho_of_epsilon_delta(float(epsilon or 0),
+                                                             session.budget.delta)
+    key_rho = whole["rho"] * KEY_SHARE / len(opened)
+    start = len(session._history)
+    with session._one_charge(whole):
+        released = {c: session._table.select_keys(c, rho=key_rho) for c in opened}
+        for c, keys in released.items():
+            session._table = session._table.recode(c, keys)
+        session.domain = session._table.domain
+        frames = answer_sql(session, text, rho=user * (1 - KEY_SHARE), plan=plan, alpha=alpha)
+    for c, keys in released.items():  # public now: every later question uses them
+        session._open_keys(c, keys)
+    _one_history_row(session, None, start, whole, "sql with keys of " + ", ".join(opened))
+    for f in frames:
+        f.attrs["released_keys"] = {c: len(k) for c, k in released.items()}
+        f.attrs["key_rho"] = key_rho * len(opened)
+    return frames
+
+
+def _one_history_row(session: Any, joint: Joint | None, start: int, budget: dict[str, float],
+                     what: str = "one at a time") -> None:
     """The statements' history rows since `start` as one: the call was one
     question, charged once."""
     rows = session._history[start:]
     del session._history[start:]
     after = session.budget
     session._history.append({
-        "question": joint.question.kind, "attributes": ",".join(joint.question.attributes),
-        "where": None, "plan": "one at a time: " + ", ".join(r["plan"] for r in rows),
+        "question": "custom" if joint is None else joint.question.kind,
+        "attributes": ",".join(r["attributes"] for r in rows) if joint is None
+        else ",".join(joint.question.attributes),
+        "where": None, "plan": what + ": " + ", ".join(str(r["plan"]) for r in rows),
         **budget, "spent_after": after.spent, "remaining_after": after.remaining,
     })
 
@@ -328,6 +384,13 @@ def _ordered(st: Statement, items: list[pd.DataFrame], expected: bool) -> pd.Dat
     by ORDER BY and cut by LIMIT: post-processing of released answers."""
     groups = len(items[0])
     order = np.arange(groups)
+    # a recoded open column's `OTHER_KEY` (every key not released) is not a group:
+    # partition selection suppresses those keys (issue #39)
+    others = np.zeros(groups, dtype=bool)
+    for key in st.keys:
+        if key.width is None and key.name in items[0].columns:
+            others |= (items[0][key.name].astype(str) == OTHER_KEY).to_numpy()
+    order = order[~others]
     if st.order:
         keys = []
         for o in reversed(st.order):  # np.lexsort: the last key is the primary one
@@ -343,7 +406,7 @@ def _ordered(st: Statement, items: list[pd.DataFrame], expected: bool) -> pd.Dat
                 else:
                     v = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
             keys.append(-v if o.descending else v)
-        order = np.lexsort(keys) if keys else order
+        order = order[np.lexsort([k[order] for k in keys])] if keys else order
     if st.limit is not None:
         order = order[: st.limit]
     rank = np.empty(groups, dtype=np.int64)
