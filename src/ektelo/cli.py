@@ -125,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_model_unit(args.plan, args.delta)
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
-    budget = _dataset_budget(args, ledger, dataset)
+    budget = _dataset_budget(args, ledger, dataset, domain)
     session = _open(args, domain, budget, ledger, dataset, seed=args.seed)
     ask: dict[str, Any] = {"epsilon": args.epsilon}
     if args.dry_run or args.explain:
@@ -179,7 +179,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     statements, explained = check_sql(args.query, domain)  # refusals: nothing opened
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
-    budget = _dataset_budget(args, ledger, dataset)
+    budget = _dataset_budget(args, ledger, dataset, domain)
     session = _open(args, domain, budget, ledger, dataset, seed=args.seed)
     frames = session.sql(args.query, epsilon=args.epsilon, plan=args.plan, alpha=args.alpha,
                          explain=args.explain)
@@ -247,7 +247,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.domain}: not valid JSON ({exc.msg})") from None
     ledger = None if args.no_ledger else (args.ledger or str(default_ledger()))
     dataset = args.dataset or Path(args.data).stem
-    budget = _dataset_budget(args, ledger, dataset)
+    budget = _dataset_budget(args, ledger, dataset, domain)
     session = _open(args, domain, budget, ledger, dataset)
     frame = session.synthetic(args.rows, plan=args.plan, epsilon=args.epsilon, seed=args.seed,
                               params=_params(args.param))
@@ -352,10 +352,13 @@ def _open(args: argparse.Namespace, domain: Any, budget: dict[str, Any], ledger:
         raise
 
 
-def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str) -> dict[str, Any]:
+def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str,
+                    domain: Any = None) -> dict[str, Any]:
     """The dataset's total budget for protect: the ledger's record when the
     dataset has one (a cap never changes), else `--total` (recorded by this
-    first run); without a ledger, `--total` or this run's ε."""
+    first run); without a ledger, `--total` or this run's ε. With open
+    columns protect keeps half of δ for their keys and records the other
+    half: the record's δ is then half of --delta."""
     if ledger is None:
         return {"epsilon": args.total or args.epsilon, "delta": args.delta}
     record = None
@@ -379,10 +382,12 @@ def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str) 
             raise CLIError(f"dataset {dataset!r} has a pure ε budget in the ledger (a dataset's "
                            f"budget is of one kind, set by its first run): drop --delta")
     else:
-        stored = {"rho": float(record.total), "delta": record.delta}
-        if args.delta is None or record.delta is None or args.delta != record.delta:
-            raise CLIError(f"dataset {dataset!r} has a zCDP budget with δ={record.delta} in the "
-                           f"ledger: pass --delta {record.delta}")
+        halved = 2 if getattr(domain, "open", ()) else 1  # (exact: a power of two)
+        stated = None if record.delta is None else record.delta * halved
+        stored = {"rho": float(record.total), "delta": stated}
+        if args.delta is None or stated is None or args.delta != stated:
+            raise CLIError(f"dataset {dataset!r} has a zCDP budget with δ={stated} in the "
+                           f"ledger: pass --delta {stated}")
     if args.total is not None and record.unit == "epsilon" and args.total != float(record.total):
         raise CLIError(f"dataset {dataset!r} already has total ε={float(record.total):g} in the "
                        f"ledger; a total never changes (drop --total)")

@@ -242,6 +242,15 @@ def test_ektelo_sql_on_a_csv_with_an_open_column(tmp_path: Path, capsys: Any) ->
                  "SELECT city, COUNT(*) FROM towns GROUP BY city ORDER BY COUNT(*) DESC LIMIT 2"])
     out = capsys.readouterr().out
     assert code == 0 and "town00" in out and "a person alone" not in out
+    # with a durable ledger: the record keeps the half of δ not kept for keys, and
+    # a later run stating the same --delta is the same budget
+    ledger = ["--ledger", str(tmp_path / "l.db"), "--total", "3"]
+    for _ in range(2):
+        code = main(["sql", "--data", str(tmp_path / "towns.csv"), "--domain",
+                     str(tmp_path / "towns.json"), "--epsilon", "1", "--delta", "1e-6",
+                     *ledger, "SELECT city, COUNT(*) FROM towns GROUP BY city"])
+        assert code == 0
+    assert "plus δ ≤ 5e-07 for keys of open columns" in capsys.readouterr().out
 
 
 def test_a_key_spelled_like_other_is_never_released() -> None:
