@@ -164,7 +164,7 @@ def test_an_or_filter_carries_its_exact_standard_error() -> None:
     """WHERE a OR b is a sum of disjoint mask terms; the answer's standard error
     is that of the summed rows (exact), not the terms' Minkowski bound. Identity
     at ε = 1: race r's count sums 12 + 3 = 15 Laplace(1) cells, std √30 = 5.48
-    (the bound said √24 + √6 = 7.35); 150 seeded draws × 4 races agree within 12 %."""
+    (the bound said √24 + √6 = 7.35); 100 seeded draws × 4 races agree within 12 %."""
     from ektelo.sql.run import TERMS_BOUND
 
     df = _table()
@@ -175,7 +175,7 @@ def test_an_or_filter_carries_its_exact_standard_error() -> None:
     assert not expected["ci_method"].astype(str).str.contains(TERMS_BOUND, regex=False).any()
     truth = df[(df.sex == "M") | (df.age < 3)].groupby("race").size().to_numpy()
     errors = []
-    for _ in range(150):
+    for _ in range(100):
         (f,) = s.sql(text, epsilon=1.0, plan="identity")
         np.testing.assert_allclose(f["std_error"], np.sqrt(30.0), rtol=1e-9)
         errors.append(f["answer"].to_numpy() - truth)
