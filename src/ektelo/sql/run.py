@@ -175,14 +175,19 @@ def _after_keys(session: Any, text: str, opened: list[str], epsilon: float | Non
                                                              session.budget.delta)
     key_rho = whole["rho"] * KEY_SHARE / len(opened)
     start = len(session._history)
-    with session._one_charge(whole):
-        released = {c: session._table.select_keys(c, rho=key_rho) for c in opened}
+    released: dict[str, tuple[str, ...]] = {}
+    try:
+        with session._one_charge(whole):
+            for c in opened:
+                released[c] = session._table.select_keys(c, rho=key_rho)
+            for c, keys in released.items():
+                session._table = session._table.recode(c, keys)
+            session.domain = session._table.domain
+            frames = answer_sql(session, text, rho=user * (1 - KEY_SHARE), plan=plan,
+                                alpha=alpha)
+    finally:  # keys released are public: every later question uses them, come what may
         for c, keys in released.items():
-            session._table = session._table.recode(c, keys)
-        session.domain = session._table.domain
-        frames = answer_sql(session, text, rho=user * (1 - KEY_SHARE), plan=plan, alpha=alpha)
-    for c, keys in released.items():  # public now: every later question uses them
-        session._open_keys(c, keys)
+            session._open_keys(c, keys)
     _one_history_row(session, None, start, whole, "sql with keys of " + ", ".join(opened))
     for f in frames:
         f.attrs["released_keys"] = {c: len(k) for c, k in released.items()}
