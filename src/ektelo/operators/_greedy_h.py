@@ -60,10 +60,15 @@ Three implementations of the workload's part ("oracles",
   tree level, so the whole selection costs O((n + q)·log n) time and
   O(n + q) memory for q queries — no n×n matrix is ever formed;
 * any other workload with fewer rows than cells (q < n, e.g. DAWA's 2-D
-  ranges reduced to its buckets): its rows R (q×n, dense; G = RᵀR is never
-  formed). Each node carries its image R_S u_S (a q-vector) up the tree, a
-  parent's being its children's summed and rescaled, so m = ‖R_S u_S‖² costs
-  O(q) per node: O(q·n) per pass, O(q·n) memory;
+  ranges reduced to its buckets), or a dense one with up to four rows per
+  cell: its rows R (q×n, dense; G = RᵀR is never formed whole). Once per
+  tree, the Gram blocks G_BB of the nodes B at the shallowest depth whose
+  nodes have at most 32 cells (`_block_depth`): below and at that depth
+  m = u_Sᵀ G_SS u_S from the block holding S. There each node's image
+  R_S u_S (a q-vector) is formed, and above it carried up the tree, a
+  parent's being its children's summed and rescaled, so m = ‖R_S u_S‖²
+  costs O(q) per node: O(q·n) per pass (one read of R, then O(q·n/16)),
+  O(q·n) memory;
 * any other workload: the dense Gram matrix WᵀW (n×n), from the library's
   `workload.gram()` (in column blocks unless it is dense already).
 The last two do not say which queries contain a node, so there C_v = 0 and "canonical"
@@ -306,6 +311,13 @@ def _greedy_pass(
     branching = max(int(lv.child_count.max()) for lv in tree.levels)
     u = np.ones(tree.n)  # per cell: the u-vector of the deepest finished node
     rows = oracle if isinstance(oracle, _RowsOracle) else None  # m from the images R_S u_S
+    # ... above the blocks' depth; at and below it, from the blocks' Grams
+    blocks_at = _block_depth(tree) if rows is not None else -1
+    if rows is not None:
+        top = tree.levels[blocks_at]
+        internal_top = top.child_count > 0
+        if internal_top.any():
+            rows.set_blocks(top.lower[internal_top], top.upper[internal_top])
     splits: list[np.ndarray] = []
     stops: list[np.ndarray] = []
     errors: list[np.ndarray] = []
@@ -337,7 +349,9 @@ def _greedy_pass(
             start = lv.child_start[internal]
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
-            if rows is not None:
+            if rows is not None and depth >= blocks_at:
+                m = rows.block_quadratic(lo, hi, u)
+            elif rows is not None:
                 img_sum, m = _child_images(
                     rows, child_img, below_leaf, below_cells, start, lv.child_count[internal]
                 )
@@ -375,8 +389,10 @@ def _greedy_pass(
             if flat.any():
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
-            if rows is not None:  # R_S u_S after the rescaling; a flat node's columns are all equal
-                img = img_sum * scale[:, None]  # (img_sum may be shared: not in place)
+            if rows is not None and depth <= blocks_at:
+                # R_S u_S after the rescaling; a flat node's columns are all equal
+                # (img_sum may be shared: not in place)
+                img = rows.images(lo, hi, u) if depth == blocks_at else img_sum * scale[:, None]
                 img[flat] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
             if carry_exact:  # the evaluating pass's error: p = 1 on flat nodes (unused there)
@@ -394,7 +410,7 @@ def _greedy_pass(
         errors.append(error)
         exacts.append(exact)
         child_error, child_k, child_q, child_exact = error, k, q_self, exact
-        if rows is not None:  # the internal nodes' images; leaves stay R's columns
+        if rows is not None and depth <= blocks_at:  # internal nodes' images; leaves: R's columns
             child_img = img if internal.any() else np.zeros((0, rows.Rt.shape[1]))
             below_leaf, below_cells = ~internal, lv.lower
     if carry_exact:  # the carried errors were damped: the exact ones are the fit's
@@ -405,6 +421,19 @@ def _greedy_pass(
         tuple(reversed(errors)),
         float(errors[-1][0]),
     )
+
+
+def _block_depth(tree: _Tree) -> int:
+    """The shallowest depth whose nodes have at most `_BLOCK_CELLS` cells each:
+    `_greedy_pass` takes m from the Gram blocks of its nodes there and below."""
+    for depth, lv in enumerate(tree.levels):
+        if int(lv.size.max()) <= _BLOCK_CELLS:
+            return depth
+    return len(tree.levels) - 1
+
+
+# Cells of the largest Gram block of a `_RowsOracle` pass (`_block_depth`).
+_BLOCK_CELLS = 32
 
 
 def _child_images(
