@@ -89,7 +89,7 @@ Plans on 2-D data flatten the domain first (DAWA uses the Hilbert order);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 
@@ -297,6 +297,50 @@ def _greedy_pass(
     local: str = "canonical",
     fixed: tuple[Sequence[np.ndarray], Sequence[np.ndarray]] | None = None,
 ) -> _Fit:
+    """One pass of `_greedy_steps` (its docstring), on its own."""
+    steps = _greedy_steps(tree, oracle, granularity=granularity, local=local, fixed=fixed)
+    return _run_passes([steps], oracle)[0]
+
+
+# A pass of `_greedy_steps`: asks (lower, upper, u) for the images R_S u_S of
+# the nodes at the blocks' depth (a `_RowsOracle` only, once), returns its fit.
+_Steps = Generator[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, _Fit]
+
+
+def _run_passes(passes: Sequence[_Steps], oracle: _Oracle) -> list[_Fit]:
+    """Run independent passes side by side: their asks for images (all at the
+    same level of the same tree) are answered by one product of R's columns
+    (`_RowsOracle.images_many`: R read once, not once per pass)."""
+    fits: list[_Fit | None] = [None] * len(passes)
+    asks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for i, steps in enumerate(passes):
+        try:
+            asks[i] = next(steps)
+        except StopIteration as done:
+            fits[i] = done.value
+    if asks:
+        if not isinstance(oracle, _RowsOracle):
+            raise TypeError("only a rows oracle's passes ask for images")
+        lower, upper, _ = next(iter(asks.values()))
+        images = oracle.images_many(lower, upper, [u for _, _, u in asks.values()])
+        for i, img in zip(asks, images, strict=True):
+            try:
+                passes[i].send(img)
+            except StopIteration as done:
+                fits[i] = done.value
+            else:
+                raise RuntimeError("a pass asks for images once")
+    return fits  # type: ignore[return-value]  # every pass has returned
+
+
+def _greedy_steps(
+    tree: _Tree,
+    oracle: _Oracle,
+    *,
+    granularity: int = 100,
+    local: str = "canonical",
+    fixed: tuple[Sequence[np.ndarray], Sequence[np.ndarray]] | None = None,
+) -> _Steps:
     """Bottom-up over the levels; the errors carried up are exact.
 
     Search mode (`fixed` None): each node's split p is the grid value
@@ -392,7 +436,10 @@ def _greedy_pass(
             if rows is not None and depth <= blocks_at:
                 # R_S u_S after the rescaling; a flat node's columns are all equal
                 # (img_sum may be shared: not in place)
-                img = rows.images(lo, hi, u) if depth == blocks_at else img_sum * scale[:, None]
+                if depth == blocks_at:  # asked of the caller: R_S u_S for every pass at once
+                    img = yield lo, hi, u
+                else:
+                    img = img_sum * scale[:, None]
                 img[flat] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
             if carry_exact:  # the evaluating pass's error: p = 1 on flat nodes (unused there)
@@ -470,21 +517,29 @@ def _child_images(
     return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
 
 
-def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:
+def _uniform_steps(tree: _Tree, oracle: _Oracle) -> _Steps:
     """H_b: p_v = h_v/(h_v + 1) gives every node of a complete tree the same
     weight 1/(height + 1) (ragged trees: still sensitivity 1), nothing collapsed."""
     split = [lv.height / (lv.height + 1.0) for lv in tree.levels]
     stop = [lv.child_count == 0 for lv in tree.levels]
-    return _greedy_pass(tree, oracle, fixed=(split, stop))
+    return _greedy_steps(tree, oracle, fixed=(split, stop))
+
+
+def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:
+    """H_b's fit (`_uniform_steps`)."""
+    return _run_passes([_uniform_steps(tree, oracle)], oracle)[0]
 
 
 def _best_fit(tree: _Tree, oracle: _Oracle, *, granularity: int = 100) -> _Fit:
-    """The weighting of least exact error among the local objectives and H_b."""
-    best = _uniform_fit(tree, oracle)
+    """The weighting of least exact error among the local objectives and H_b
+    (the first of least error, in that order), the passes run side by side."""
+    passes = [_uniform_steps(tree, oracle)]
     for local in _LOCAL_OBJECTIVES:
         if local == "canonical" and isinstance(oracle, (_GramOracle, _RowsOracle)):
             continue  # C_v = 0 there: the same as "exact"
-        fit = _greedy_pass(tree, oracle, granularity=granularity, local=local)
+        passes.append(_greedy_steps(tree, oracle, granularity=granularity, local=local))
+    best, *others = _run_passes(passes, oracle)
+    for fit in others:
         if fit.root_error < best.root_error:
             best = fit
     return best

@@ -205,7 +205,7 @@ class _RowsOracle:
     Held as Rᵀ (n×q, a cell's column contiguous). `_greedy_pass` computes m
     from the Gram blocks of one tree level's nodes (`set_blocks`,
     `block_quadratic`) at and below that level, and above it from the
-    nodes' images R_S u_S (`images`, `columns`); `quadratic` is the direct
+    nodes' images R_S u_S (`images_many`, `columns`); `quadratic` is the direct
     O(q·|S|) form of the same quantity.
     """
 
@@ -329,13 +329,24 @@ class _RowsOracle:
         per_cell = ub * np.matmul(np.where(same, grams, 0.0), ub[:, :, None])[:, :, 0]
         return np.bincount(node, weights=per_cell[block, pos], minlength=lower.size)
 
-    def images(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """R_S u_S for disjoint, sorted ranges S (one row each, len × q)."""
-        size = upper - lower + 1
-        cells = _cells(lower, upper)
-        indptr = np.concatenate(([0], np.cumsum(size)))
-        weights = sp.csr_matrix((u[cells], cells, indptr), shape=(lower.size, self.Rt.shape[0]))
-        return np.asarray(weights @ self.Rt)
+    def images_many(
+        self, lower: np.ndarray, upper: np.ndarray, us: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        """R_S u_S for disjoint, sorted ranges S (one row each, len × q), for
+        every cell vector u of `us`: one sparse product, its rows node by node
+        and u by u within a node, so that a node's columns of R are read once
+        for all (each row summed over the node's cells in order, as alone)."""
+        lanes, size = len(us), upper - lower + 1
+        count = np.repeat(size, lanes)  # the product's rows: (node, lane)
+        indptr = np.concatenate(([0], np.cumsum(count)))
+        at = np.arange(int(indptr[-1])) - np.repeat(indptr[:-1], count)  # within the row
+        cells = np.repeat(np.repeat(lower, lanes), count) + at
+        lane = np.repeat(np.tile(np.arange(lanes), lower.size), count)
+        weights = sp.csr_matrix(
+            (np.stack(us)[lane, cells], cells, indptr), shape=(count.size, self.Rt.shape[0])
+        )
+        out = np.asarray(weights @ self.Rt).reshape(lower.size, lanes, -1)
+        return [np.ascontiguousarray(out[:, i]) for i in range(lanes)]
 
     def quadratic(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
         out = np.empty(lower.size)
