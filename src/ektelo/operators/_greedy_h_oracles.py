@@ -26,7 +26,6 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..matrix import Dense, EMatrix, Identity, Partition, Product, Sparse
 from ._forms import BLOCK_ENTRIES, RangeForm, dense_gram, range_form
@@ -333,20 +332,13 @@ class _RowsOracle:
         self, lower: np.ndarray, upper: np.ndarray, us: Sequence[np.ndarray]
     ) -> list[np.ndarray]:
         """R_S u_S for disjoint, sorted ranges S (one row each, len × q), for
-        every cell vector u of `us`: one sparse product, its rows node by node
-        and u by u within a node, so that a node's columns of R are read once
-        for all (each row summed over the node's cells in order, as alone)."""
-        lanes, size = len(us), upper - lower + 1
-        count = np.repeat(size, lanes)  # the product's rows: (node, lane)
-        indptr = np.concatenate(([0], np.cumsum(count)))
-        at = np.arange(int(indptr[-1])) - np.repeat(indptr[:-1], count)  # within the row
-        cells = np.repeat(np.repeat(lower, lanes), count) + at
-        lane = np.repeat(np.tile(np.arange(lanes), lower.size), count)
-        weights = sp.csr_matrix(
-            (np.stack(us)[lane, cells], cells, indptr), shape=(count.size, self.Rt.shape[0])
-        )
-        out = np.asarray(weights @ self.Rt).reshape(lower.size, lanes, -1)
-        return [np.ascontiguousarray(out[:, i]) for i in range(lanes)]
+        every cell vector u of `us`: per range one product of the u's on S
+        with R's columns on S (read once for all u's)."""
+        U = np.stack(us)
+        out = np.empty((lower.size, len(us), self.Rt.shape[1]))
+        for i, (lo, hi) in enumerate(zip(lower.tolist(), upper.tolist(), strict=True)):
+            np.matmul(U[:, lo : hi + 1], self.Rt[lo : hi + 1], out=out[i])
+        return [np.ascontiguousarray(out[:, i]) for i in range(len(us))]
 
     def quadratic(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
         out = np.empty(lower.size)
