@@ -16,6 +16,13 @@ implicit product densified as before (the counting switched off), and the
 (`_greedy_h._BLOCK_CELLS = 1`: every node's m from its image R_S u_S, as
 before the blocks; same strategies), to show both changes in one run.
 Target: well under a second per run on every set. BLAS single-threaded.
+
+The first lines print NumPy's huge-page setting: on a machine with
+transparent huge pages on madvise and fragmented memory, NumPy's
+madvise(MADV_HUGEPAGE) of its large arrays can cost more system time than
+the work (on the shared 2-core machine of issue #42: 0.45 s of system time
+for one 155 MB array of BeijingTaxiE's W P⁺, 0.1 s with it off). To see the
+work without it: ``NUMPY_MADVISE_HUGEPAGE=0 python benchmarks/bench_dawa_2d.py``.
 """
 
 from __future__ import annotations
@@ -90,6 +97,9 @@ def main() -> None:
         print(f"no DPBench 2-D data under {folder}: nothing to run")
         return
     W, source = _workload()
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    print(f"NUMPY_MADVISE_HUGEPAGE={os.environ.get('NUMPY_MADVISE_HUGEPAGE', 'unset (on)')}; "
+          f"transparent huge pages: {thp.read_text().strip() if thp.exists() else 'n/a'}")
     print(f"DAWA (ratio 0.25), W = {source} ({W.shape[0]} ranges); CPU s per plan call, "
           f"{args.seeds} seed(s): max / median; first seed: old = the densified product "
           "(reduced), images = no Gram blocks (plain / reduced)")  # fmt: skip
