@@ -431,3 +431,23 @@ def test_a_kernel_keeps_its_last_history_records_and_charges_every_request():
     assert receipt.record.eps == 0.25 and len(response.answers) == 1
     with pytest.raises(ValueError, match="history"):
         ektelo.protect(np.arange(8), epsilon=1.0, history=0)
+
+
+def test_a_handle_asks_for_its_description_once() -> None:
+    """A source's description (shape, integrality, root) is fixed when it is
+    created: a handle asks the kernel for it once, however often it is read
+    (a plan reads x.shape and x.size; remotely each ask is a round trip)."""
+    x = ektelo.protect(np.arange(12).reshape(3, 4), epsilon=1.0, seed=1)
+    asked: list[object] = []
+
+    class Counting:
+        def submit(self, request: object) -> object:
+            asked.append(request)
+            return x.port.submit(request)
+
+    h = ektelo.ProtectedVector(Counting(), x.node)  # type: ignore[arg-type]
+    assert (h.shape, h.size, h.integral, h.root_shape) == ((3, 4), 12, True, (3, 4))
+    assert h.shape == (3, 4)
+    assert [type(r) for r in asked] == [port.Describe]
+    h.laplace(Identity(12), eps=0.5)  # other requests still go through
+    assert [type(r) for r in asked] == [port.Describe, port.VectorLaplace]

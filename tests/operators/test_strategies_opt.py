@@ -85,10 +85,11 @@ LOCALS = ("canonical", "damped", "reference", "exact")
 
 
 def padded(W: EMatrix) -> Dense:
-    """W as a Dense matrix with n zero rows more: the same Gram WᵀW, but at
-    least as many rows as cells, so GreedyH holds it by its dense Gram."""
+    """W as a Dense matrix with 5·n zero rows more: the same Gram WᵀW, but
+    more than four rows per cell, so GreedyH holds it by its dense Gram (a
+    dense workload of fewer is held by its rows)."""
     D = W.dense()
-    return Dense(np.vstack([D, np.zeros((D.shape[1], D.shape[1]))]))
+    return Dense(np.vstack([D, np.zeros((5 * D.shape[1], D.shape[1]))]))
 
 
 def assert_same_strategy(A: EMatrix, B: EMatrix) -> None:
@@ -549,6 +550,37 @@ def test_greedy_h_rows_oracle_matches_the_gram_oracle() -> None:
         )
     A = greedy_h(n, W)
     assert greedy_h_error(n, W) == pytest.approx(dense_error(A, W), rel=1e-9)
+
+
+def _rows_workload(rng: np.random.Generator, n: int, q: int) -> Dense:
+    """Dense 0/1/2 rows with runs of equal columns (nodes collapse), some across
+    the Gram blocks' boundaries and some inside them."""
+    R = rng.integers(0, 3, size=(q, n)).astype(float)
+    for lo in rng.choice(n - 40, 6, replace=False):
+        R[:, lo : lo + int(rng.integers(2, 40))] = R[:, lo : lo + 1]
+    return Dense(R)
+
+
+@pytest.mark.parametrize(("n", "q", "b"), [(300, 120, 2), (517, 90, 3), (300, 900, 2)])
+def test_greedy_h_rows_oracle_gram_blocks_match_the_gram_oracle(n: int, q: int, b: int) -> None:
+    """A dense workload held by its rows (fewer rows than cells, or up to four
+    per cell) takes m = u_Sᵀ G_SS u_S from Gram blocks of neighbouring cells
+    at and below the depth of nodes of ≤ 32 cells, and images R_S u_S above
+    it; the padded copy is held by its whole dense Gram. Every weighting —
+    the splits, the collapsed nodes (inside blocks and across them) and the
+    exact error — is the same, up to rounding."""
+    W = _rows_workload(np.random.default_rng(n + q), n, q)
+    G = padded(W)
+    for local in LOCALS[1:]:
+        assert_same_strategy(greedy_h(n, W, branching=b, local=local),
+                             greedy_h(n, G, branching=b, local=local))  # fmt: skip
+        assert greedy_h_error(n, W, branching=b, local=local) == pytest.approx(
+            greedy_h_error(n, G, branching=b, local=local), rel=1e-9
+        )
+    best = greedy_h(n, W, branching=b)
+    assert collapsed(best, n), "some node collapses"
+    assert_same_strategy(best, greedy_h(n, G, branching=b))
+    assert greedy_h_error(n, W, branching=b) == pytest.approx(dense_error(best, W), rel=1e-9)
 
 
 # -- GreedyH on small domains: every weighting in one pass on the dense Gram -------------

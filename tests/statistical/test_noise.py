@@ -370,6 +370,21 @@ def test_bad_input_raises(kwargs: dict, answers: list[float], message: str) -> N
         RandomSource(0).laplace(np.array(answers), integral=True, **kwargs)
 
 
+def test_the_memoised_plan_refuses_what_it_refused_before() -> None:
+    """The noise plan is memoised on its public arguments, by value and type:
+    a valid call first does not let a refused argument through — a bool is
+    not a sensitivity though True == 1.0, and a refusal is never cached."""
+    scale = laplace_scale_for(1.0, 0.5, integral=True, max_column_nnz=1)
+    assert laplace_scale_for(1.0, 0.5, integral=True, max_column_nnz=1) == scale
+    with pytest.raises(ValueError, match="sensitivity"):
+        laplace_scale_for(True, 0.5, integral=True, max_column_nnz=1)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="epsilon"):
+            laplace_scale_for(1.0, math.nan, integral=True, max_column_nnz=1)
+    with pytest.raises(ValueError, match="max_column_nnz"):
+        laplace_scale_for(1.0, 0.5, integral=True, max_column_nnz=True)
+
+
 @pytest.mark.parametrize("integral", [True, False])
 def test_answers_are_clamped_never_checked(integral: bool) -> None:
     """L6: the answers' values never raise (the kernel draws after charging):

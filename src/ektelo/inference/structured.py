@@ -315,7 +315,14 @@ def disjoint_of(A: EMatrix) -> Disjoint | None:
         row, value = found
         cells = None if row.min(initial=0) >= 0 else np.flatnonzero(row >= 0)
         if cells is not None:
-            row, value = row[cells], value[cells]
+            row = row[cells]
+            value = None if value is None else value[cells]
+        if value is None:  # 0/1 rows: 1/|row| on its cells (the same quotients)
+            if m == 1:
+                return Disjoint(1, n, cells, row, np.full(row.size, 1.0 / row.size))
+            sizes = np.bincount(row, minlength=m).astype(np.float64)
+            inverse = np.divide(1.0, sizes, out=np.zeros(m), where=sizes > 0)
+            return Disjoint(m, n, cells, row, inverse[row])
         if m == 1:  # a total: one group, no gathers
             return Disjoint(1, n, cells, row, value / float(np.dot(value, value)))
         norm2 = np.bincount(row, weights=value * value, minlength=m)
@@ -362,22 +369,22 @@ def disjoint_of(A: EMatrix) -> Disjoint | None:
     return Disjoint(m, n, cells, group, coef, rows, scale, labels)
 
 
-def _cell_rows(A: EMatrix) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per cell the row of its one entry (-1: none) and the entry, read from
-    the structure of an Identity, a Total, range queries no two of which
-    share a cell, or a weighted or row-scaled one of these, in O(n + m) with
-    no sparse matrix; None for any other matrix (the caller reads the
-    explicit one) and for ranges that overlap. Entries equal to 0 count as
-    none."""
+def _cell_rows(A: EMatrix) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Per cell the row of its one entry (-1: none) and the entry (None: 1
+    wherever there is one), read from the structure of an Identity, a Total,
+    range queries no two of which share a cell, or a weighted or row-scaled
+    one of these, in O(n + m) with no sparse matrix; None for any other
+    matrix (the caller reads the explicit one) and for ranges that overlap.
+    Entries equal to 0 count as none."""
     m, n = A.shape
     if type(A) is Identity:
-        return np.arange(n, dtype=np.int64), np.ones(n)
+        return np.arange(n, dtype=np.int64), None
     if type(A) is Total:
-        return np.zeros(n, dtype=np.int64), np.ones(n)
+        return np.zeros(n, dtype=np.int64), None
     if type(A) is RangeQueries and not A.transposed:
         grid = _grid_rows(A)
         if grid is not None:
-            return grid, (grid >= 0).astype(np.float64)
+            return grid, None
         sizes = A._sizes().astype(np.int64)
         if int(sizes.sum()) > n:  # some cell is in two ranges
             return None
@@ -386,21 +393,26 @@ def _cell_rows(A: EMatrix) -> tuple[np.ndarray, np.ndarray] | None:
         row[cols] = np.repeat(np.arange(m, dtype=np.int64), sizes)
         if np.count_nonzero(row >= 0) != cols.size:  # a cell written twice
             return None
-        return row, (row >= 0).astype(np.float64)
+        return row, None
     inner = None
     if type(A) is Weighted:
         inner = _cell_rows(A.base)
         if inner is not None:
-            inner = (inner[0], inner[1] * A.weight)
+            inner = (inner[0], _entries(*inner) * A.weight)
     elif type(A) is Product and type(A.A) is Diagonal:
         inner = _cell_rows(A.B)
         if inner is not None:
-            row, value = inner
-            inner = (row, value * np.where(row >= 0, A.A.d[np.maximum(row, 0)], 0.0))
+            row = inner[0]
+            inner = (row, _entries(*inner) * np.where(row >= 0, A.A.d[np.maximum(row, 0)], 0.0))
     if inner is None:
         return None
     row, value = inner
     return np.where(value != 0, row, -1), value
+
+
+def _entries(row: np.ndarray, value: np.ndarray | None) -> np.ndarray:
+    """`_cell_rows`'s entries as an array (None: 1 where a row holds the cell)."""
+    return (row >= 0).astype(np.float64) if value is None else value
 
 
 def _grid_rows(R: RangeQueries) -> np.ndarray | None:
@@ -408,7 +420,6 @@ def _grid_rows(R: RangeQueries) -> np.ndarray | None:
     of disjoint intervals per axis, each product at most once (a grid, as
     UniformGrid's): from each cell's interval on every axis, in O(n) with no
     list of the ranges' cells. None for any other ranges."""
-    d = len(R.domain_shape)
     labels, counts, index = [], [], []
     for axis, size in enumerate(R.domain_shape):
         pairs, which = np.unique(
@@ -429,16 +440,12 @@ def _grid_rows(R: RangeQueries) -> np.ndarray | None:
     key = np.ravel_multi_index(tuple(index), counts)
     if np.unique(key).size != key.size:
         return None  # a product of intervals asked twice
-    table = np.full(cells + 1, -1, dtype=np.int64)  # the last entry: a cell outside
-    table[key] = np.arange(key.size)
-    flat = np.zeros([1] * d, dtype=np.int64)
-    outside = np.zeros([1] * d, dtype=bool)
-    for axis, (label, count) in enumerate(zip(labels, counts, strict=True)):
-        shape = [1] * d
-        shape[axis] = label.size
-        flat = flat * count + np.maximum(label, 0).reshape(shape)
-        outside = outside | (label < 0).reshape(shape)
-    return np.asarray(table[np.where(outside, cells, flat)].reshape(-1))
+    # the range of every product of intervals, one more slot per axis for a
+    # cell outside every interval; every cell's in one gather
+    table = np.full([c + 1 for c in counts], -1, dtype=np.int64)
+    table[tuple(index)] = np.arange(key.size)
+    at = [np.where(label < 0, count, label) for label, count in zip(labels, counts, strict=True)]
+    return np.asarray(table[np.ix_(*at)].reshape(-1))
 
 
 def solve_disjoint(found: Disjoint) -> Callable[[np.ndarray], np.ndarray]:

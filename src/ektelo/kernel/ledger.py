@@ -424,7 +424,9 @@ class Ledger(Graph):
     ) -> Reservation:  # fmt: skip
         """Algorithm 2 in memory, with idempotent retries under an explicit id."""
         rid = check_request_id(request_id)
-        digest = request_digest(self._node(node).digest, {"operation": operation, **content})
+        digest = "" if rid is None else request_digest(  # (used only to match a retry)
+            self._node(node).digest, {"operation": operation, **content}
+        )
         if rid is not None and rid in self._requests:
             first, answer = self._requests[rid]
             if first != digest:

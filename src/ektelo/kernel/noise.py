@@ -115,6 +115,7 @@ def _round_up(x: Fraction) -> float:
     return math.nextafter(f, math.inf) if Fraction(f) < x else f
 
 
+@lru_cache(maxsize=1024, typed=True)  # public arguments; a refusal is never cached
 def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: int) -> _Plan:
     d, eps = _positive("sensitivity", sensitivity), _positive("epsilon", epsilon)
     return _plan_exact(d, eps, bool(integral), _count("max_column_nnz", max_column_nnz))

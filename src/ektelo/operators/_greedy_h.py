@@ -60,10 +60,15 @@ Three implementations of the workload's part ("oracles",
   tree level, so the whole selection costs O((n + q)·log n) time and
   O(n + q) memory for q queries — no n×n matrix is ever formed;
 * any other workload with fewer rows than cells (q < n, e.g. DAWA's 2-D
-  ranges reduced to its buckets): its rows R (q×n, dense; G = RᵀR is never
-  formed). Each node carries its image R_S u_S (a q-vector) up the tree, a
-  parent's being its children's summed and rescaled, so m = ‖R_S u_S‖² costs
-  O(q) per node: O(q·n) per pass, O(q·n) memory;
+  ranges reduced to its buckets), or a dense one with up to four rows per
+  cell: its rows R (q×n, dense; G = RᵀR is never formed whole). Once per
+  tree, the Gram blocks G_BB of the nodes B at the shallowest depth whose
+  nodes have at most 32 cells (`_block_depth`): below and at that depth
+  m = u_Sᵀ G_SS u_S from the block holding S. There each node's image
+  R_S u_S (a q-vector) is formed, and above it carried up the tree, a
+  parent's being its children's summed and rescaled, so m = ‖R_S u_S‖²
+  costs O(q) per node: O(q·n) per pass (one read of R, then O(q·n/16)),
+  O(q·n) memory;
 * any other workload: the dense Gram matrix WᵀW (n×n), from the library's
   `workload.gram()` (in column blocks unless it is dense already).
 The last two do not say which queries contain a node, so there C_v = 0 and "canonical"
@@ -84,7 +89,7 @@ Plans on 2-D data flatten the domain first (DAWA uses the Hilbert order);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 
@@ -292,6 +297,50 @@ def _greedy_pass(
     local: str = "canonical",
     fixed: tuple[Sequence[np.ndarray], Sequence[np.ndarray]] | None = None,
 ) -> _Fit:
+    """One pass of `_greedy_steps` (its docstring), on its own."""
+    steps = _greedy_steps(tree, oracle, granularity=granularity, local=local, fixed=fixed)
+    return _run_passes([steps], oracle)[0]
+
+
+# A pass of `_greedy_steps`: asks (lower, upper, u) for the images R_S u_S of
+# the nodes at the blocks' depth (a `_RowsOracle` only, once), returns its fit.
+_Steps = Generator[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, _Fit]
+
+
+def _run_passes(passes: Sequence[_Steps], oracle: _Oracle) -> list[_Fit]:
+    """Run independent passes side by side: their asks for images (all at the
+    same level of the same tree) are answered by one product of R's columns
+    (`_RowsOracle.images_many`: R read once, not once per pass)."""
+    fits: list[_Fit | None] = [None] * len(passes)
+    asks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for i, steps in enumerate(passes):
+        try:
+            asks[i] = next(steps)
+        except StopIteration as done:
+            fits[i] = done.value
+    if asks:
+        if not isinstance(oracle, _RowsOracle):
+            raise TypeError("only a rows oracle's passes ask for images")
+        lower, upper, _ = next(iter(asks.values()))
+        images = oracle.images_many(lower, upper, [u for _, _, u in asks.values()])
+        for i, img in zip(asks, images, strict=True):
+            try:
+                passes[i].send(img)
+            except StopIteration as done:
+                fits[i] = done.value
+            else:
+                raise RuntimeError("a pass asks for images once")
+    return fits  # type: ignore[return-value]  # every pass has returned
+
+
+def _greedy_steps(
+    tree: _Tree,
+    oracle: _Oracle,
+    *,
+    granularity: int = 100,
+    local: str = "canonical",
+    fixed: tuple[Sequence[np.ndarray], Sequence[np.ndarray]] | None = None,
+) -> _Steps:
     """Bottom-up over the levels; the errors carried up are exact.
 
     Search mode (`fixed` None): each node's split p is the grid value
@@ -306,6 +355,13 @@ def _greedy_pass(
     branching = max(int(lv.child_count.max()) for lv in tree.levels)
     u = np.ones(tree.n)  # per cell: the u-vector of the deepest finished node
     rows = oracle if isinstance(oracle, _RowsOracle) else None  # m from the images R_S u_S
+    # ... above the blocks' depth; at and below it, from the blocks' Grams
+    blocks_at = _block_depth(tree) if rows is not None else -1
+    if rows is not None:
+        top = tree.levels[blocks_at]
+        internal_top = top.child_count > 0
+        if internal_top.any():
+            rows.set_blocks(top.lower[internal_top], top.upper[internal_top])
     splits: list[np.ndarray] = []
     stops: list[np.ndarray] = []
     errors: list[np.ndarray] = []
@@ -337,7 +393,9 @@ def _greedy_pass(
             start = lv.child_start[internal]
             sum_error = np.add.reduceat(child_error, start)
             sum_k = np.add.reduceat(child_k, start)
-            if rows is not None:
+            if rows is not None and depth >= blocks_at:
+                m = rows.block_quadratic(lo, hi, u)
+            elif rows is not None:
                 img_sum, m = _child_images(
                     rows, child_img, below_leaf, below_cells, start, lv.child_count[internal]
                 )
@@ -375,8 +433,13 @@ def _greedy_pass(
             if flat.any():
                 flo, fhi = lo[flat], hi[flat]
                 u[_cells(flo, fhi)] = np.repeat(1.0 / (fhi - flo + 1), fhi - flo + 1)
-            if rows is not None:  # R_S u_S after the rescaling; a flat node's columns are all equal
-                img = img_sum * scale[:, None]  # (img_sum may be shared: not in place)
+            if rows is not None and depth <= blocks_at:
+                # R_S u_S after the rescaling; a flat node's columns are all equal
+                # (img_sum may be shared: not in place)
+                if depth == blocks_at:  # asked of the caller: R_S u_S for every pass at once
+                    img = yield lo, hi, u
+                else:
+                    img = img_sum * scale[:, None]
                 img[flat] = rows.columns(lo[flat])
             error[internal] = np.where(flat, diag[internal], e_v)
             if carry_exact:  # the evaluating pass's error: p = 1 on flat nodes (unused there)
@@ -394,7 +457,7 @@ def _greedy_pass(
         errors.append(error)
         exacts.append(exact)
         child_error, child_k, child_q, child_exact = error, k, q_self, exact
-        if rows is not None:  # the internal nodes' images; leaves stay R's columns
+        if rows is not None and depth <= blocks_at:  # internal nodes' images; leaves: R's columns
             child_img = img if internal.any() else np.zeros((0, rows.Rt.shape[1]))
             below_leaf, below_cells = ~internal, lv.lower
     if carry_exact:  # the carried errors were damped: the exact ones are the fit's
@@ -405,6 +468,19 @@ def _greedy_pass(
         tuple(reversed(errors)),
         float(errors[-1][0]),
     )
+
+
+def _block_depth(tree: _Tree) -> int:
+    """The shallowest depth whose nodes have at most `_BLOCK_CELLS` cells each:
+    `_greedy_pass` takes m from the Gram blocks of its nodes there and below."""
+    for depth, lv in enumerate(tree.levels):
+        if int(lv.size.max()) <= _BLOCK_CELLS:
+            return depth
+    return len(tree.levels) - 1
+
+
+# Cells of the largest Gram block of a `_RowsOracle` pass (`_block_depth`).
+_BLOCK_CELLS = 32
 
 
 def _child_images(
@@ -441,21 +517,29 @@ def _child_images(
     return img_sum, np.einsum("ij,ij->i", img_sum, img_sum)
 
 
-def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:
+def _uniform_steps(tree: _Tree, oracle: _Oracle) -> _Steps:
     """H_b: p_v = h_v/(h_v + 1) gives every node of a complete tree the same
     weight 1/(height + 1) (ragged trees: still sensitivity 1), nothing collapsed."""
     split = [lv.height / (lv.height + 1.0) for lv in tree.levels]
     stop = [lv.child_count == 0 for lv in tree.levels]
-    return _greedy_pass(tree, oracle, fixed=(split, stop))
+    return _greedy_steps(tree, oracle, fixed=(split, stop))
+
+
+def _uniform_fit(tree: _Tree, oracle: _Oracle) -> _Fit:
+    """H_b's fit (`_uniform_steps`)."""
+    return _run_passes([_uniform_steps(tree, oracle)], oracle)[0]
 
 
 def _best_fit(tree: _Tree, oracle: _Oracle, *, granularity: int = 100) -> _Fit:
-    """The weighting of least exact error among the local objectives and H_b."""
-    best = _uniform_fit(tree, oracle)
+    """The weighting of least exact error among the local objectives and H_b
+    (the first of least error, in that order), the passes run side by side."""
+    passes = [_uniform_steps(tree, oracle)]
     for local in _LOCAL_OBJECTIVES:
         if local == "canonical" and isinstance(oracle, (_GramOracle, _RowsOracle)):
             continue  # C_v = 0 there: the same as "exact"
-        fit = _greedy_pass(tree, oracle, granularity=granularity, local=local)
+        passes.append(_greedy_steps(tree, oracle, granularity=granularity, local=local))
+    best, *others = _run_passes(passes, oracle)
+    for fit in others:
         if fit.root_error < best.root_error:
             best = fit
     return best

@@ -197,7 +197,11 @@ def interval_reduced_ranges(P: Partition, W: EMatrix) -> EMatrix | None:
     # those in one row are consecutive; in row y, N = above + clip(before −
     # left, 0, width) (the row's count is monotone in x: clipping the count
     # is clipping x to the range's columns).
-    counts = np.empty((k + 1, q), dtype=np.int32)
+    # N in float64 (integers below 2³¹: exact), then W P⁺ in the same array,
+    # row r overwritten by (N[r + 1] − N[r]) / |r| block by block in cache:
+    # one large array, not two (a fresh one is not free: page faults, and
+    # where transparent huge pages are on madvise, NumPy's huge-page advice)
+    counts = np.empty((k + 1, q))
     bounds = np.flatnonzero(np.diff(cut_y)) + 1
     for lo, hi in zip(np.concatenate(([0], bounds)), np.append(bounds, k + 1), strict=True):
         y = cut_y[lo]
@@ -206,12 +210,13 @@ def interval_reduced_ranges(P: Partition, W: EMatrix) -> EMatrix | None:
         np.maximum(part, 0, out=part)
         np.minimum(part, width[y], out=part)
         part += above[y]
-    out = np.empty((k, q))  # k × q: a bucket's count over its size, block by block in cache
     sizes = P.sizes.astype(np.float64)[:, None]
     step = max(1, 2**17 // q)
-    for a in range(0, k, step):
+    for a in range(0, k, step):  # rows a … b − 1 read N[a … b]; N[b] stays for the next block
         b = min(k, a + step)
-        np.divide(counts[a + 1 : b + 1] - counts[a:b], sizes[a:b], out=out[a:b])
+        np.subtract(counts[a + 1 : b + 1], counts[a:b], out=counts[a:b])  # (overlap: buffered)
+        counts[a:b] /= sizes[a:b]
+    out = counts[:k]  # k × q: a bucket's count over its size
     out.setflags(write=False)
     return Dense._wrap(out).T  # finite by construction: no validating copy; a view
 

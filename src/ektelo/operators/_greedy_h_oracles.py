@@ -8,8 +8,9 @@ structure:
 * `_RangeOracle` — range workloads (`_forms.range_form`), and such a
   workload reduced by a partition into intervals (DAWA's buckets: rows with
   fractional end values), by prefix sums: O(n + q) memory, no n×n matrix;
-* `_RowsOracle` — any other workload with fewer rows than cells, through its
-  dense rows R (q×n; G = RᵀR is never formed);
+* `_RowsOracle` — any other workload with fewer rows than cells (or a dense
+  one with up to four rows per cell), through its dense rows R (q×n; G = RᵀR
+  is formed only in blocks of neighbouring cells);
 * `_GramOracle` — any other workload, through its dense Gram matrix, from
   the library's `W.gram()` (`_forms.dense_gram`).
 
@@ -28,11 +29,17 @@ import numpy as np
 
 from ..matrix import Dense, EMatrix, Identity, Partition, Product, Sparse
 from ._forms import BLOCK_ENTRIES, RangeForm, dense_gram, range_form
+from ._greedy_h_tree import _cells
 
 # `_RangeOracle`'s rows as (A, B, ω, fa, fb): 1 on [A_q, B_q] weighted ω_q,
 # with end values fa_q and fb_q (None for plain ranges: ends of 1).
 RangeTerms = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
 
+# A dense workload with up to this many rows per cell is held as its rows too:
+# a pass reads them once (`_RowsOracle`: Gram blocks below the blocks' depth),
+# where the Gram oracle forms the n×n Gram (q·n² flops) and then reads
+# ~4·n² of it per pass (DAWA on a 2-D set with fewer buckets than ranges).
+_ROWS_OVER_CELLS = 4
 # Largest q·n for which a general workload with q < n rows is held as its dense
 # rows instead of its Gram (2^26 doubles are 512 MiB).
 _MAX_ROWS_ENTRIES = 2**26
@@ -191,10 +198,13 @@ class _GramOracle:
 
 
 class _RowsOracle:
-    """Any workload through its dense rows R (q×n): G = RᵀR is never formed.
+    """Any workload through its dense rows R (q×n): G = RᵀR is never formed
+    whole.
 
     Held as Rᵀ (n×q, a cell's column contiguous). `_greedy_pass` computes m
-    from the nodes' images R_S u_S (`columns`); `quadratic` is the direct
+    from the Gram blocks of one tree level's nodes (`set_blocks`,
+    `block_quadratic`) at and below that level, and above it from the
+    nodes' images R_S u_S (`images_many`, `columns`); `quadratic` is the direct
     O(q·|S|) form of the same quantity.
     """
 
@@ -203,17 +213,35 @@ class _RowsOracle:
         self.colsq = np.einsum("ij,ij->i", self.Rt, self.Rt)
         big = max(float(self.Rt.max(initial=0.0)), -float(self.Rt.min(initial=0.0)))
         self.tol = 1e-9 * max(1.0, big)
-        # cut[j] = 1 when column j differs from column j-1 (as in _RangeOracle)
-        n = self.Rt.shape[0]
+        # cut[j] = 1 when column j differs from column j-1 by more than tol in
+        # some entry (as in _RangeOracle)
+        n, q = self.Rt.shape
         cut = np.zeros(n + 1, dtype=np.int64)
-        step = max(1, BLOCK_ENTRIES // max(1, self.Rt.shape[1]))
-        for j in range(1, n, step):
-            e = min(n, j + step)
-            diff = np.abs(self.Rt[j:e] - self.Rt[j - 1 : e - 1]).max(axis=1, initial=0.0)
-            cut[j:e] = diff > self.tol
+        cut[1:n] = self._surely_cut()
+        check = np.flatnonzero(cut[:n] == 0)[1:] if n > 1 else np.zeros(0, dtype=np.int64)
+        step = max(1, BLOCK_ENTRIES // max(1, q))
+        for s in range(0, check.size, step):  # the others entry by entry
+            j = check[s : s + step]
+            diff = np.abs(self.Rt[j] - self.Rt[j - 1]).max(axis=1, initial=0.0)
+            cut[j] = diff > self.tol
         self.cuts = np.cumsum(cut[:n])
         self._memo: dict[bytes, np.ndarray] = {}
         self._sums: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._blocks: tuple[bytes, np.ndarray, np.ndarray] | None = None
+
+    def _surely_cut(self) -> np.ndarray:
+        """For j = 1 … n−1: True where columns j−1 and j surely differ by more
+        than tol in some entry, read off their squared norms: for columns a, b
+        of q entries |‖a‖² − ‖b‖²| = |(a − b)·(a + b)| ≤ max|a − b|·√q·(‖a‖ + ‖b‖),
+        so a gap in the squared norms beyond tol·√q·(‖a‖ + ‖b‖) — with margins
+        for the rounding of the norms (q·2⁻⁵² relative) and of the entries'
+        differences — implies one. Equal columns are never surely cut; the
+        rest is checked entry by entry (O(q) per neighbouring pair)."""
+        q = self.Rt.shape[1]
+        a, b = self.colsq[:-1], self.colsq[1:]
+        slack = 4.0 * (q + 1) * 2.0**-53 * (a + b)
+        bound = self.tol * np.sqrt(q) * (np.sqrt(a) + np.sqrt(b)) * (1.0 + 1e-9)
+        return np.abs(a - b) - slack > bound
 
     def diagonal(self, cells: np.ndarray) -> np.ndarray:
         return self.colsq[cells]
@@ -263,6 +291,54 @@ class _RowsOracle:
 
     def covering(self, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         return np.zeros(lower.size)
+
+    def set_blocks(self, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Hold the Gram blocks G_BB = R_Bᵀ R_B of the disjoint, sorted cell
+        ranges B = [lower, upper] (the nodes of one tree level: `_greedy_pass`'s
+        blocks), for `block_quadratic` on them and on nodes inside them.
+        Computed once per set of blocks (every pass over one tree asks for the
+        same), one small product per block: O(q·Σ|B|²) instead of the images
+        of every node below the blocks in every pass."""
+        key = lower.tobytes() + upper.tobytes()
+        if self._blocks is not None and self._blocks[0] == key:
+            return
+        size = upper - lower + 1
+        grams = np.zeros((lower.size, int(size.max()), int(size.max())))
+        for i, (lo, s) in enumerate(zip(lower.tolist(), size.tolist(), strict=True)):
+            part = self.Rt[lo : lo + s]
+            grams[i, :s, :s] = part @ part.T
+        self._blocks = (key, lower, grams)
+
+    def block_quadratic(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """`quadratic` for disjoint, sorted ranges S that each lie inside one
+        block of `set_blocks`: u_Sᵀ G_SS u_S from the block's Gram."""
+        if self._blocks is None:
+            raise RuntimeError("set_blocks first")
+        _, starts, grams = self._blocks
+        size = upper - lower + 1
+        cells = _cells(lower, upper)
+        node = np.repeat(np.arange(lower.size), size)
+        block = np.searchsorted(starts, cells, side="right") - 1
+        pos = cells - starts[block]
+        label = np.full(grams.shape[:2], -1)
+        label[block, pos] = node
+        ub = np.zeros(grams.shape[:2])
+        ub[block, pos] = u[cells]
+        same = (label[:, :, None] == label[:, None, :]) & (label[:, :, None] >= 0)
+        per_cell = ub * np.matmul(np.where(same, grams, 0.0), ub[:, :, None])[:, :, 0]
+        return np.bincount(node, weights=per_cell[block, pos], minlength=lower.size)
+
+    def images_many(
+        self, lower: np.ndarray, upper: np.ndarray, us: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        """R_S u_S for disjoint, sorted ranges S (one row each, len × q), for
+        every cell vector u of `us`: per range one product of the u's on S
+        with R's columns on S (read once for all u's)."""
+        U = np.stack(us)
+        out = np.empty((lower.size, len(us), self.Rt.shape[1]))
+        for i, (lo, hi) in enumerate(zip(lower.tolist(), upper.tolist(), strict=True)):
+            np.matmul(U[:, lo : hi + 1], self.Rt[lo : hi + 1], out=out[i])
+        return [np.ascontiguousarray(out[:, i]) for i in range(len(us))]
 
     def quadratic(self, lower: np.ndarray, upper: np.ndarray, u: np.ndarray) -> np.ndarray:
         out = np.empty(lower.size)
@@ -438,7 +514,8 @@ def _oracle_for(W: EMatrix, n: int) -> _Oracle:
     if reduced is not None:
         return _RangeOracle(n, *reduced)
     q = W.shape[0]
-    if q < n and q * n <= _MAX_ROWS_ENTRIES:
+    few = q < n or (isinstance(W, Dense) and q <= _ROWS_OVER_CELLS * n)
+    if few and q * n <= _MAX_ROWS_ENTRIES:
         return _RowsOracle(_dense_rows(W))
     return _GramOracle(dense_gram(W, n))
 

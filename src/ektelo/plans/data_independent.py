@@ -19,6 +19,7 @@ the budget is checked against the mechanism by `check_budget` and spent by
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable
@@ -58,10 +59,17 @@ def _run(
     """The family's one body: all of the budget on the strategy, then LS."""
     b = check_budget(budget, mechanism, x)
     x, W, _ = reduce_for_workload(x, workload, workload_reduction)  # Private, 1-stable (§8)
-    if "mechanism" in inspect.signature(strategy).parameters:  # chosen for its error (HDMM)
+    if _takes_mechanism(strategy):  # chosen for its error (HDMM)
         hyper = {**hyper, "mechanism": mechanism}
     y = measure(x, strategy(x.shape, W, **hyper), b)  # Public, then Private→Public
     return estimate([y])  # Public: LS
+
+
+@functools.cache
+def _takes_mechanism(strategy: Strategy) -> bool:
+    """Whether the strategy chooses by the mechanism (read once per strategy:
+    a signature costs as much as an Identity plan's own work)."""
+    return "mechanism" in inspect.signature(strategy).parameters
 
 
 def strategy_plan(
@@ -115,8 +123,7 @@ def strategy_for(
     strategy = strategy_of(name)
     if strategy is None:
         return None
-    takes = "mechanism" in inspect.signature(strategy).parameters
-    options = {"mechanism": mechanism} if takes else {}
+    options = {"mechanism": mechanism} if _takes_mechanism(strategy) else {}
     return strategy(tuple(int(s) for s in shape), workload, **options)
 
 

@@ -214,7 +214,7 @@ def run(name: str, x: Any, workload: Any, budget: Any, **params: Any) -> Any:
     an ε (a number or `PureDP`), or — for the plans of `mechanism_plans()`
     with `mechanism="gaussian"` — a ρ (a number or `ZCDP`)."""
     info = get(name)
-    unknown = set(params) - set(info.parameters)
+    unknown = set(params) - set(info.parameters) if params else set()  # (a signature: not free)
     if "mechanism" in unknown:
         raise TypeError(
             f"plan {name!r} has no choice of mechanism: it measures with Laplace noise "

@@ -30,11 +30,12 @@ _H = TypeVar("_H", bound="_Handle")
 
 
 class _Handle:
-    __slots__ = ("_node", "_port")
+    __slots__ = ("_described", "_node", "_port")
 
     def __init__(self, kernel_port: msg.Port, node: int):
         self._port = kernel_port
         self._node = node
+        self._described: msg.SourceInfo | None = None
 
     @property
     def node(self) -> int:
@@ -47,8 +48,12 @@ class _Handle:
         return self._port
 
     def _info(self) -> msg.SourceInfo:
-        info: msg.SourceInfo = self._port.submit(msg.Describe(self._node))
-        return info
+        """The source's public description, asked of the kernel once: every
+        field of it (shape, domain, declared integrality, root, the kernel's
+        seed) is fixed when the source is created."""
+        if self._described is None:
+            self._described = self._port.submit(msg.Describe(self._node))
+        return self._described
 
     def _new(self, cls: type[_H], response: msg.NewSource) -> _H:
         return cls(self._port, response.source)
