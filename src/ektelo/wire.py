@@ -57,6 +57,7 @@ from .domain import Domain
 from .errors import WireError
 from .kernel import BudgetExceeded, BudgetReport, NodeState
 from .matrix import EMatrix, Partition, Sparse
+from .matrix.lazy import issparse
 from .matrix.spec import from_json, to_json
 from .measurement import Gaussian, Laplace, Measurement
 from .port import requests as port
@@ -65,7 +66,6 @@ from .predicates import Predicate, col
 if TYPE_CHECKING:
     import scipy.sparse as sp
 else:  # imported on first use (#41)
-    from .matrix.lazy import issparse
     from .matrix.lazy import sparse as sp
 
 __all__ = [

@@ -43,6 +43,7 @@ from ..matrix import (
     rebuild,
     to_json,
 )
+from ..matrix.lazy import issparse
 from ..measurement import Gaussian, Laplace, Measurement
 from . import dawa, marginal_select, mwem, privbayes
 from .contracts import MAX_CELLS, TableEngine, group_domain
@@ -56,7 +57,6 @@ from .sensitivity import Facts, facts, group_separable, has_rules, max_abs_entry
 if TYPE_CHECKING:
     import scipy.sparse as sp
 else:  # imported on first use (#41)
-    from ..matrix.lazy import issparse
     from ..matrix.lazy import sparse as sp
 
 __all__ = ["Kernel", "QueryLimits", "check_size", "query_size"]

@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
+from .lazy import issparse
+
 if TYPE_CHECKING:  # scipy.sparse.linalg (with scipy.linalg) is imported where used (#41)
     import scipy.sparse as sp
     from scipy.sparse.linalg import LinearOperator
 else:  # scipy.sparse too, on first use (`lazy`)
-    from .lazy import issparse
     from .lazy import sparse as sp
 
 __all__ = ["EMatrix", "Product", "Sparse", "Weighted", "as_blocks", "as_vector"]
