@@ -125,7 +125,8 @@ def _pandas(column: Any) -> Any:
 
 # -- pandas' to_string, without pandas ---------------------------------------------------
 # What `ektelo run` prints: DataFrame.to_string(index=False, max_rows=MAX_ROWS) with
-# display.float_format "{:.2f}" (tests/test_columns.py compares the two on many tables).
+# display.float_format "{:.2f}", as pandas 3 writes it (tests/test_columns.py compares
+# the two on many tables): the text no longer follows the installed pandas' version.
 MAX_ROWS = 20
 _MAX_COLWIDTH = 50  # pandas' display.max_colwidth: longer values are cut by pandas
 
@@ -162,11 +163,14 @@ def _text(table: Columns, max_rows: int) -> str | None:
         header = (" " + name) if numeric else name
         width = max(len(header), *(len(c) for c in cells))
         block = [header.rjust(width), *(c.rjust(width) for c in cells)]
-        if cut:
-            dots = "..." if width > 3 else ".." if width == 3 else "."
-            block.insert(1 + half, dots.rjust(width))
+        if cut:  # pandas' row of dots, right-justified (never cut to the width)
+            block.insert(1 + half, ("..." if width > 3 else "..").rjust(width))
         blocks.append(block)
-    return "\n".join(" ".join(row) for row in zip(*blocks, strict=True))
+    # pandas' adjoin: each column left-justified to its widest cell, one space between
+    widths = [max(len(c) for c in block) for block in blocks]
+    padded = [[c.ljust(w + (1 if j < len(blocks) - 1 else 0)) for c in block]
+              for j, (block, w) in enumerate(zip(blocks, widths, strict=True))]
+    return "\n".join("".join(row) for row in zip(*padded, strict=True))
 
 
 def _cells(column: Any, index: np.ndarray) -> list[str] | None:
