@@ -107,7 +107,7 @@ def test_a_questions_rows_are_pandas_columns_of_the_documented_types(text: str) 
     assert frame.attrs["shape"] == q.shape
     for name in frame.columns:
         dtype = frame[name].dtype
-        if name in ("age", "score", "kids") or name.endswith("_at_most") and "kids" in name:
+        if name in ("age", "score", "kids") or (name.endswith("_at_most") and "kids" in name):
             assert isinstance(dtype, pd.Int8Dtype | pd.Int64Dtype), (name, dtype)
         elif name in ("sex", "race", "marginal", "statistic"):
             assert isinstance(dtype, pd.CategoricalDtype), (name, dtype)
