@@ -21,7 +21,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is asked for (#41)
     import pandas as pd
 
-__all__ = ["Category", "Columns", "NullableInt", "frame_text"]
+__all__ = ["Category", "Columns", "NullableInt", "frame_text", "plain_text"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +136,8 @@ def frame_text(table: Columns | pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
     max_rows=max_rows)`` and floats as ``{:.2f}``: pandas is imported only
     for a table this module cannot print itself (a DataFrame, a column of
     another kind, an empty table, values pandas would cut or escape)."""
-    text = _text(table, max_rows) if isinstance(table, Columns) and table.base is None else None
+    plain = isinstance(table, Columns) and table.base is None
+    text = plain_text(table, max_rows) if plain else None
     if text is not None:
         return text
     import pandas as pd
@@ -147,7 +148,9 @@ def frame_text(table: Columns | pd.DataFrame, max_rows: int = MAX_ROWS) -> str:
         return str(frame.to_string(index=False, max_rows=max_rows))
 
 
-def _text(table: Columns, max_rows: int) -> str | None:
+def plain_text(table: Columns, max_rows: int) -> str | None:
+    """`frame_text`'s text of a table of NumPy columns, made here (no pandas),
+    or None where pandas must print it (see `frame_text`)."""
     n = len(table)
     if n == 0 or not table.columns:
         return None

@@ -57,7 +57,7 @@ def test_frame_text_is_pandas_text(seed: int) -> None:
     names = ["age", "a", "answer", "std_error", "marginal", "x_lo", "ci_method", "q"]
     table = Columns({(str(rng.choice(names)) + str(j) if rng.random() < 0.6 else "abcdefg"[j]):
                      _random_column(rng, n) for j in range(int(rng.integers(1, 7)))})
-    assert cols._text(table, cols.MAX_ROWS) is not None  # printed without pandas
+    assert cols.plain_text(table, cols.MAX_ROWS) is not None  # printed without pandas
     assert frame_text(table) == _pandas_text(table)
 
 
@@ -71,7 +71,7 @@ def test_a_cut_table_shows_pandas_dots_in_narrow_columns_too() -> None:
                      "d": NullableInt(np.arange(n, dtype=np.int8), np.zeros(n, dtype=bool)),
                      "e": np.linspace(-1, 1, n)})
     text = frame_text(table)
-    assert cols._text(table, cols.MAX_ROWS) is not None
+    assert cols.plain_text(table, cols.MAX_ROWS) is not None
     assert text == _pandas_text(table)
     assert len(text.splitlines()) == 1 + 20 + 1
 
@@ -82,7 +82,7 @@ def test_what_frame_text_leaves_to_pandas_is_printed_by_pandas() -> None:
     long = Category(np.zeros(3, dtype=np.int8), ("x" * 60,))
     for table in (Columns({"a": np.arange(3.0), "m": long}),
                   Columns({"a": ["u", 1, None]}), Columns({"a": np.zeros(0)})):
-        assert cols._text(table, cols.MAX_ROWS) is None
+        assert cols.plain_text(table, cols.MAX_ROWS) is None
         assert frame_text(table) == _pandas_text(table)
 
 
@@ -159,6 +159,6 @@ def test_the_cli_prints_what_pandas_printed(tmp_path: Path, workload: list[str],
         return out.getvalue()
 
     ours = run()
-    monkeypatch.setattr(cols, "_text", lambda table, max_rows: None)  # pandas prints
+    monkeypatch.setattr(cols, "plain_text", lambda table, max_rows: None)  # pandas prints
     assert ours == run()
     assert "answer" in ours.splitlines()[1]
