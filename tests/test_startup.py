@@ -58,7 +58,7 @@ NOT_FOR_A_SMALL_QUESTION = (
 )
 
 
-def _small_question_loads(tmp_path: Path, plan: str) -> set[str]:
+def _small_question_loads(tmp_path: Path, plan: str, *extra: str) -> set[str]:
     (tmp_path / "small.csv").write_text(
         "age,sex\n" + "".join(f"{(7 * i) % 100},{'MF'[i % 2]}\n" for i in range(300)))
     (tmp_path / "small.domain.json").write_text(
@@ -67,7 +67,7 @@ def _small_question_loads(tmp_path: Path, plan: str) -> set[str]:
         "import sys\nfrom ektelo.cli import main\n"
         f"code = main(['run', '--no-ledger', '--data', 'small.csv', '--domain', "
         f"'small.domain.json', '--workload', 'histogram:age', '--plan', {plan!r}, "
-        "'--epsilon', '1', '--seed', '1'])\n"
+        f"'--epsilon', '1', '--seed', '1', *{list(extra)!r}])\n"
         "print('LOADED', ' '.join(sorted(sys.modules)))\nsys.exit(code)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -95,3 +95,25 @@ def test_protecting_a_vector_loads_no_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out.split(",") == ["ektelo.engines"]  # the port ran, and loaded none of the rest
+
+
+@pytest.mark.parametrize("plan", ["identity", "auto"])
+def test_a_small_question_loads_no_pandas(tmp_path: Path, plan: str) -> None:
+    """The answers are printed from NumPy columns (`ektelo.columns`): no
+    pandas, nor the pyarrow it imports (#41: ~0.25 s of CPU)."""
+    loaded = _small_question_loads(tmp_path, plan)
+    assert "ektelo.columns" in loaded
+    assert sorted(m for m in ("pandas", "pyarrow") if m in loaded) == []
+
+
+def test_a_histogram_by_the_identity_loads_no_scipy(tmp_path: Path) -> None:
+    """Its matrices are never materialised: scipy.sparse is imported on first
+    use (`ektelo.matrix.lazy`), and here there is none."""
+    loaded = _small_question_loads(tmp_path, "identity")
+    assert sorted(m for m in loaded if m == "scipy" or m.startswith("scipy.")) == []
+
+
+def test_the_memory_engine_loads_no_duckdb(tmp_path: Path) -> None:
+    loaded = _small_question_loads(tmp_path, "identity", "--engine", "memory")
+    assert "ektelo.engines.memory" in loaded
+    assert sorted(m for m in loaded if m == "duckdb" or m.startswith("duckdb.")) == []

@@ -11,8 +11,8 @@ import statistics
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from .columns import Category, Columns
 from .workload import spec as questions
 
 __all__ = ["consistent_nonnegative", "half_width", "noise_factor", "noise_only_std", "tidy"]
@@ -108,12 +108,12 @@ def half_width(std: np.ndarray, method: str, alpha: float) -> np.ndarray:
 
 def tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | None,
           method: str, alpha: float, nonnegative: bool, rounded: bool,
-          consistent: bool) -> pd.DataFrame:
-    """The question's tidy rows with the answer columns beside them. The rows
-    are shared, not copied (pandas' copy-on-write keeps `q.rows` as it was:
-    a 3-way question on a wide table has ~10⁷ of them), and `ci_method`,
-    one string for every row, is a categorical (a byte a row)."""
-    frame = q.rows.copy(deep=False)
+          consistent: bool) -> Columns:
+    """The question's tidy rows with the answer columns beside them, as NumPy
+    columns (`Columns.to_frame()`: the DataFrame). The rows are shared, not
+    copied (a 3-way question on a wide table has ~10⁷ of them; pandas'
+    copy-on-write keeps `q.rows` as it was), and `ci_method`, one string for
+    every row, is a categorical (a byte a row)."""
     values = answers.copy()
     if consistent and nonnegative:
         values = consistent_nonnegative(q, values)
@@ -129,12 +129,10 @@ def tidy(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | Non
             low, high = np.maximum(low, 0.0), np.maximum(high, 0.0)
     if rounded:
         values = np.round(values)
-    frame["answer"] = values
-    frame["std_error"] = err
-    frame["ci_low"] = low
-    frame["ci_high"] = high
-    frame["ci_method"] = pd.Categorical.from_codes(np.zeros(len(frame), dtype=np.int8), [method])
-    return frame
+    return q.table.extend({
+        "answer": values, "std_error": err, "ci_low": low, "ci_high": high,
+        "ci_method": Category(np.zeros(len(values), dtype=np.int8), (method,)),
+    })
 
 
 def consistent_nonnegative(q: questions.ParsedWorkload, answers: np.ndarray) -> np.ndarray:

@@ -138,9 +138,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(preview.candidates.to_string(index=False))
         _print_budget(session, ledger, dataset, note="nothing spent (dry run)")
         return 0
-    frame = session.ask(question, where=where, plan=args.plan, alpha=args.alpha,
-                        nonnegative=args.nonnegative, round=args.round,
-                        params=_params(args.param), **ask)
+    # `Session.ask`'s answer as NumPy columns: a DataFrame (pandas) only where one is
+    # written or plotted; printed, the same text without importing pandas (#41)
+    frame = session._answer(question, where=where, plan=args.plan, alpha=args.alpha,
+                            nonnegative=args.nonnegative, round=args.round,
+                            params=_params(args.param), **ask)
     print(f"plan: {frame.attrs['plan']} ({frame.attrs['why']})")
     _write(out, frame, meta={
         "plan": frame.attrs["plan"], "workload": args.workload, "where": args.where,
@@ -151,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plot:
         from .plotting import plot_answers
 
-        plot_answers(frame, question, Path(args.plot))
+        plot_answers(frame.to_frame(), question, Path(args.plot))
         print(f"plot: {args.plot}")
     _print_budget(session, ledger, dataset)
     if args.seed is not None:
@@ -395,15 +397,17 @@ def _dataset_budget(args: argparse.Namespace, ledger: str | None, dataset: str,
 
 
 def _write(out: Path | None, frame: Any, meta: dict[str, Any]) -> None:
+    """Answers (a DataFrame or `ektelo.columns.Columns`) printed as pandas'
+    ``to_string`` (20 rows at most, floats to 2 decimals) or written to `out`."""
     import json
 
-    import pandas as pd
+    from .columns import Columns, frame_text
 
     if out is None:
-        with pd.option_context("display.max_rows", 20, "display.width", 160,
-                               "display.float_format", "{:.2f}".format):
-            print(frame.to_string(index=False, max_rows=20))
+        print(frame_text(frame))
         return
+    if isinstance(frame, Columns):
+        frame = frame.to_frame()
     out.parent.mkdir(parents=True, exist_ok=True)
     suffix = out.suffix.lower()
     if suffix == ".json":  # records, with the run's description beside them

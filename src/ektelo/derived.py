@@ -90,7 +90,7 @@ def finish(q: questions.ParsedWorkload, answers: np.ndarray, std: np.ndarray | N
         return quantile_rows(q, answers, method, alpha, factor)
     values = np.asarray(d.values)
     base = tidy(q, answers, std, method, alpha, nonnegative and bool(values.min() >= 0),
-                rounded, False)
+                rounded, False).to_frame()
     base["ci_method"] = base["ci_method"].astype(str) + f"; {NOISE_ONLY}"
     measured = ([] if d.basis == "ends"
                 else list(dict.fromkeys(base["statistic"].astype(str))))

@@ -6,12 +6,14 @@ says so; the domain format is `ektelo.domain` and the shipped JSON Schema)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .domain import _MISSING_TEXT
+
+if TYPE_CHECKING:  # pandas is imported where a template is made (#41: a run needs none)
+    import pandas as pd
 
 __all__ = ["TEMPLATE_MARKER", "TEMPLATE_NOTE", "check_not_template", "domain_template"]
 
@@ -57,6 +59,8 @@ def domain_template(
     (multiples of 10, or of the bin width): the data's own minimum and
     maximum are never written. Other columns are left out with a note.
     """
+    import pandas as pd
+
     spec: dict[str, Any] = {"$comment": TEMPLATE_NOTE}
     notes: list[str] = []
     for name in frame.columns:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .domain import Domain
+
+if TYPE_CHECKING:  # pandas is imported where a table is read (#41)
+    import pandas as pd
 
 __all__ = ["DIAGNOSE_BYTES", "diagnosable", "load_domain", "load_table"]
 
@@ -54,6 +55,8 @@ def load_table(
 ) -> pd.DataFrame:
     """The domain's columns of a DataFrame, a CSV or a Parquet file, with
     invalid values handled by `on_invalid` (see `Domain.clean`)."""
+    import pandas as pd
+
     if isinstance(source, pd.DataFrame):
         frame = source
     else:

@@ -60,20 +60,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from . import _validate as check
 from . import wide
 from .answers import half_width as _half_width
 from .answers import noise_factor, noise_only_std
 from .answers import tidy as _tidy
+from .columns import Columns
 from .domain import Domain, DomainValueError
 from .loading import diagnosable as _diagnosable
 from .loading import load_domain, load_table
 from .wide import DIRECT_MARGINALS, LARGE_VECTOR  # (`vectorize` warns above LARGE_VECTOR)
 from .workload import spec as questions
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas is imported where a DataFrame is made (#41)
+    import pandas as pd
+
     from .planner import Choice
 
 __all__ = [
@@ -241,10 +243,10 @@ class AnalystSession:
         self.domain = load_domain(domain)
         data: Any
         if engine is None:  # DuckDB for a file, memory for a DataFrame (or without DuckDB)
-            from .engines import default_engine, duckdb_installed, fallback_note
+            from .engines import default_engine, duckdb_installed, fallback_note, is_frame
 
             engine = default_engine(table_or_path)
-            if not isinstance(table_or_path, pd.DataFrame) and not duckdb_installed():
+            if not is_frame(table_or_path) and not duckdb_installed():
                 warnings.warn(fallback_note(table_or_path), stacklevel=2)
         if isinstance(table_or_path, str | Path) and not str(table_or_path).startswith(
             "duckdb://"
@@ -357,6 +359,8 @@ class AnalystSession:
     @property
     def history(self) -> pd.DataFrame:
         """Every question answered: what, which plan, what it cost."""
+        import pandas as pd
+
         return pd.DataFrame(self._history)
 
     @property
@@ -583,6 +587,16 @@ class AnalystSession:
     ) -> pd.DataFrame:
         """Answer question `q` (see the named questions) privately: a tidy
         DataFrame, its plan and budget in ``frame.attrs``."""
+        return self._answer(q, where=where, epsilon=epsilon, rho=rho, plan=plan, alpha=alpha,
+                            nonnegative=nonnegative, round=round, consistent=consistent,
+                            params=params).to_frame()
+
+    def _answer(self, q: questions.ParsedWorkload, *, where: Any = None,
+                epsilon: float | None = None, rho: float | None = None, plan: str = "auto",
+                alpha: float = 0.05, nonnegative: bool = False, round: bool = False,
+                consistent: bool = False, params: dict[str, Any] | None = None) -> Columns:
+        """`ask`'s answer as NumPy columns (`Columns.to_frame()`: the DataFrame
+        `ask` returns): the command line prints a small one without pandas (#41)."""
         from . import plans
 
         alpha = _alpha(alpha)
@@ -617,9 +631,10 @@ class AnalystSession:
 
             needs = q.derived.what == "quantile" or "mean" in q.derived.statistics
             factor = self._noise_factor(q, name, taken, params) if needs else None
-            frame = finish(q, answers, std, method, alpha, factor, nonnegative=nonnegative,
-                           rounded=round)
-            method = "; ".join(str(c) for c in frame["ci_method"].cat.categories)
+            derived = finish(q, answers, std, method, alpha, factor, nonnegative=nonnegative,
+                             rounded=round)
+            method = "; ".join(str(c) for c in derived["ci_method"].cat.categories)
+            frame = Columns.of(derived)
         else:
             frame = _tidy(q, answers, std, method, alpha, nonnegative, round, consistent)
         after = self.budget
@@ -722,6 +737,8 @@ class AnalystSession:
     @staticmethod
     def _ranking(choice: Choice) -> pd.DataFrame:
         """Tier 0's ranking of an "auto" choice (free, no features); empty otherwise."""
+        import pandas as pd
+
         from .planner import ranking_rows
 
         if not choice.candidates:

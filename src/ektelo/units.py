@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .matrix import Sparse
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .matrix.lazy import sparse as sp
 
 __all__ = ["SuggestMaxRows", "Suggestion"]
 

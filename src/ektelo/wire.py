@@ -40,10 +40,9 @@ import math
 import numbers
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import predicates
 from .codec import (
@@ -58,10 +57,16 @@ from .domain import Domain
 from .errors import WireError
 from .kernel import BudgetExceeded, BudgetReport, NodeState
 from .matrix import EMatrix, Partition, Sparse
+from .matrix.lazy import issparse
 from .matrix.spec import from_json, to_json
 from .measurement import Gaussian, Laplace, Measurement
 from .port import requests as port
 from .predicates import Predicate, col
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .matrix.lazy import sparse as sp
 
 __all__ = [
     "PRIVATE_TO_PUBLIC",
@@ -140,7 +145,7 @@ def encode(value: Any) -> Any:
         return _encode_array(value)
     if isinstance(value, EMatrix):
         return {"$matrix": json.loads(to_json(value))}
-    if sp.issparse(value):
+    if issparse(value):
         return {"$csr": json.loads(to_json(Sparse(sp.csr_matrix(value))))}
     if isinstance(value, Partition):
         return {

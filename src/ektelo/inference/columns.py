@@ -46,14 +46,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..matrix import Dense, Partition, Sparse
 from ..measurement import Measurement
 from ._system import ConvergenceError, Estimate, SolveInfo
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 __all__ = ["SMALL_GROUPS", "nnls_on_columns", "refine"]
 

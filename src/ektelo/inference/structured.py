@@ -48,10 +48,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..matrix import (
     Dense,
@@ -68,6 +67,11 @@ from ..matrix import (
     Weighted,
 )
 from ..measurement import Measurement
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 # ---------------------------------------------------------------------------
 # groups=

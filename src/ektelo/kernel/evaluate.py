@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..matrix import (
     Dense,
@@ -33,6 +32,11 @@ from ..matrix import (
     Wavelet,
     Weighted,
 )
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 __all__ = ["Tree", "evaluate", "leaf_depths", "tree"]
 

@@ -19,10 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..budget import ZCDP, PureDP
 from ..domain import OTHER_KEY, Domain, check_names
@@ -44,6 +43,7 @@ from ..matrix import (
     rebuild,
     to_json,
 )
+from ..matrix.lazy import issparse
 from ..measurement import Gaussian, Laplace, Measurement
 from . import dawa, marginal_select, mwem, privbayes
 from .contracts import MAX_CELLS, TableEngine, group_domain
@@ -53,6 +53,11 @@ from .ledger import Accountant, Budget, Ledger, NodeState, check_epsilon, check_
 from .noise import RandomSource, laplace_scale_for
 from .records import PrivacyUnit, QueryRecord, Receipt, SourceInfo
 from .sensitivity import Facts, facts, group_separable, has_rules, max_abs_entry
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 __all__ = ["Kernel", "QueryLimits", "check_size", "query_size"]
 
@@ -127,7 +132,7 @@ def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
         except TypeError:
             return _materialised(M.sparse(), name)  # client code runs once, on public inputs
         return _ruled(Q, name)
-    if isinstance(M, np.ndarray) or sp.issparse(M):
+    if isinstance(M, np.ndarray) or issparse(M):
         return _materialised(cast(Any, M), name)
     raise TypeError(f"{name} must be a matrix (EMatrix, ndarray or scipy.sparse)")
 
@@ -148,7 +153,7 @@ def _ruled(Q: EMatrix, name: str) -> EMatrix:
 
 
 def _materialised(raw: Any, name: str) -> EMatrix:
-    if not sp.issparse(raw) and np.ndim(raw) != 2:
+    if not issparse(raw) and np.ndim(raw) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {np.shape(raw)}")
     with np.errstate(all="ignore"):
         csr = sp.csr_matrix(raw, dtype=np.float64, copy=True)

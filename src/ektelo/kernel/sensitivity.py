@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..matrix import (
     Dense,
@@ -35,6 +34,11 @@ from ..matrix import (
     Weighted,
 )
 from .evaluate import leaf_depths as tree_leaf_depths
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 __all__ = ["Facts", "facts", "group_separable", "has_rules", "max_abs_entry"]
 

@@ -33,10 +33,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
-import scipy.sparse as sp
+
+from .lazy import issparse
 
 if TYPE_CHECKING:  # scipy.sparse.linalg (with scipy.linalg) is imported where used (#41)
+    import scipy.sparse as sp
     from scipy.sparse.linalg import LinearOperator
+else:  # scipy.sparse too, on first use (`lazy`)
+    from .lazy import sparse as sp
 
 __all__ = ["EMatrix", "Product", "Sparse", "Weighted", "as_blocks", "as_vector"]
 
@@ -152,7 +156,7 @@ class EMatrix:
     def __matmul__(self, other: Any) -> Any:
         if isinstance(other, EMatrix):
             return Product(self, other)
-        if sp.issparse(other):
+        if issparse(other):
             return self @ Sparse(other)
         arr = np.asarray(other)
         if arr.ndim == 1:
@@ -330,9 +334,9 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if sp.issparse(a) or sp.issparse(b):
+    if issparse(a) or issparse(b):
         return bool(
-            sp.issparse(a) and sp.issparse(b) and a.shape == b.shape and (a != b).nnz == 0
+            issparse(a) and issparse(b) and a.shape == b.shape and (a != b).nnz == 0
         )
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a_arr, b_arr = np.asarray(a), np.asarray(b)

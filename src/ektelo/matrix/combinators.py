@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from functools import reduce
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import (
     EMatrix,
@@ -28,6 +28,11 @@ from .base import (
     check_p,
     check_sparse_size,
 )
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = ["HStack", "Kronecker", "Product", "Sum", "VStack", "Weighted"]
 

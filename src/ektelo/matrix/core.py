@@ -11,12 +11,16 @@ single cumulative sum and no stored entries.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import EMatrix, Sparse, check_dense_size, check_p, check_sparse_size
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = [
     "Dense",

@@ -57,13 +57,17 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import EMatrix, check_dense_size, check_p, check_sparse_size
 from .ranges import RangeQueries
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = ["Hierarchy", "TreeLevel"]
 
@@ -627,9 +631,22 @@ class Hierarchy(EMatrix):
         return mat.T.tocsr() if self.transposed else mat
 
     def dense(self) -> np.ndarray:
-        check_dense_size(*self.shape)
-        out: np.ndarray = self.sparse().toarray()
-        return out
+        check_dense_size(*self.shape)  # (as `sparse`, in NumPy: no SciPy, #41)
+        lower, upper, depth = self.nodes()
+        w_leaf = self.leaf_weight
+        leaf = (
+            np.full(self.num_cells, w_leaf)
+            if w_leaf is not None
+            else np.asarray(self.level_weights)[self.cell_leaf_depths()]
+        )
+        blocks = [np.diag(np.asarray(leaf, dtype=np.float64))]
+        if depth.size:
+            ranges = RangeQueries(self.domain_shape, lower, upper).dense()
+            if self.level_weights is not None:
+                ranges = np.asarray(self.level_weights)[depth][:, None] * ranges
+            blocks.append(ranges)
+        mat = np.vstack(blocks)
+        return np.ascontiguousarray(mat.T) if self.transposed else mat
 
     # -- element-wise structure and norms ----------------------------------------------
     def _mapped(self, f: Any) -> Hierarchy:

@@ -10,14 +10,18 @@ operators and handed to the kernel's `reduce_by_partition`/`split_by_partition`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import EMatrix, as_vector
 from .combinators import Product
 from .core import Sparse
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = ["Partition", "hilbert_order"]
 

@@ -13,14 +13,18 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import EMatrix, check_dense_size, check_p, check_sparse_size
 from .combinators import Kronecker, Product, Sum
 from .core import Dense, Diagonal, Identity, Prefix, Sparse, Suffix
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = ["RangeQueries"]
 
@@ -322,6 +326,9 @@ class RangeQueries(EMatrix):
         return Product(Suffix(n), Product(Sparse(H), Prefix(n)))
 
     def dense(self) -> np.ndarray:
-        check_dense_size(*self.shape)
-        out: np.ndarray = self.sparse().toarray()
-        return out
+        check_dense_size(*self.shape)  # (in NumPy: no SciPy for a small matrix, #41)
+        m = self.lower.shape[0]
+        sizes = self._sizes().astype(np.int64)
+        out = np.zeros((m, math.prod(self.domain_shape)))
+        out[np.repeat(np.arange(m), sizes), self._entry_columns(sizes)] = 1.0
+        return np.ascontiguousarray(out.T) if self.transposed else out

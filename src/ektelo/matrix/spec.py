@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..codec import decode_tree, encode_tree
 from .base import EMatrix
@@ -27,6 +26,11 @@ from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
 from .hierarchy import Hierarchy
 from .ranges import RangeQueries
 from .wavelet import Wavelet
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = ["from_json", "from_spec", "rebuild", "specs_equal", "to_json", "to_spec"]
 

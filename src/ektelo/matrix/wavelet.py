@@ -6,13 +6,18 @@ so it comes after `ranges`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import EMatrix, check_p, check_sparse_size
 from .core import _check_size
 from .ranges import RangeQueries
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from .lazy import sparse as sp
 
 __all__ = ["Wavelet"]
 

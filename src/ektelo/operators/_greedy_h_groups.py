@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from .. import _validate as check
 from ..matrix import (
@@ -46,6 +46,11 @@ from ..matrix import (
 from ..matrix.partition import hilbert_order
 from ._greedy_h import greedy_h, greedy_h_many
 from .partition import stripe
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 __all__ = [
     "greedy_h_on_partition",

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate as check
+from .._blas import small_blas
 from ..matrix import EMatrix, Identity, Kronecker, Sum, VStack, Weighted
 from ..measurement import Measurement
 
@@ -238,6 +239,11 @@ def _dense_frob(W: EMatrix, A: EMatrix, per_query: bool, max_dense: int) -> tupl
             f"(O(n³) time, O(n²) memory), above max_dense={max_dense}; only Identity, "
             "Kronecker (with matching factors) and stacked structure factorise"
         )
+    with small_blas(n):  # a small domain's on one BLAS thread (#41)
+        return _dense_frob_of(W, A, per_query)
+
+
+def _dense_frob_of(W: EMatrix, A: EMatrix, per_query: bool) -> tuple[float, Any]:
     V, lam = _spectrum(A)
     if V.shape[1] == 0:
         raise ValueError("strategy is zero: it supports no workload")

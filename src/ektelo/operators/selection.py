@@ -66,10 +66,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 from .. import _validate as check
 from .. import workload as _workload
@@ -98,6 +97,11 @@ from ._greedy_h_groups import (
     stripe_workloads,
 )
 from .hdmm import hdmm
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:  # imported on first use (#41)
+    from ..matrix.lazy import sparse as sp
 
 __all__ = [
     "adaptive_grid",

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import ledger_store as store
 from ..budget import ZCDP, PureDP
 from ..domain import Domain
 from ..engines import is_table_source, open_table, rows_per_unit
@@ -331,6 +330,8 @@ def _kernel(
         return Kernel(budget, seed=seed, limits=limits, history=history, key_delta=key_delta)
     if dataset is None:
         raise TypeError("a ledger= needs dataset= naming the budget in it")
+    from .. import ledger_store as store  # (a throwaway budget needs no store: #41)
+
     relation = "row" if units is None else f"unit:{units.column}"
     durable = store.attach(ledger, dataset, budget, analyst=analyst, research=seed is not None,
                            neighbours=relation)  # fmt: skip

@@ -300,9 +300,9 @@ def _part_frame(joint: Joint, i: int, answers: np.ndarray, std: np.ndarray | Non
             s = exact
     q = part.question
     if q.derived is None:
-        return tidy(q, a, s, method, alpha, False, False, False)
+        return tidy(q, a, s, method, alpha, False, False, False).to_frame()
     if expected:  # before measuring: sums and counts have their exact errors; means not
-        base = tidy(q, a, s, method, alpha, False, False, False)
+        base = tidy(q, a, s, method, alpha, False, False, False).to_frame()
         stats = q.derived.statistics
         rows = []
         for stat in stats:

@@ -53,15 +53,19 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from ..columns import Category, Columns, NullableInt
 from ..domain import Attribute, Domain
 from ..matrix import EMatrix, Identity, Kronecker, Prefix, Total, VStack
 from . import builders
+
+if TYPE_CHECKING:  # pandas is imported where a question's rows are asked for (#41)
+    import pandas as pd
 
 __all__ = [
     "ALIASES",
@@ -108,22 +112,29 @@ class Derived:
 @dataclass(frozen=True)
 class ParsedWorkload:
     """A question: a workload over the vectorization of `attributes` (in that
-    order), its kind (for the planner), and one tidy row per query; with
-    `derived`, the answers the analyst sees are derived from these
-    (`ektelo.derived`)."""
+    order), its kind (for the planner), and one tidy row per query (`table`:
+    NumPy columns, or a DataFrame; `rows`: the DataFrame); with `derived`,
+    the answers the analyst sees are derived from these (`ektelo.derived`)."""
 
     attributes: tuple[str, ...]
     matrix: EMatrix
-    rows: pd.DataFrame
+    table: Columns
     kind: str
     shape: tuple[int, ...] = ()
     derived: Derived | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.table, Columns):  # a DataFrame
+            object.__setattr__(self, "table", Columns.of(self.table))
         if not self.shape:  # the vector's shape: the attributes' sizes, from the rows
-            object.__setattr__(self, "shape", tuple(self.rows.attrs.get("shape", ())))
+            object.__setattr__(self, "shape", tuple(self.table.attrs.get("shape", ())))
         if math.prod(self.shape) != self.matrix.shape[1]:
             raise ValueError("a question's shape must match its matrix's columns")
+
+    @cached_property
+    def rows(self) -> pd.DataFrame:
+        """The tidy rows as a DataFrame (built on first use)."""
+        return self.table.to_frame()
 
     @property
     def labels(self) -> list[str]:
@@ -135,6 +146,8 @@ class ParsedWorkload:
 
 
 def _missing(v: Any) -> bool:
+    import pandas as pd
+
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
 
 
@@ -160,7 +173,8 @@ def _cell_columns(attr: Attribute, codes: Any) -> dict[str, Any]:
     built in NumPy (a 3-way marginals question over a wide table has ~10⁷
     rows): integer codes or integer labels as the narrowest nullable integer
     dtype (NA: all values), other labels as a categorical over the domain's
-    labels in code order, bins as float edges (NaN: all values)."""
+    labels in code order, bins as float edges (NaN: all values); pandas'
+    column types as `ektelo.columns` describes them."""
     c = (np.asarray(codes) if isinstance(codes, np.ndarray)
          else np.array([-1 if v is None else int(v) for v in codes], dtype=np.int64))
     every = c < 0
@@ -174,29 +188,32 @@ def _cell_columns(attr: Attribute, codes: Any) -> dict[str, Any]:
     if labels is None or all(isinstance(v, int) and not isinstance(v, bool) for v in labels):
         table = (np.arange(attr.size, dtype=np.int64) if labels is None
                  else np.asarray(labels, dtype=np.int64))
-        dtype = pd.api.types.pandas_dtype(_integer_dtype(int(table.min()), int(table.max())))
-        values = table.astype(dtype.numpy_dtype)[np.where(every, 0, c)]
-        return {attr.name: pd.arrays.IntegerArray(values, every)}  # integers beside NA
-    categories = pd.Index(list(labels))  # pandas' own string dtype for text labels
-    return {attr.name: pd.Categorical.from_codes(np.where(every, -1, c), categories)}
+        width = np.dtype(_integer_dtype(int(table.min()), int(table.max())).lower())
+        values = table.astype(width)[np.where(every, 0, c)]
+        return {attr.name: NullableInt(values, every)}  # integers beside NA
+    # (pandas' own string dtype for text labels)
+    return {attr.name: Category(np.where(every, -1, c), tuple(labels))}
 
 
 def _grid(sizes: Sequence[int]) -> np.ndarray:
     return np.indices(list(sizes)).reshape(len(sizes), -1).T
 
 
-def _frame(columns: dict[str, Any], shape: tuple[int, ...]) -> pd.DataFrame:
+def _frame(columns: dict[str, Any], shape: tuple[int, ...]) -> Columns:
     def column(values: Any) -> Any:
         if not isinstance(values, list):
             return values
         present = [v for v in values if v is not None]
         if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-            return pd.array(values, dtype="Int64")  # codes stay integers beside NA
+            # codes stay integers beside NA (pandas' Int64)
+            return NullableInt(np.array([0 if v is None else v for v in values], dtype=np.int64),
+                               np.array([v is None for v in values], dtype=bool))
+        if present and len(present) == len(values) and all(
+                type(v) in (float, np.float64) for v in values):
+            return np.array(values, dtype=np.float64)  # pandas' float64
         return values
 
-    frame = pd.DataFrame({k: column(v) for k, v in columns.items()}, copy=False)
-    frame.attrs["shape"] = shape
-    return frame
+    return Columns({k: column(v) for k, v in columns.items()}, attrs={"shape": shape})
 
 
 def _names(domain: Domain, names: Any, what: str = "attributes") -> tuple[str, ...]:
@@ -288,7 +305,7 @@ def _range_workload(
 
 def _range_rows(
     domain: Domain, names: tuple[str, ...], lo: np.ndarray, hi: np.ndarray
-) -> pd.DataFrame:
+) -> Columns:
     columns: dict[str, Any] = {}
     for i, n in enumerate(names):
         a = domain[n]
@@ -325,9 +342,9 @@ def marginals(domain: Domain, attrs: Any, k: int | None = None) -> ParsedWorkloa
             stride //= shape[i]
             cell = np.arange(lengths[j], dtype=np.int64) // stride % shape[i]
             codes[names[i]][block] = cell.astype(width)
-    which = pd.Categorical.from_codes(
+    which = Category(
         np.repeat(np.arange(len(combos)), lengths),
-        pd.Index(["×".join(names[i] for i in c) if c else "total" for c in combos]),
+        tuple("×".join(names[i] for i in c) if c else "total" for c in combos),
     )
     columns: dict[str, Any] = {"marginal": which}
     for n in names:
@@ -417,8 +434,9 @@ def aggregates(domain: Domain, attr: str, by: Any = (), statistics: Any = ("sum"
     tiled: dict[str, Any] = {}
     for j, o in enumerate(others):  # the groups once per measured statistic
         tiled.update(_cell_columns(domain[o], np.tile(grid[:, j], len(measured))))
-    stat = pd.Categorical(np.repeat(["mean"] * 2 if ends else measured, groups),
-                          categories=list(STATISTICS))
+    stat = Category(np.repeat([STATISTICS.index(s) for s in (["mean"] * 2 if ends
+                                                            else measured)], groups),
+                    STATISTICS)
     shape = (a.size, *(domain[o].size for o in others))
     rows = _frame({"statistic": stat, **tiled}, shape)
     derived = Derived("aggregates", name, tuple(float(v) for v in values), stats,
@@ -448,7 +466,7 @@ def quantiles(domain: Domain, attr: str, levels: Any = (0.5,), by: Any = ()) -> 
     values = representatives(domain[name])
     q = cdf(domain, name, by)
     groups = q.matrix.shape[0] // domain[name].size
-    return ParsedWorkload(q.attributes, q.matrix, q.rows, q.kind, q.shape,
+    return ParsedWorkload(q.attributes, q.matrix, q.table, q.kind, q.shape,
                           Derived("quantile", name, tuple(float(v) for v in values),
                                   levels=qs, groups=groups))
 
@@ -458,6 +476,8 @@ def _from_file(domain: Domain, path: str) -> ParsedWorkload:
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"workload file not found: {path}")
+    import pandas as pd
+
     frame = pd.read_csv(file, dtype=str, keep_default_na=False)
     cols = list(frame.columns)
     names = tuple(c[: -len("_lo")] for c in cols if c.endswith("_lo"))
@@ -475,7 +495,7 @@ def _from_file(domain: Domain, path: str) -> ParsedWorkload:
         q = ranges(domain, names, bounds if len(names) > 1 else [b[0] for b in bounds])
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    return ParsedWorkload(q.attributes, q.matrix, q.rows, "file", q.shape)
+    return ParsedWorkload(q.attributes, q.matrix, q.table, "file", q.shape)
 
 
 _BY = re.compile(r"\s+by\s+|\|")
