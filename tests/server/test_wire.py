@@ -153,6 +153,9 @@ REQUEST_STRATEGIES: dict[type, st.SearchStrategy] = {
     port.AugmentedWorstApprox: st.builds(port.AugmentedWorstApprox, sources, small_matrices,
                                          arrays, eps_values, st.integers(-2, 20), rids),
     port.PrivBayesSelect: st.builds(port.PrivBayesSelect, sources, eps_values, options, rids),
+    port.SelectKeys: st.builds(port.SelectKeys, sources, attrs, eps_values, rids),
+    port.Recode: st.builds(port.Recode, sources, attrs,
+                           st.lists(st.text(max_size=8), max_size=4).map(tuple)),
     port.SelectMarginal: st.builds(
         port.SelectMarginal, sources, st.lists(st.lists(attrs, max_size=2).map(tuple),
                                                max_size=3),
