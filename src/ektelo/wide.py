@@ -178,6 +178,7 @@ _PARAM_VALUES: dict[str, Callable[[Any, str], Any]] = {
     "maxiter": _bounded_int(MAX_MODEL_ITERATIONS),
     "rounds": _optional(_bounded_int(10_000)),
     "compress": _flag,
+    "split_merged": _flag,  # MST: merged values split by their noisy counts (#43)
     "progress": _optional(_callable),
     "max_model_size": _optional(check.positive),
     "degree": _bounded_int(64),

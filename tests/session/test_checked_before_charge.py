@@ -56,6 +56,7 @@ BAD_VALUES: dict[str, tuple[object, ...]] = {
     "maxiter": (-5, 0, "x", 1.5, True, 10**13),
     "rounds": (-5, 0, "x", 1.5, 10**13),
     "compress": (0, "x", None),
+    "split_merged": (0, "x", None),
     "progress": (-5, "x", 1.5),
     "max_model_size": (-5, 0, "x"),
     "degree": (-5, 0, "x", 1.5, 10**13),

@@ -244,14 +244,17 @@ class GraphicalModel:
         out = W.matvec(mu) if isinstance(W, EMatrix) else W @ mu
         return np.asarray(out, dtype=np.float64).reshape(-1)
 
-    def synthetic(self, rows: int, *, seed: Any = None, method: str = "round") -> pd.DataFrame:
+    def synthetic(self, rows: int, *, seed: Any = None, method: str = "balanced") -> pd.DataFrame:
         """`rows` records drawn from the model, columns in the domain's order
         and decoded to its values (labels, a bin's lower edge, codes).
-        ``method="round"`` (default) is Private-PGM's rounding of expected
-        counts; ``"sample"`` independent draws (`graphical.sampling`)."""
+        ``method="balanced"`` (default): Private-PGM's rounding of expected
+        counts, each new column's values spread evenly over the rows ordered
+        by the columns drawn before (issue #43); ``"round"`` the rounding
+        with values shuffled (Private-PGM's); ``"sample"`` independent draws
+        (`graphical.sampling`)."""
         rows = check.positive_int(rows, "rows")
-        if method not in ("round", "sample"):
-            raise ValueError(f"method must be 'round' or 'sample', got {method!r}")
+        if method not in ("round", "sample", "balanced"):
+            raise ValueError(f"method must be 'round', 'sample' or 'balanced', got {method!r}")
         rng = np.random.default_rng(seed)
         codes = sample_codes(self._tree, self._probs, rows, rng, method)
         return pd.DataFrame(
@@ -317,11 +320,11 @@ class CompressedGraphicalModel(GraphicalModel):
             )
         return self.compression.expand(self.inner.marginal(names), names)
 
-    def synthetic(self, rows: int, *, seed: Any = None, method: str = "round") -> pd.DataFrame:
+    def synthetic(self, rows: int, *, seed: Any = None, method: str = "balanced") -> pd.DataFrame:
         """`rows` records in the original domain's values (see the class)."""
         rows = check.positive_int(rows, "rows")
-        if method not in ("round", "sample"):
-            raise ValueError(f"method must be 'round' or 'sample', got {method!r}")
+        if method not in ("round", "sample", "balanced"):
+            raise ValueError(f"method must be 'round', 'sample' or 'balanced', got {method!r}")
         rng = np.random.default_rng(seed)
         codes = sample_codes(self.inner._tree, self.inner._probs, rows, rng, method)
         codes = self.compression.decode(codes, rng)

@@ -18,7 +18,14 @@ measurements are re-expressed on the compressed domain, the tree's pairs
 are measured as ``vectorize(pair).reduce_by_partition(P)`` (1-stable, the
 same ρ), and the model is fitted on the compressed domain and returned as a
 `CompressedGraphicalModel`, whose marginals and synthetic rows are in the
-original domain (a merged value spread uniformly over its values). The
+original domain. A merged value's mass is split among its values by their
+noisy 1-way counts, shrunk toward uniform by positive-part James–Stein
+(`compression.merged_shares`; issue #43; the published code spreads it
+uniformly, ``split_merged=False``): parameter-free, uniform when the counts
+spread no more than the noise. Public post-processing of the 1-way answers,
+it changes neither the selection nor the fit. On the credit table
+(training data, 3 seeds) synthetic TV 0.186 → 0.174 at ε = 0.1, 0.0622 →
+0.0608 at ε = 1, 0.0512 → 0.0507 at ε = 3, 0.0450 → 0.0448 at ε = 10. The
 selection scores each pair on the compressed domain, as the published code
 does (issue #43): ‖G·M_pair(D) − est‖₁ with est the compressed 1-way model's
 pair marginal and G the public map summing the original cells of each
@@ -137,6 +144,7 @@ def mst(
     maxiter: int = 1000,
     compress: bool = True,
     discrepancy: float | None = DISCREPANCY,
+    split_merged: bool = True,
 ) -> GraphicalModel:
     """MST. Budget: ρ (zCDP) in thirds — 1-way marginals, the tree's r − 1
     exponential-mechanism choices, the tree's pair marginals. `workload` is
@@ -146,11 +154,15 @@ def mst(
     from the uniform model, stopped once the weighted loss is at most that
     times the number of answers; None fits to convergence from the
     measured marginals (the unregularised least-squares model).
+    `split_merged` (default True) splits a merged value's mass by its values'
+    noisy 1-way counts (James–Stein; module docstring), False uniformly.
     Returns the fitted GraphicalModel (`.marginal`, `.answer`, `.synthetic`),
     a `CompressedGraphicalModel` when anything was merged."""
     rho = check_rho_budget(table, budget, "mst")
     if not isinstance(compress, bool):
         raise TypeError(f"compress must be True or False, got {compress!r}")
+    if not isinstance(split_merged, bool):
+        raise TypeError(f"split_merged must be True or False, got {split_merged!r}")
     domain = table.domain
     attrs = list(domain.names)
     if len(attrs) < 2:
@@ -163,6 +175,8 @@ def mst(
     # Public from here to the tree's measurements: the compression is read
     # off the noisy 1-way answers.
     comp = DomainCompression.from_supports(domain, supports_of(log1) if compress else {})
+    if split_merged and not comp.trivial:
+        comp = comp.with_shares(log1)  # Public: merged values split by their noisy counts
     small = domain if comp.trivial else comp.compressed  # the domain the model lives on
     fit_log1 = [compress_oneway(m, comp) for m in log1] if not comp.trivial else log1
     model = fit_graphical_model(fit_log1, small, maxiter=maxiter)  # Public

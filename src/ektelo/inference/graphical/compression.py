@@ -8,8 +8,11 @@ noise are merged into one value: their true counts are too small to tell
 apart from noise, and every pair marginal over them would spend its cells on
 noise. The model is fitted on the compressed domain (kept values first, in
 their original order, then the one merged value), and speaks the original
-domain by spreading a merged value's mass uniformly over the original values
-it stands for — marginals and synthetic rows alike.
+domain by spreading a merged value's mass over the original values it
+stands for — marginals and synthetic rows alike: uniformly (the published
+rule), or by their noisy 1-way counts shrunk toward uniform
+(`DomainCompression.with_shares`, `merged_shares`; MST's default since
+issue #43).
 
 Here: `DomainCompression` (the public map between the two domains, built
 from the noisy 1-way answers), and the re-expression of measurements on the
@@ -36,6 +39,7 @@ __all__ = [
     "compress_oneway",
     "compress_reduced",
     "compressed_partition",
+    "merged_shares",
     "supports_of",
 ]
 
@@ -68,12 +72,16 @@ class DomainCompression:
     `codes[a][v]` is the compressed code of original code v of attribute a;
     `counts[a][c]` how many original values compressed code c stands for
     (1 for a kept value). Attributes with fewer than two values to merge
-    are left as they are (merging one value changes nothing)."""
+    are left as they are (merging one value changes nothing).
+    `shares[a][v]` (optional) is original value v's share of its compressed
+    value's mass (1 for a kept value; the merged values' shares sum to 1);
+    None spreads a merged value uniformly (`with_shares` sets them)."""
 
     original: Domain
     compressed: Domain
     codes: Mapping[str, np.ndarray]
     counts: Mapping[str, np.ndarray]
+    shares: Mapping[str, np.ndarray] | None = None
 
     @classmethod
     def from_supports(cls, domain: Domain, supports: Mapping[str, np.ndarray]) -> DomainCompression:
@@ -98,6 +106,33 @@ class DomainCompression:
             codes[a], counts[a], sizes[a] = code, count, int(count.size)
         return cls(domain, Domain.from_dict(sizes), codes, counts)
 
+    def with_shares(self, oneway: Sequence[Measurement]) -> DomainCompression:
+        """This compression with each merged value's mass split by the noisy
+        1-way counts of its values (`merged_shares`) instead of uniformly.
+        `oneway` are the 1-way identity measurements the supports came from
+        (public: the split reads noisy answers and their σ only)."""
+        shares: dict[str, np.ndarray] = {}
+        for m in oneway:
+            if m.attributes is None or len(m.attributes) != 1:
+                raise ValueError("with_shares takes 1-way measurements")
+            a = m.attributes[0]
+            share = np.ones(self.original[a].size)
+            merged = np.asarray(self.merged(a), dtype=np.int64)
+            if merged.size:
+                share[merged] = merged_shares(np.asarray(m.answers)[merged], m.noise_scale)
+            share.setflags(write=False)
+            shares[a] = share
+        for a in self.original.names:
+            if a not in shares and self.merged(a):
+                raise ValueError(f"no 1-way measurement of {a!r}, whose values are merged")
+        return DomainCompression(self.original, self.compressed, self.codes, self.counts, shares)
+
+    def _share(self, attr: str) -> np.ndarray:
+        """Each original value's share of its compressed value's mass."""
+        if self.shares is not None and attr in self.shares:
+            return self.shares[attr]
+        return 1.0 / self.counts[attr][self.codes[attr]]
+
     def merged(self, attr: str) -> tuple[int, ...]:
         """The original codes of `attr` merged into one value (empty when none)."""
         code, count = self.codes[attr], self.counts[attr]
@@ -120,7 +155,8 @@ class DomainCompression:
 
     def expand(self, table: np.ndarray, attrs: Sequence[str]) -> np.ndarray:
         """A marginal on `attrs` over the compressed domain as one over the
-        original: each merged value's mass spread uniformly over its values."""
+        original: each merged value's mass spread over its values by their
+        shares (uniformly without `shares`)."""
         names = check_names(self.original, attrs)
         out = np.asarray(table, dtype=np.float64)
         want = tuple(self.counts[a].size for a in names)
@@ -131,13 +167,14 @@ class DomainCompression:
             code = self.codes[a]
             view = [1] * len(names)
             view[axis] = code.size
-            out = np.take(out, code, axis=axis) / self.counts[a][code].reshape(view)
+            out = np.take(out, code, axis=axis) * self._share(a).reshape(view)
         return out
 
     def decode(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Compressed codes (rows × attributes, the domain's order) as
         original ones: a merged value becomes one of its original values,
-        drawn uniformly and independently per row."""
+        drawn by their shares (uniformly without `shares`), independently per
+        row."""
         out = np.empty_like(codes)
         for j, a in enumerate(self.original.names):
             column = codes[:, j]
@@ -147,8 +184,35 @@ class DomainCompression:
             out[:, j] = by_code[np.minimum(column, by_code.size - 1)]
             if merged.size:
                 rows = column == self.counts[a].size - 1
-                out[rows, j] = rng.choice(merged, size=int(rows.sum()))
+                if self.shares is None or a not in self.shares:
+                    out[rows, j] = rng.choice(merged, size=int(rows.sum()))
+                else:
+                    p = self.shares[a][merged]
+                    out[rows, j] = rng.choice(merged, size=int(rows.sum()), p=p / p.sum())
         return out
+
+
+def merged_shares(answers: np.ndarray, sigma: float) -> np.ndarray:
+    """How to split a merged value's mass among its k original values, from
+    their noisy counts `answers` (independent Gaussian noise of std
+    `sigma`): the positive-part James–Stein estimate of the true counts,
+    shrunk toward their mean (James & Stein 1961; Efron & Morris 1973),
+    clipped at 0 and normalised. Parameter-free: when the counts' spread
+    is no more than the noise's ((k − 3)·σ² ≥ Σ(y − ȳ)²) the split is
+    uniform — the published rule — and it follows the counts as their
+    signal grows. Uniform for k ≤ 3 (where James–Stein does not dominate)
+    or when nothing positive is left."""
+    y = np.asarray(answers, dtype=np.float64)
+    k = y.size
+    uniform = np.full(k, 1.0 / k)
+    if k <= 3:
+        return uniform
+    mean = float(y.mean())
+    spread = float(((y - mean) ** 2).sum())
+    factor = 0.0 if spread <= 0 else max(0.0, 1.0 - (k - 3) * sigma**2 / spread)
+    est = np.maximum(mean + factor * (y - mean), 0.0)
+    total = float(est.sum())
+    return uniform if not total > 0 else est / total
 
 
 def _compressed_record(m: Measurement, answers: np.ndarray, query: Diagonal | Identity,
