@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import secrets
 import sys
 import threading
@@ -66,7 +67,7 @@ from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import Dataset, ServerAuditEntry, ServerSession, load_data
 from .status import render_sign_in, render_status
 from .timing import ResponseFloors, release_after
-from .worker import WorkerLimits, WorkerLost
+from .worker import SessionGone, WorkerLimits, WorkerLost, WorkerPool
 
 __all__ = ["Service", "create_app", "main"]
 
@@ -101,15 +102,20 @@ class Service:
         )
         self.store = open_ledger(config.ledger)
         self.datasets: dict[str, Dataset] = {}
+        # with a durable ledger, every session's kernel in a pool of workers (worker.py)
+        self.workers: WorkerPool | None = None
+        if self.store is not None and config.worker_memory_mb:
+            self.workers = WorkerPool(WorkerLimits(
+                config.worker_memory_mb, config.worker_cpu_seconds,
+                config.worker_processes or min(max(2, os.cpu_count() or 2), 8)))
+            threading.Thread(target=self.workers.warm, daemon=True).start()
         for name, cfg in config.datasets.items():
             if self.store is not None:
                 ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
             limits = QueryLimits(config.max_query_rows, config.max_query_work)
-            worker = None if not config.worker_memory_mb else WorkerLimits(
-                config.worker_memory_mb, config.worker_cpu_seconds)
             ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits,
-                                               ledger=config.ledger, worker=worker,
+                                               ledger=config.ledger, workers=self.workers,
                                                history=config.session_history)
             if self.store is not None:  # the ledger's audit log has every request (#40)
                 ds.audit = deque(maxlen=config.session_history)
@@ -177,7 +183,12 @@ class Service:
 
     # -- sessions ------------------------------------------------------------------
     def open_session(self, who: Principal, ds: Dataset) -> ServerSession:
-        session = ServerSession.open(who.name, ds)
+        try:
+            session = ServerSession.open(who.name, ds)
+        except WorkerLost as err:  # nothing is charged by opening a session
+            error = ApiError(503, "WorkerUnavailable", f"{err}; retry (nothing was charged)")
+            error.retry_after = 1
+            raise error from err
         with self.sessions_lock:
             now = time.monotonic()
             for sid in [k for k, s in self.sessions.items()
@@ -248,6 +259,10 @@ class Service:
             reason = "quota" if "quota" in str(err) else "cap"  # the store's and kernel's words
             audit(None, "refused: BudgetExceeded", reason)
             raise ApiError(403, "BudgetExceeded", str(err)) from err
+        except SessionGone as err:  # its worker was lost earlier: nothing was sent
+            with self.sessions_lock:
+                self.sessions.pop(session.id, None)
+            raise ApiError(404, "UnknownSession", f"{err} (nothing was charged)") from err
         except WorkerLost as err:  # the worker is gone: so is the session (worker.py)
             with self.sessions_lock:
                 self.sessions.pop(session.id, None)
