@@ -1,7 +1,7 @@
 """The server under load: requests/s, latency, session opens, memory (#36, #40).
 
 Starts `ektelo-serve` processes (each on a fresh configuration: a 64-cell
-vector and a 2,000-row table on the memory engine, a durable ledger) in
+vector, a durable ledger) in
 several *variants* and, for 1, 8, 32 and 64 concurrent clients, runs each
 variant in turn (the order rotates from round to round, so the machine's
 other load falls on all of them alike):
@@ -38,6 +38,7 @@ response-time floors (server/timing.py) are a setting of their own:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -54,7 +55,7 @@ from ektelo import wire
 from ektelo.matrix import Total
 from ektelo.port import requests as port
 from ektelo.server.timing import FLOOR_DEFAULTS
-from tests.server.harness import DOMAIN, ServerProcess, run_admin, table_rows, write_config
+from tests.server.harness import ServerProcess, run_admin, write_config
 
 CLIENT = r"""
 import http.client, json, sys, time, urllib.parse
@@ -69,7 +70,8 @@ conn.request("POST", "/v1/datasets/bench/sessions", b"{}", headers)
 r = conn.getresponse()
 session = json.loads(r.read())["session"]
 opened = time.perf_counter() - t0
-lat, i = [], 0
+opened_at = time.time()
+lat, at, i = [], [], 0
 stop = time.perf_counter() + float(seconds)
 while True:
     body = ('{"request":' + request + ',"request_id":"' + tag + '-' + str(i) + '"}').encode()
@@ -82,8 +84,35 @@ while True:
     if r.status != 200:
         raise SystemExit("status %d" % r.status)
     lat.append(time.perf_counter() - t0)
+    at.append(time.time())
     i += 1
-print(json.dumps({"open": opened, "lat": lat}))
+print(json.dumps({"open": opened, "opened_at": opened_at, "lat": lat, "at": at}))
+"""
+
+
+# the same load through `ektelo.client` (remote handles: the wire encoding and
+# decoding in the client too; the method of the earlier measurements of #40)
+EKTELO_CLIENT = r"""
+import json, sys, time
+url, token, request, start_at, seconds, tag = sys.argv[1:7]
+import ektelo
+from ektelo.matrix import Total
+while time.time() < float(start_at):
+    time.sleep(0.005)
+t0 = time.perf_counter()
+x = ektelo.connect(url, token).dataset("bench")
+opened = time.perf_counter() - t0
+opened_at = time.time()
+lat, at = [], []
+stop = time.perf_counter() + float(seconds)
+while True:
+    t0 = time.perf_counter()
+    if t0 >= stop:
+        break
+    x.laplace(Total(64), eps=1e-6)
+    lat.append(time.perf_counter() - t0)
+    at.append(time.time())
+print(json.dumps({"open": opened, "opened_at": opened_at, "lat": lat, "at": at}))
 """
 
 
@@ -94,10 +123,8 @@ def tree(pid: int) -> list[int]:
         p = todo.pop()
         out.append(p)
         for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
+            with contextlib.suppress(OSError):
                 todo += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                pass
     return out
 
 
@@ -173,7 +200,7 @@ def fresh_postgres(base_url: str, name: str) -> str:
 
 def run(
     folder: Path, ledger: str, clients: int, seconds: float, floors: dict[str, float],
-    server_options: dict[str, Any], src: str | None,
+    server_options: dict[str, Any], src: str | None, client: str = "raw",
 ) -> dict[str, float]:  # fmt: skip
     """One server, `clients` clients for `seconds`: the figures of one cell."""
     folder.mkdir(parents=True)
@@ -198,9 +225,13 @@ def run(
         assert server.process is not None
         time.sleep(3.0)  # the worker pool warms up in the background
         start_at = time.time() + 1.0 + 0.05 * clients
-        procs = [subprocess.Popen([sys.executable, "-c", CLIENT, server.url, t, request,
+        code = CLIENT if client == "raw" else EKTELO_CLIENT
+        env = {"PATH": os.environ["PATH"]}
+        if client != "raw":
+            env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+        procs = [subprocess.Popen([sys.executable, "-c", code, server.url, t, request,
                                    str(start_at), str(seconds), f"c{i}"],
-                                  stdout=subprocess.PIPE, env={"PATH": os.environ["PATH"]})
+                                  stdout=subprocess.PIPE, env=env)
                  for i, t in enumerate(tokens)]
         while time.time() < start_at:
             time.sleep(0.01)
@@ -213,10 +244,16 @@ def run(
     finally:
         server.stop()
     lat = np.array([t for o in outs for t in o["lat"]]) * 1000
+    # the steady state: requests answered after every session was open
+    last_open = max(o["opened_at"] for o in outs)
+    steady = np.array([t for o in outs for t, a in zip(o["lat"], o["at"], strict=True)
+                       if a - t > last_open]) * 1000
     opens = np.array([o["open"] for o in outs]) * 1000
     n = len(lat)
     return {"rps": n / seconds, "p50": float(np.percentile(lat, 50)),
-            "p99": float(np.percentile(lat, 99)), "open50": float(np.percentile(opens, 50)),
+            "p99": float(np.percentile(lat, 99)),
+            "p99_steady": float(np.percentile(steady, 99)) if len(steady) else float("nan"),
+            "open50": float(np.percentile(opens, 50)),
             "open99": float(np.percentile(opens, 99)), "cpu_ms": 1000 * cpu / max(n, 1),
             "rss": rss, "pss": pss}
 
@@ -229,17 +266,20 @@ def main() -> None:
     parser.add_argument("--floors", choices=["default", "off"], default="default")
     parser.add_argument("--variants", nargs="+", default=["workers", "in-process"])
     parser.add_argument("--baseline", help="another tree's src/ (e.g. the parent commit's)")
+    parser.add_argument("--client", choices=["raw", "ektelo"], default="raw",
+                        help="raw HTTP (stdlib) or ektelo.client remote handles")
     args = parser.parse_args()
     floors = dict(FLOOR_DEFAULTS) if args.floors == "default" else {"free": 0, "charged": 0}
-    settings = {"workers": {}, "in-process": {"worker_memory_mb": 0}}
+    settings = {"workers": {}, "in-process": {"worker_memory_mb": 0},
+                "1 worker": {"worker_processes": 1}, "2 workers": {"worker_processes": 2}}
     variants: list[tuple[str, dict[str, Any], str | None]] = [
         (v, settings[v], None) for v in args.variants]
     if args.baseline:
         variants += [(f"base {v}", settings[v], args.baseline) for v in args.variants
                      if v == "in-process"]
-    print(f"load: {args.seconds:g} s per cell, Total(64) Vector Laplace over raw HTTP, one "
-          f"analyst and session per client; response floors {args.floors} {floors} ms; "
-          f"load {os.getloadavg()[0]:.1f} at start; {os.cpu_count()} cores")
+    print(f"load: {args.seconds:g} s per cell, Total(64) Vector Laplace, {args.client} "
+          f"clients, one analyst and session per client; response floors {args.floors} "
+          f"{floors} ms; load {os.getloadavg()[0]:.1f} at start; {os.cpu_count()} cores")
     pg = None
     if "postgres" in args.ledgers:
         from tests.store import pgcluster
@@ -247,7 +287,7 @@ def main() -> None:
         pg_folder = tempfile.mkdtemp(prefix="ektelo-bench-pg-")
         pg = (pgcluster.start(pg_folder), pg_folder)
     head = (f"{'ledger':<8} {'clients':>7} {'variant':<16} {'req/s':>7} {'p50 ms':>8} "
-            f"{'p99 ms':>8} {'open p50':>9} {'open p99':>9} {'CPU ms/req':>10} "
+            f"{'p99 ms':>8} {'steady p99':>10} {'open p50':>9} {'open p99':>9} {'CPU ms/req':>10} "
             f"{'RSS MiB':>8} {'PSS MiB':>8}")
     try:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
@@ -256,15 +296,17 @@ def main() -> None:
                 for r, clients in enumerate(args.clients):
                     order = variants[r % len(variants):] + variants[:r % len(variants)]
                     for name, options, src in order:
-                        cell = Path(tmp) / f"{ledger_kind}-{clients}-{name.replace(' ', '_')}"
+                        cell = Path(tmp) / f"{ledger_kind}-{r}-{clients}-{name.replace(' ', '_')}"
                         if ledger_kind == "sqlite":
                             ledger = "ledger.sqlite"
                         else:
                             assert pg is not None
                             ledger = fresh_postgres(pg[0], f"b{clients}{abs(hash(name))}")
-                        f = run(cell, ledger, clients, args.seconds, floors, options, src)
+                        f = run(cell, ledger, clients, args.seconds, floors, options, src,
+                                args.client)
                         print(f"{ledger_kind:<8} {clients:>7} {name:<16} {f['rps']:7.1f} "
-                              f"{f['p50']:8.1f} {f['p99']:8.1f} {f['open50']:9.1f} "
+                              f"{f['p50']:8.1f} {f['p99']:8.1f} {f['p99_steady']:10.1f} "
+                              f"{f['open50']:9.1f} "
                               f"{f['open99']:9.1f} {f['cpu_ms']:10.2f} {f['rss']:8.0f} "
                               f"{f['pss']:8.0f}", flush=True)
                     if ledger_kind == "sqlite":

@@ -54,3 +54,84 @@ def test_a_lost_worker_is_charged_not_answered_and_the_next_request_gets_a_fresh
         assert y.laplace(Identity(8), eps=0.25).answers.shape == (8,)
     finally:
         server.stop()
+
+
+# -- the pool itself (no HTTP): fake kernels that travel to the workers by name ---------
+
+
+class _Port:
+    """A stand-in kernel port: "echo" answers, "burn" spins on the CPU, "die"
+    kills the process, "refuse" raises a kernel refusal."""
+
+    def submit_with_receipt(self, request: str) -> tuple[object, object]:
+        import os
+
+        if request == "burn":
+            while True:
+                pass
+        if request == "die":
+            os._exit(3)
+        if request == "refuse":
+            raise ValueError("refused before any charge")
+        return (request, os.getpid()), None
+
+
+class _Handle:
+    node = 0
+    port = _Port()
+
+
+def _load(payload: object) -> object:
+    return payload
+
+
+def _open(state: object, spec: dict[str, object]) -> _Handle:
+    return _Handle()
+
+
+def _pool(processes: int, cpu_seconds: int = 600) -> object:
+    from ektelo.server.worker import WorkerLimits, WorkerPool
+
+    return WorkerPool(WorkerLimits(memory_mb=256, cpu_seconds=cpu_seconds, processes=processes))
+
+
+def _session(pool: object, sid: str) -> object:
+    return pool.open("d", _load, None, _open, {"session": sid})  # type: ignore[attr-defined]
+
+
+def test_a_lost_worker_loses_only_its_own_sessions_and_new_ones_get_a_fresh_worker():
+    from ektelo.server.worker import SessionGone, WorkerLost
+
+    pool = _pool(processes=2)
+    try:
+        a, b = _session(pool, "a"), _session(pool, "b")  # one on each worker
+        (_, pid_a), (_, pid_b) = a.submit("hello"), b.submit("hello")
+        assert pid_a != pid_b
+        with pytest.raises(ValueError, match="refused before any charge"):
+            a.submit("refuse")  # a refusal travels back; the worker stays
+        assert a.submit("again") == ("again", pid_a)
+        with pytest.raises(WorkerLost):
+            a.submit("die")  # in flight when the worker died: charged, not answered
+        with pytest.raises(SessionGone):
+            a.submit("later")  # sent after: nothing charged, the session is gone
+        assert b.submit("still") == ("still", pid_b)  # the other worker's session lives on
+        c = _session(pool, "c")
+        (_, pid_c) = c.submit("fresh")
+        assert pid_c not in (pid_a, pid_b) and sorted(pool.processes) == sorted([pid_b, pid_c])
+    finally:
+        pool.close()
+
+
+def test_a_request_past_its_cpu_loses_the_worker():
+    from ektelo.server.worker import WorkerLost
+
+    pool = _pool(processes=1, cpu_seconds=1)
+    try:
+        a, b = _session(pool, "a"), _session(pool, "b")
+        assert a.submit("x")[0] == "x"
+        with pytest.raises(WorkerLost):
+            a.submit("burn")  # a pure-Python loop: the watchdog ends it after 1 s of CPU
+        assert not b.alive  # its worker's other sessions go with it
+        assert _session(pool, "c").submit("y")[0] == "y"  # the next gets a fresh worker
+    finally:
+        pool.close()

@@ -107,7 +107,7 @@ class Service:
         if self.store is not None and config.worker_memory_mb:
             self.workers = WorkerPool(WorkerLimits(
                 config.worker_memory_mb, config.worker_cpu_seconds,
-                config.worker_processes or min(max(2, os.cpu_count() or 2), 8)))
+                config.worker_processes or default_workers(config.ledger)))
             threading.Thread(target=self.workers.warm, daemon=True).start()
         for name, cfg in config.datasets.items():
             if self.store is not None:
@@ -326,6 +326,18 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} is out of range (not a finite double)")
     return value
+
+
+def default_workers(ledger: str | None) -> int:
+    """How many kernel workers a server runs unless configured: one on a
+    SQLite ledger — SQLite has one writer at a time, and one process's
+    writers share each commit (group commit) while two processes' contend
+    for the file lock by polling (p99 at 32 clients ×3, measured:
+    benchmarks/bench_server_load.py) — and on PostgreSQL as many as cores
+    (2 to 8)."""
+    if ledger is not None and ledger.startswith(("postgresql://", "postgres://")):
+        return min(max(2, os.cpu_count() or 2), 8)
+    return 1
 
 
 def open_ledger(location: str | None) -> Any:

@@ -23,9 +23,10 @@ Relative paths are read relative to the file::
                                  # then on a doubling grid (server/timing.py); 0: off
     worker_memory_mb = 4096      # with a durable ledger, every session's kernel runs in
     worker_cpu_seconds = 600     # a pool of worker processes with this much memory
-    worker_processes = 0         # headroom and CPU per request; 0 processes: as many
-                                 # as cores (2 to 8); worker_memory_mb = 0: kernels in
-                                 # the server's own process (server/worker.py)
+    worker_processes = 0         # headroom and CPU per request; 0 processes: one on
+                                 # SQLite, as many as cores (2 to 8) on PostgreSQL;
+                                 # worker_memory_mb = 0: kernels in the server's own
+                                 # process (server/worker.py)
     header_timeout_s = 10        # a request's headers must arrive within this, its
     body_timeout_s = 30          # body within this after them: else 408, closed
     max_concurrent_per_analyst = 4  # an analyst's requests in flight; more: 429
@@ -154,7 +155,7 @@ class ServerConfig:
     insecure_in_memory_ledger: bool = False  # the test/demo opt-in to ledger = None
     worker_memory_mb: int = WORKER_MEMORY_MB  # 0: kernels in the server's process; worker.py
     worker_cpu_seconds: int = 600
-    worker_processes: int = 0  # 0: as many as cores, 2 to 8
+    worker_processes: int = 0  # 0: app.default_workers (1 on SQLite, cores on PostgreSQL)
     header_timeout_s: float = 10.0  # a request's headers arrive within this (timeouts.py)
     body_timeout_s: float = 30.0  # and its body within this after them
     max_concurrent_per_analyst: int = 4  # requests in flight per analyst; more: HTTP 429
@@ -171,8 +172,8 @@ _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "max_matrix_nodes", "max_query_rows", "max_query_work", "min_response_ms",
     "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
-    "worker_memory_mb", "worker_cpu_seconds", "worker_processes", "header_timeout_s", "body_timeout_s",
-    "max_concurrent_per_analyst", "session_history",
+    "worker_memory_mb", "worker_cpu_seconds", "worker_processes", "header_timeout_s",
+    "body_timeout_s", "max_concurrent_per_analyst", "session_history",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",

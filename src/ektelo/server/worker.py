@@ -2,8 +2,9 @@
 
 With a durable ledger (and `[server] worker_memory_mb = M`, on by default),
 every session's kernel lives in one of a small pool of worker processes
-(`worker_processes`, by default as many as the machine has cores, at least
-two), never in the server's own process. Each worker is started once from a
+(`worker_processes`; by default one on a SQLite ledger, whose writes one
+process commits best, and as many as cores on PostgreSQL), never in the
+server's own process. Each worker is started once from a
 clean fork server, loads a dataset the first time it hosts one of its
 sessions (its own connection to the ledger store), and then hosts the
 kernels of many sessions: opening a session costs what protecting the
