@@ -185,6 +185,7 @@ def bare_postgres(url: str, seconds: float = 2.0) -> float:
             with con.transaction():
                 con.execute("SELECT spent FROM bare_t WHERE id = 1 FOR UPDATE").fetchone()
                 con.execute("UPDATE bare_t SET spent = %s WHERE id = 1", (str(n),))
+            n += 1
         return n / (time.perf_counter() - start)
 
 
@@ -284,8 +285,7 @@ def main() -> None:
     if "postgres" in args.ledgers:
         from tests.store import pgcluster
 
-        pg_folder = tempfile.mkdtemp(prefix="ektelo-bench-pg-")
-        pg = (pgcluster.start(pg_folder), pg_folder)
+        pg = pgcluster.start(tempfile.mkdtemp(prefix="ektelo-bench-pg-"))  # (url, folder)
     head = (f"{'ledger':<8} {'clients':>7} {'variant':<16} {'req/s':>7} {'p50 ms':>8} "
             f"{'p99 ms':>8} {'steady p99':>10} {'open p50':>9} {'open p99':>9} {'CPU ms/req':>10} "
             f"{'RSS MiB':>8} {'PSS MiB':>8}")

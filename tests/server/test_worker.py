@@ -1,7 +1,8 @@
 """The kernel's work in a worker the server can lose (issue #36, server/worker.py).
 
-With `worker_memory_mb`, each session's kernel runs in a child process with
-an address-space limit. A query that passes every check before the charge
+With a durable ledger (by default), each session's kernel runs in a worker
+process of a small pool, with an address-space limit and a CPU limit per
+request. A query that passes every check before the charge
 but needs more memory than the worker has (here the server's query limits
 are raised on purpose) loses the worker, not the server: the client is
 told "charged, not answered" (HTTP 503), the charge stands in the durable
@@ -16,6 +17,7 @@ import ektelo
 from ektelo.client import ServerError
 from ektelo.matrix import Identity, Kronecker, Ones, Total, VStack, Weighted
 from ektelo.server.config import load_config
+from ektelo.server.sessions import session_seed
 from tests.server.harness import ServerProcess, http, run_admin, write_config
 
 
@@ -29,7 +31,7 @@ def test_a_worker_without_a_durable_ledger_is_refused(tmp_path):
 
 def test_a_lost_worker_is_charged_not_answered_and_the_next_request_gets_a_fresh_one(tmp_path):
     np.save(tmp_path / "x.npy", np.arange(8))
-    config = write_config(tmp_path, {"x": {"data": "x.npy", "epsilon": 10.0}},
+    config = write_config(tmp_path, {"x": {"data": "x.npy", "epsilon": 10.0, "seed": 5}},
                           ledger="ledger.sqlite", worker_memory_mb=64,
                           max_query_rows=1 << 30, max_query_work=1 << 40)
     run_admin(config, "init")
@@ -37,7 +39,12 @@ def test_a_lost_worker_is_charged_not_answered_and_the_next_request_gets_a_fresh
     server = ServerProcess(config).start()
     try:
         x = ektelo.connect(server.url, token).dataset("x")
-        assert x.laplace(Total(8), eps=0.5).answers.shape == (1,)
+        remote = x.laplace(Total(8), eps=0.5).answers
+        # the worker's kernel is the one a local `protect` makes with the
+        # session's seed: its answers bit for bit
+        local = ektelo.protect(np.arange(8), epsilon=10.0,
+                               seed=session_seed(5, "x", x.port.session))
+        assert remote.tobytes() == local.laplace(Total(8), eps=0.5).answers.tobytes()
         # 512³ = 1.3·10⁸ rows (1 GiB of answers): within the raised query limits,
         # beyond the worker's 64 MiB of headroom
         factor = VStack([Identity(2), Weighted(Ones(510, 2), 0.0)])
