@@ -103,7 +103,8 @@ def _pool(processes: int, cpu_seconds: int = 600) -> object:
 
 
 def _session(pool: object, sid: str) -> object:
-    return pool.open("d", _load, None, _open, {"session": sid})  # type: ignore[attr-defined]
+    pool.register("d", _load, None)  # type: ignore[attr-defined]
+    return pool.open("d", _open, {"session": sid})  # type: ignore[attr-defined]
 
 
 def test_a_lost_worker_loses_only_its_own_sessions_and_new_ones_get_a_fresh_worker():

@@ -108,7 +108,6 @@ class Service:
             self.workers = WorkerPool(WorkerLimits(
                 config.worker_memory_mb, config.worker_cpu_seconds,
                 config.worker_processes or default_workers(config.ledger)))
-            threading.Thread(target=self.workers.warm, daemon=True).start()
         for name, cfg in config.datasets.items():
             if self.store is not None:
                 ensure_in_store(self.store, cfg)
@@ -121,6 +120,9 @@ class Service:
                 ds.audit = deque(maxlen=config.session_history)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
+            ds.register_in_workers()
+        if self.workers is not None:  # started and loaded while the server starts serving
+            threading.Thread(target=self.workers.warm, daemon=True).start()
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
         self.sessions_lock = threading.Lock()
         # the status page's sign-ins: cookie -> (admin token, expiry); the token is

@@ -202,10 +202,7 @@ class Dataset:
         session's id: no two sessions draw the same noise), in a worker of
         the pool if the server has one."""
         if self.store is not None and self.workers is not None and session is not None:
-            limits = self.limits or QueryLimits()
-            payload = (self.cfg, self.data, self.domain, self.ledger,
-                       (limits.max_rows, limits.max_work), self.history)
-            kernel = self.workers.open(self.name, load_in_worker, payload, open_in_worker,
+            kernel = self.workers.open(self.name, open_in_worker,
                                        {"analyst": analyst, "session": session})
             return kernel, kernel.root, False
         if self.store is not None:
@@ -216,6 +213,14 @@ class Dataset:
                 self._root = self._protect(None)
             root = self._root
         return _local(root.port), root.node, True
+
+    def register_in_workers(self) -> None:
+        """Have every worker of the pool load this dataset as it starts."""
+        if self.workers is not None:
+            limits = self.limits or QueryLimits()
+            payload = (self.cfg, self.data, self.domain, self.ledger,
+                       (limits.max_rows, limits.max_work), self.history)
+            self.workers.register(self.name, load_in_worker, payload)
 
     @property
     def kind(self) -> str:

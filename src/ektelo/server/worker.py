@@ -5,8 +5,8 @@ every session's kernel lives in one of a small pool of worker processes
 (`worker_processes`; by default one on a SQLite ledger, whose writes one
 process commits best, and as many as cores on PostgreSQL), never in the
 server's own process. Each worker is started once from a
-clean fork server, loads a dataset the first time it hosts one of its
-sessions (its own connection to the ledger store), and then hosts the
+clean fork server, loads every dataset as it starts (on its own connection
+to the ledger store, in the background of the server's start), and hosts the
 kernels of many sessions: opening a session costs what protecting the
 dataset costs in process, not a new interpreter.
 
@@ -100,7 +100,6 @@ class _Worker:
         self.process.start()
         child.close()
         self.sessions = 0  # sessions it hosts (placement: the fewest)
-        self.loaded: set[str] = set()  # datasets it has been sent
         self.dead = False
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()  # guards _waiting and dead
@@ -191,6 +190,22 @@ class WorkerPool:
         self.limits = limits
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
+        self._datasets: dict[str, tuple[Callable[[Any], Any], Any]] = {}
+
+    def register(self, dataset: str, loader: Callable[[Any], Any], payload: Any) -> None:
+        """A dataset every worker loads as soon as it starts: `loader(payload)`
+        runs once per worker and returns the dataset's state there (a
+        module-level function: it travels by name)."""
+        with self._lock:
+            self._datasets[dataset] = (loader, payload)
+
+    def _start(self) -> _Worker:
+        """A new worker, sent every registered dataset to load (under the lock)."""
+        worker = _Worker(self.limits)
+        for name, (loader, payload) in self._datasets.items():
+            worker.post(("load", name, loader, payload))
+        self._workers.append(worker)
+        return worker
 
     def _place(self) -> _Worker:
         """A live worker for a new session: a new one while there are fewer
@@ -198,8 +213,7 @@ class WorkerPool:
         with self._lock:
             self._workers = [w for w in self._workers if not w.dead]
             if len(self._workers) < self.limits.processes:
-                worker = _Worker(self.limits)
-                self._workers.append(worker)
+                worker = self._start()
             else:
                 worker = min(self._workers, key=lambda w: w.sessions)
             with worker._lock:
@@ -209,25 +223,19 @@ class WorkerPool:
     def warm(self) -> None:
         """Start the workers now (a server's first sessions then open fast)."""
         with self._lock:
-            while len([w for w in self._workers if not w.dead]) < self.limits.processes:
-                self._workers.append(_Worker(self.limits))
+            self._workers = [w for w in self._workers if not w.dead]
+            while len(self._workers) < self.limits.processes:
+                self._start()
 
     def open(
-        self, dataset: str, loader: Callable[[Any], Any], payload: Any,
-        opener: Callable[[Any, dict[str, Any]], Any], spec: dict[str, Any],
+        self, dataset: str, opener: Callable[[Any, dict[str, Any]], Any], spec: dict[str, Any],
     ) -> PooledKernel:  # fmt: skip
-        """A session's kernel on a worker. `loader(payload)` runs once per
-        worker for `dataset` and returns its state there; `opener(state, spec)`
-        returns the session's protected root handle (module-level functions:
-        they travel by name)."""
+        """A session's kernel on a worker: `opener(state, spec)` (a
+        module-level function) returns the session's protected root handle
+        from the registered `dataset`'s state in the worker."""
         worker = self._place()
         key = spec["session"]
         try:
-            with self._lock:
-                first = dataset not in worker.loaded
-                worker.loaded.add(dataset)
-            if first:
-                worker.post(("load", dataset, loader, payload))
             status, value = worker.call(("open", key, dataset, opener, spec), _START_SECONDS)
         except SessionGone as err:
             worker.release()
@@ -315,7 +323,9 @@ class _Host:
         self.conn, self.limits = conn, limits
         self.send_lock = threading.Lock()
         self.lock = threading.Lock()
+        self.reload_lock = threading.Lock()
         self.datasets: dict[str, Any] = {}  # name -> loaded state (or why it is not)
+        self.sources: dict[str, tuple[Callable[[Any], Any], Any]] = {}  # name -> its load
         self.kernels: dict[str, Any] = {}  # session -> root handle
         self.flight: dict[int, tuple[int, float]] = {}
         self.jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
@@ -376,15 +386,23 @@ class _Host:
         """Load a dataset (the main thread, before any of its sessions opens;
         without a memory limit, as the server loaded it)."""
         resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        self.sources[name] = (loader, payload)
         try:
             self.datasets[name] = loader(payload)
-        except Exception as err:  # opening refuses it (below)
+        except Exception as err:  # the next open tries again (the ledger may be back)
             self.datasets[name] = err
 
     def run(self, tag: int, kind: str, *args: Any) -> None:
         if kind == "open":
             key, name, opener, spec = args
             state = self.datasets.get(name, KeyError(name))
+            if isinstance(state, BaseException) and name in self.sources:
+                loader, payload = self.sources[name]
+                with self.reload_lock:  # one try at a time
+                    try:
+                        state = self.datasets[name] = loader(payload)
+                    except Exception as err:
+                        state = err
             if isinstance(state, BaseException):
                 self.send(tag, "raise", state if isinstance(state, _REFUSALS) else
                           ValueError(f"the worker could not load the dataset: {state}"))
