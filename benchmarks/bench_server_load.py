@@ -238,10 +238,9 @@ def run(
             time.sleep(0.01)
         pids = tree(server.process.pid)
         cpu0 = cpu_seconds(pids)
-        time.sleep(min(2.0, seconds / 2))
-        rss, pss = memory_mb(tree(server.process.pid))  # every session open by now
         outs = [json.loads(p.communicate()[0]) for p in procs]
         cpu = cpu_seconds(tree(server.process.pid)) - cpu0
+        rss, pss = memory_mb(tree(server.process.pid))  # every client's session still open
     finally:
         server.stop()
     lat = np.array([t for o in outs for t in o["lat"]]) * 1000
@@ -267,17 +266,20 @@ def main() -> None:
     parser.add_argument("--floors", choices=["default", "off"], default="default")
     parser.add_argument("--variants", nargs="+", default=["workers", "in-process"])
     parser.add_argument("--baseline", help="another tree's src/ (e.g. the parent commit's)")
+    parser.add_argument("--base-variants", nargs="+", default=["in-process"],
+                        help="the variants run on the --baseline tree (its own settings)")
     parser.add_argument("--client", choices=["raw", "ektelo"], default="raw",
                         help="raw HTTP (stdlib) or ektelo.client remote handles")
     args = parser.parse_args()
     floors = dict(FLOOR_DEFAULTS) if args.floors == "default" else {"free": 0, "charged": 0}
     settings = {"workers": {}, "in-process": {"worker_memory_mb": 0},
-                "1 worker": {"worker_processes": 1}, "2 workers": {"worker_processes": 2}}
+                "1 worker": {"worker_processes": 1}, "2 workers": {"worker_processes": 2},
+                # an older tree's workers (a process per session), for --base-variants
+                "workers 4096": {"worker_memory_mb": 4096}}
     variants: list[tuple[str, dict[str, Any], str | None]] = [
         (v, settings[v], None) for v in args.variants]
     if args.baseline:
-        variants += [(f"base {v}", settings[v], args.baseline) for v in args.variants
-                     if v == "in-process"]
+        variants += [(f"base {v}", settings[v], args.baseline) for v in args.base_variants]
     print(f"load: {args.seconds:g} s per cell, Total(64) Vector Laplace, {args.client} "
           f"clients, one analyst and session per client; response floors {args.floors} "
           f"{floors} ms; load {os.getloadavg()[0]:.1f} at start; {os.cpu_count()} cores")

@@ -22,7 +22,12 @@ content, 413 a body over `max_request_bytes`, 422 a request the kernel
 refuses (`ValueError`/`TypeError`), 429 more than `max_concurrent_per_analyst`
 of an analyst's requests in flight. Nothing is charged for any of them:
 every check but the kernel's own runs before the kernel sees the request,
-and the kernel's refusals change nothing (its rule).
+and the kernel's refusals change nothing (its rule). 503 is the server's
+own trouble, with Retry-After where a retry helps: `LedgerUnavailable` (the
+ledger's database does not answer), `WorkerUnavailable` (a session could
+not be opened on a kernel worker; nothing charged) and `ChargedNotAnswered`
+(the kernel's worker was lost while answering: any charge stands, no answer
+was released, the session is closed — worker.py).
 """
 
 from __future__ import annotations

@@ -57,7 +57,10 @@ __all__ = ["PooledKernel", "SessionGone", "WorkerLimits", "WorkerLost", "WorkerP
 # and the ledger store's outages (the server answers 503 LedgerUnavailable, as in process)
 _REFUSALS = (BudgetExceeded, RequestConflict, EngineError, ValueError, TypeError, StoreError)
 _START_SECONDS = 120.0  # starting a worker (and loading a large table) may take a while
-_THREADS = 8  # requests a worker runs at once (its sessions' requests queue beyond)
+# requests a worker runs at once: as many as the server's own thread pool sends
+# (anyio's 40), so that a burst shares one group commit of the ledger instead of
+# queueing here in rounds (which doubled p99 at 32 clients with 8)
+_THREADS = 40
 _TICK = 0.1  # seconds between the watchdog's looks at the requests in flight
 
 
