@@ -1,6 +1,9 @@
 """Every plan in the library runs unchanged against a server (issue #26): the
 whole registry, remote vs local with the same research seed — the same
-answers bit for bit, the same ledger and the same query history."""
+answers bit for bit, the same ledger and the same query history. The server
+runs as deployed (a durable ledger: each session's kernel in the worker
+pool, across a process boundary, #36), so the local kernel takes the
+session's derived seed."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from ektelo import plans
 from ektelo import workload as wl
 from ektelo.datasets import census_like
 from ektelo.matrix import VStack
+from ektelo.server.sessions import session_seed
 from tests.server.harness import ServerProcess, run_admin, write_config
 
 EPS = 1.0
@@ -78,7 +82,9 @@ def plan_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         else:
             datasets[name] = {"data": "census.csv", "domain": "census-domain.json",
                               **budget(name), "seed": SEED}
-    config = write_config(d, datasets)
+    # a durable ledger, as deployed: every session's kernel in the worker pool,
+    # its research seed derived from the session's id (session_seed)
+    config = write_config(d, datasets, ledger="ledger.sqlite")
     run_admin(config, "init")
     token = ""
     for name in plans.names():
@@ -102,12 +108,13 @@ def test_a_plan_gives_the_same_answers_and_ledger_remotely(plan_server, name):
     url, tokens, (frame, domain) = plan_server
     token = json.loads(tokens)[name]
     remote = ektelo.connect(url, token).dataset(name)
+    seed = session_seed(SEED, name, remote.port.session)  # the session's own stream
     if plans.get(name).input_kind == "vector":
         x, W = setting(name)
-        local = ektelo.protect(x, epsilon=EPS, seed=SEED)
+        local = ektelo.protect(x, epsilon=EPS, seed=seed)
     else:
         W = None
-        local = ektelo.protect(frame, domain, **budget(name), seed=SEED)
+        local = ektelo.protect(frame, domain, **budget(name), seed=seed)
     assert type(remote) is type(local)
     expected = run_plan(name, local, W)
     got = run_plan(name, remote, W)

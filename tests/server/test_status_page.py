@@ -118,6 +118,8 @@ def test_signing_in_sets_an_httponly_cookie_and_tokens_stay_out_of_urls(custodia
     value = re.match(r"ektelo_status=([^;]+)", cookie).group(1)
     status, page = http("GET", f"{server.url}/status", headers={"Cookie": f"ektelo_status={value}"})
     assert status == 200 and 'id="datasets"' in page
+    # the kernels run in the worker pool by default (one worker on SQLite)
+    assert re.search(r'id="workers">Kernels: in 1 of at most 1 worker processes', page)
     assert _post_form(server.url, alice)[0] == 401  # an analyst's token signs nobody in
     assert http("GET", f"{server.url}/status?token={admin}")[0] == 401  # no tokens in URLs
     status, doc = http("GET", f"{server.url}/status")

@@ -22,7 +22,12 @@ content, 413 a body over `max_request_bytes`, 422 a request the kernel
 refuses (`ValueError`/`TypeError`), 429 more than `max_concurrent_per_analyst`
 of an analyst's requests in flight. Nothing is charged for any of them:
 every check but the kernel's own runs before the kernel sees the request,
-and the kernel's refusals change nothing (its rule).
+and the kernel's refusals change nothing (its rule). 503 is the server's
+own trouble, with Retry-After where a retry helps: `LedgerUnavailable` (the
+ledger's database does not answer), `WorkerUnavailable` (a session could
+not be opened on a kernel worker; nothing charged) and `ChargedNotAnswered`
+(the kernel's worker was lost while answering: any charge stands, no answer
+was released, the session is closed — worker.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import secrets
 import sys
 import threading
@@ -66,7 +72,7 @@ from .config import ServerConfig, ensure_in_store, load_config
 from .sessions import Dataset, ServerAuditEntry, ServerSession, load_data
 from .status import render_sign_in, render_status
 from .timing import ResponseFloors, release_after
-from .worker import WorkerLimits, WorkerLost
+from .worker import SessionGone, WorkerLimits, WorkerLost, WorkerPool
 
 __all__ = ["Service", "create_app", "main"]
 
@@ -101,20 +107,27 @@ class Service:
         )
         self.store = open_ledger(config.ledger)
         self.datasets: dict[str, Dataset] = {}
+        # with a durable ledger, every session's kernel in a pool of workers (worker.py)
+        self.workers: WorkerPool | None = None
+        if self.store is not None and config.worker_memory_mb:
+            self.workers = WorkerPool(WorkerLimits(
+                config.worker_memory_mb, config.worker_cpu_seconds,
+                config.worker_processes or default_workers(config.ledger)))
         for name, cfg in config.datasets.items():
             if self.store is not None:
                 ensure_in_store(self.store, cfg)
             data, domain = load_data(cfg)
             limits = QueryLimits(config.max_query_rows, config.max_query_work)
-            worker = None if not config.worker_memory_mb else WorkerLimits(
-                config.worker_memory_mb, config.worker_cpu_seconds)
             ds = self.datasets[name] = Dataset(cfg, data, domain, store=self.store, limits=limits,
-                                               ledger=config.ledger, worker=worker,
+                                               ledger=config.ledger, workers=self.workers,
                                                history=config.session_history)
             if self.store is not None:  # the ledger's audit log has every request (#40)
                 ds.audit = deque(maxlen=config.session_history)
             if self.store is None:
                 ds.root_for("custodian")  # the dataset's one kernel, made now
+            ds.register_in_workers()
+        if self.workers is not None:  # started and loaded while the server starts serving
+            threading.Thread(target=self.workers.warm, daemon=True).start()
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
         self.sessions_lock = threading.Lock()
         # the status page's sign-ins: cookie -> (admin token, expiry); the token is
@@ -177,7 +190,12 @@ class Service:
 
     # -- sessions ------------------------------------------------------------------
     def open_session(self, who: Principal, ds: Dataset) -> ServerSession:
-        session = ServerSession.open(who.name, ds)
+        try:
+            session = ServerSession.open(who.name, ds)
+        except WorkerLost as err:  # nothing is charged by opening a session
+            error = ApiError(503, "WorkerUnavailable", f"{err}; retry (nothing was charged)")
+            error.retry_after = 1
+            raise error from err
         with self.sessions_lock:
             now = time.monotonic()
             for sid in [k for k, s in self.sessions.items()
@@ -248,6 +266,10 @@ class Service:
             reason = "quota" if "quota" in str(err) else "cap"  # the store's and kernel's words
             audit(None, "refused: BudgetExceeded", reason)
             raise ApiError(403, "BudgetExceeded", str(err)) from err
+        except SessionGone as err:  # its worker was lost earlier: nothing was sent
+            with self.sessions_lock:
+                self.sessions.pop(session.id, None)
+            raise ApiError(404, "UnknownSession", f"{err} (nothing was charged)") from err
         except WorkerLost as err:  # the worker is gone: so is the session (worker.py)
             with self.sessions_lock:
                 self.sessions.pop(session.id, None)
@@ -311,6 +333,18 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} is out of range (not a finite double)")
     return value
+
+
+def default_workers(ledger: str | None) -> int:
+    """How many kernel workers a server runs unless configured: one on a
+    SQLite ledger — SQLite has one writer at a time, and one process's
+    writers share each commit (group commit) while two processes' contend
+    for the file lock by polling (p99 at 32 clients ×3, measured:
+    benchmarks/bench_server_load.py) — and on PostgreSQL as many as cores
+    (2 to 8)."""
+    if ledger is not None and ledger.startswith(("postgresql://", "postgres://")):
+        return min(max(2, os.cpu_count() or 2), 8)
+    return 1
 
 
 def open_ledger(location: str | None) -> Any:

@@ -21,9 +21,12 @@ Relative paths are read relative to the file::
     min_response_ms = 0          # pad every response to at least this long
     response_floor_ms = {free = 50, charged = 100}  # release times per request class,
                                  # then on a doubling grid (server/timing.py); 0: off
-    worker_memory_mb = 0         # > 0: each session's kernel in a worker process with
-    worker_cpu_seconds = 600     # this much memory headroom and CPU per request
-                                 # (server/worker.py; needs a durable ledger)
+    worker_memory_mb = 4096      # with a durable ledger, every session's kernel runs in
+    worker_cpu_seconds = 600     # a pool of worker processes with this much memory
+    worker_processes = 0         # headroom and CPU per request; 0 processes: one on
+                                 # SQLite, as many as cores (2 to 8) on PostgreSQL;
+                                 # worker_memory_mb = 0: kernels in the server's own
+                                 # process (server/worker.py)
     header_timeout_s = 10        # a request's headers must arrive within this, its
     body_timeout_s = 30          # body within this after them: else 408, closed
     max_concurrent_per_analyst = 4  # an analyst's requests in flight; more: 429
@@ -84,6 +87,8 @@ from .timing import FLOOR_DEFAULTS
 
 __all__ = ["DatasetConfig", "ServerConfig", "ensure_in_store", "load_config"]
 
+#: a worker's address space beyond its size when a request arrives (MiB): on by default
+WORKER_MEMORY_MB = 4096
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KIB|MB|MIB|GB|GIB|TB|TIB)\s*$", re.IGNORECASE)
 
@@ -148,8 +153,9 @@ class ServerConfig:
     max_query_work: int = 1 << 33
     min_response_ms: float = 0.0
     insecure_in_memory_ledger: bool = False  # the test/demo opt-in to ledger = None
-    worker_memory_mb: int = 0  # 0: kernels in the server's process; > 0: worker.py
+    worker_memory_mb: int = WORKER_MEMORY_MB  # 0: kernels in the server's process; worker.py
     worker_cpu_seconds: int = 600
+    worker_processes: int = 0  # 0: app.default_workers (1 on SQLite, cores on PostgreSQL)
     header_timeout_s: float = 10.0  # a request's headers arrive within this (timeouts.py)
     body_timeout_s: float = 30.0  # and its body within this after them
     max_concurrent_per_analyst: int = 4  # requests in flight per analyst; more: HTTP 429
@@ -166,8 +172,8 @@ _SERVER_KEYS = {
     "host", "port", "state", "ledger", "max_request_bytes", "max_array_elements",
     "max_matrix_dim", "max_matrix_nodes", "max_query_rows", "max_query_work", "min_response_ms",
     "ssl_certfile", "ssl_keyfile", "insecure_in_memory_ledger", "response_floor_ms",
-    "worker_memory_mb", "worker_cpu_seconds", "header_timeout_s", "body_timeout_s",
-    "max_concurrent_per_analyst", "session_history",
+    "worker_memory_mb", "worker_cpu_seconds", "worker_processes", "header_timeout_s",
+    "body_timeout_s", "max_concurrent_per_analyst", "session_history",
 }
 _DATASET_KEYS = {
     "data", "domain", "epsilon", "delta", "rho", "seed", "engine", "memory_limit", "threads",
@@ -175,6 +181,7 @@ _DATASET_KEYS = {
     "max_groups_per_unit", "max_rows_per_group", "group_by",
 }
 _ENGINES = ("memory", "duckdb", "spark")
+
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 _DATABASE_SUFFIXES = (".db", ".duckdb")
 
@@ -404,13 +411,19 @@ def load_config(path: str | Path) -> ServerConfig:
             f"in [0, 60000], got {floors!r}"
         )
 
-    worker_mb = server.get("worker_memory_mb", 0)
+    worker_mb = server.get("worker_memory_mb", WORKER_MEMORY_MB)
     if isinstance(worker_mb, bool) or not isinstance(worker_mb, int) or worker_mb < 0:
         raise ValueError(f"[server] worker_memory_mb must be a non-negative integer, got "
                          f"{worker_mb!r}")
-    if worker_mb and ledger is None:
+    if server.get("worker_memory_mb") and ledger is None:
         raise ValueError("[server] worker_memory_mb needs a durable ledger (ledger = ...): a "
                          "lost worker must not take the budget with it")
+    if ledger is None:  # the in-memory ledger's one kernel stays in the server's process
+        worker_mb = 0
+    processes = server.get("worker_processes", 0)
+    if isinstance(processes, bool) or not isinstance(processes, int) or not 0 <= processes <= 64:
+        raise ValueError(f"[server] worker_processes must be an integer in [0, 64], got "
+                         f"{processes!r}")
 
     def opt_path(key: str) -> Path | None:
         return None if key not in server else base / str(server[key])
@@ -432,6 +445,7 @@ def load_config(path: str | Path) -> ServerConfig:
         insecure_in_memory_ledger=in_memory,
         worker_memory_mb=worker_mb,
         worker_cpu_seconds=_positive_int(server, "worker_cpu_seconds", 600),
+        worker_processes=processes,
         header_timeout_s=_seconds(server, "header_timeout_s", 10.0),
         body_timeout_s=_seconds(server, "body_timeout_s", 30.0),
         max_concurrent_per_analyst=_positive_int(server, "max_concurrent_per_analyst", 4),

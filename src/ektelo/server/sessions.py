@@ -45,7 +45,7 @@ from ..port import ProtectedTable, ProtectedVector, protect
 from ..port import requests as port
 from ..port.local import LocalPort
 from .config import DatasetConfig
-from .worker import KernelWorker, WorkerLimits
+from .worker import PooledKernel, WorkerPool
 
 __all__ = [
     "AuditEntry", "Dataset", "HandleError", "ServerAuditEntry", "ServerSession", "Session",
@@ -127,14 +127,26 @@ def session_seed(seed: int | None, dataset: str, session: str) -> int | None:
     return int.from_bytes(digest[:8], "big")
 
 
-def open_in_worker(spec: dict[str, Any]) -> ProtectedTable | ProtectedVector:
-    """A worker's root handle (worker.py runs this in the child): the
-    dataset protected on its own connection to the durable ledger."""
+_WORKER_STORES: dict[str, Any] = {}  # a worker's ledger connections, by location
+
+
+def load_in_worker(payload: tuple[Any, ...]) -> Dataset:
+    """A dataset in a worker (worker.py runs this once per worker and
+    dataset): its config, data and domain, on the worker's own connection to
+    the durable ledger (opened here, after the worker started: never shared
+    with the server's process)."""
     from .. import ledger_store as store
 
-    ds = Dataset(spec["cfg"], spec["data"], spec["domain"],
-                 store=store.open_store(spec["ledger"]),
-                 limits=QueryLimits(*spec["query_limits"]), history=spec["history"])
+    cfg, data, domain, ledger, query_limits, history = payload
+    if ledger not in _WORKER_STORES:
+        _WORKER_STORES[ledger] = store.open_store(ledger)
+    return Dataset(cfg, data, domain, store=_WORKER_STORES[ledger],
+                   limits=QueryLimits(*query_limits), history=history)
+
+
+def open_in_worker(ds: Dataset, spec: dict[str, Any]) -> ProtectedTable | ProtectedVector:
+    """A session's root handle in a worker: the dataset protected for the
+    session's analyst (a kernel of its own, as in the server's process)."""
     return ds._protect(spec["analyst"], spec["session"])
 
 
@@ -148,7 +160,7 @@ class Dataset:
     store: Any = None
     limits: QueryLimits | None = None  # the largest query a kernel evaluates (config)
     ledger: str | None = None  # the durable ledger's location (for a worker's connection)
-    worker: WorkerLimits | None = None  # run each session's kernel in a worker (worker.py)
+    workers: WorkerPool | None = None  # run each session's kernel in a worker (worker.py)
     history: int | None = None  # query records a kernel and a session keep in memory
     lock: threading.Lock = field(default_factory=threading.Lock)
     audit: deque[ServerAuditEntry] = field(default_factory=lambda: deque(maxlen=10_000))
@@ -184,18 +196,15 @@ class Dataset:
 
     def root_for(
         self, analyst: str, session: str | None = None
-    ) -> tuple[LocalPort | KernelWorker, int, bool]:
+    ) -> tuple[LocalPort | PooledKernel, int, bool]:
         """(port, root id, shared): one shared kernel without a store; with
         one, a kernel for `session` (its research seed derived from the
-        session's id: no two sessions draw the same noise)."""
-        if self.store is not None and self.worker is not None and session is not None:
-            limits = self.limits or QueryLimits()
-            spec = {"cfg": self.cfg, "data": self.data, "domain": self.domain,
-                    "ledger": self.ledger, "analyst": analyst, "session": session,
-                    "query_limits": (limits.max_rows, limits.max_work),
-                    "history": self.history}
-            worker = KernelWorker(open_in_worker, spec, self.worker)
-            return worker, worker.root, False
+        session's id: no two sessions draw the same noise), in a worker of
+        the pool if the server has one."""
+        if self.store is not None and self.workers is not None and session is not None:
+            kernel = self.workers.open(self.name, open_in_worker,
+                                       {"analyst": analyst, "session": session})
+            return kernel, kernel.root, False
         if self.store is not None:
             handle = self._protect(analyst, session)
             return _local(handle.port), handle.node, False
@@ -204,6 +213,14 @@ class Dataset:
                 self._root = self._protect(None)
             root = self._root
         return _local(root.port), root.node, True
+
+    def register_in_workers(self) -> None:
+        """Have every worker of the pool load this dataset as it starts."""
+        if self.workers is not None:
+            limits = self.limits or QueryLimits()
+            payload = (self.cfg, self.data, self.domain, self.ledger,
+                       (limits.max_rows, limits.max_work), self.history)
+            self.workers.register(self.name, load_in_worker, payload)
 
     @property
     def kind(self) -> str:
@@ -230,7 +247,7 @@ class ServerSession:
     id: str
     analyst: str
     dataset: Dataset
-    kernel: LocalPort | KernelWorker  # both answer submit_with_receipt in one round trip
+    kernel: LocalPort | PooledKernel  # both answer submit_with_receipt in one round trip
     shared: bool
     nodes: list[int]  # session id -> kernel id
     records: deque[port.QueryRecord] = field(default_factory=deque)  # the latest, kernel ids

@@ -213,6 +213,14 @@ def render_status(service: Service) -> str:
         banner = ('<p id="insecure-ledger" class="warn">INSECURE: in-memory ledger '
                   "(insecure_in_memory_ledger = true): every budget is lost on restart. "
                   "For tests and demos only.</p>")  # fmt: skip
+    if service.workers is not None:  # where the kernels run (worker.py)
+        limits = service.workers.limits
+        banner += (f'<p id="workers">Kernels: in {len(service.workers.processes)} of at most '
+                   f"{limits.processes} worker processes ({limits.memory_mb} MiB of memory "
+                   f"headroom, {limits.cpu_seconds} s of CPU per request).</p>")
+    elif service.store is not None:
+        banner += ('<p id="workers" class="warn">Kernels: in the server\'s own process '
+                   "(worker_memory_mb = 0): a runaway query takes the server down.</p>")
     body = [f"<h1>ektelo server status</h1><p>As of {_e(_when(time.time()))} UTC. "
             '<form method="post" action="/status/sign-out" style="display:inline">'
             '<button type="submit">Sign out</button></form></p>', banner]
