@@ -264,3 +264,26 @@ def test_a_key_spelled_like_other_is_never_released() -> None:
     assert OTHER_KEY not in keys and "town01" in keys
     recoded = table.recode("city", keys)  # (never refused after the charge)
     assert recoded.domain["city"].values[-1] == OTHER_KEY
+
+
+def test_the_threshold_starts_at_the_contribution_bound() -> None:
+    """Under max_rows_per_unit=k=4, τ = 4 + σ·√(2 ln(4/δₛ)): a key held by
+    exactly τ rows (one per person) is released about half the time — within
+    a 99.9 % binomial interval of its exact probability over 100 kernels.
+    With τ started at 1 instead of c (the per-row threshold) it would be
+    released 2σ more often (≈ 98 %), and the test fails."""
+    k, rho, total, key_delta = 4, 0.125, 4.0, 5e-7
+    sigma = 1 / math.sqrt(2 * rho)  # 2
+    share = key_delta * k * k * rho / total
+    tau = k + sigma * math.sqrt(2 * math.log(k / share))
+    middle = round(tau)
+    frame = pd.DataFrame({"person": range(middle + 500), "age": 0,
+                          "city": ["middle"] * middle + ["big"] * 500})
+    hits, trials = 0, 100
+    for seed in range(trials):
+        table = protect(frame, DOMAIN, rho=total, delta=2 * key_delta, seed=seed,
+                        privacy_unit="person", max_rows_per_unit=k)
+        hits += "middle" in table.select_keys("city", rho=rho)
+    p = stats.norm.sf((tau - middle) / sigma)
+    lo, hi = stats.binom.interval(0.999, trials, p)
+    assert lo <= hits <= hi, (hits, p)
