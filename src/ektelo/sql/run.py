@@ -105,15 +105,17 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
     statements, joint, explained = compile_joint(text, session.domain)
     budget = session._request(epsilon, rho)
     name, why = _plan(session, joint, plan, budget)
-    frames = _expected(session, statements, joint, name, why, epsilon, rho, alpha)
-    together = frames[0].attrs["expected_total"]
-    apart = frames[0].attrs["one_at_a_time_total"] = (
-        _one_at_a_time(session, statements, epsilon, rho, plan, alpha)
-        if plan == "auto" else math.nan)
+    explaining = explain or explained
+    compare = plan == "auto" and len(statements) > 1  # joint or apart: priced (free)
+    frames = (_expected(session, statements, joint, name, why, epsilon, rho, alpha)
+              if explaining or compare else [])
+    together = frames[0].attrs["expected_total"] if frames else math.nan
+    apart = (_one_at_a_time(session, statements, epsilon, rho, plan, alpha) if compare
+             else math.nan)
     separate = math.isfinite(apart) and math.isfinite(together) and apart < together
     if separate:
         share = _share(session, statements, epsilon, rho)
-        if explain or explained:
+        if explaining:
             frames = [answer_sql(session, st.sql, plan=plan, alpha=alpha, explain=True,
                                  epsilon=share.get("epsilon"), rho=share.get("rho"))[0]
                       for st in statements]
@@ -131,7 +133,7 @@ def answer_sql(session: Any, text: str, *, epsilon: float | None = None,
                                f"errs less ({apart:.4g} expected total squared error) than "
                                f"jointly ({together:.4g}); still one charge"))
         return frames
-    if explain or explained:
+    if explaining:
         for f in frames:
             f.attrs.update(one_at_a_time_total=apart, mode="joint")
         return frames
@@ -161,8 +163,6 @@ def _after_keys(session: Any, text: str, opened: list[str], epsilon: float | Non
     over the recoded table; the released keys then stay public for the
     session (`Session.release_keys`). Everything is checked before anything
     is spent: the statements compile against the domain with no key yet."""
-    from ..budget import rho_of_epsilon_delta
-
     _, explained = check_sql(text, session.domain)
     if explain or explained:
         raise SqlError(f"sql: EXPLAIN: open column(s) {opened} have no released keys yet, so "
@@ -171,8 +171,7 @@ def _after_keys(session: Any, text: str, opened: list[str], epsilon: float | Non
     if "rho" not in whole:
         raise SqlError("sql: open columns need a zCDP session (delta=): releasing keys nobody "
                        "declared is never pure ε-DP")
-    user = rho if rho is not None else rho_of_epsilon_delta(float(epsilon or 0),
-                                                             session.budget.delta)
+    user = _stated(session, epsilon, rho)["rho"]
     key_rho = whole["rho"] * KEY_SHARE / len(opened)
     start = len(session._history)
     released: dict[str, tuple[str, ...]] = {}
@@ -231,20 +230,26 @@ def _expected(session: Any, statements: list[Statement], joint: Joint, name: str
     return frames
 
 
-def _share(session: Any, statements: list[Statement], epsilon: float | None,
-           rho: float | None) -> dict[str, float]:
-    """An equal share of the budget per statement, in the kernel's unit (a
-    zCDP session splits ρ, not ε: k shares of ρ/k add up to the whole)."""
-    k = len(statements)
+def _stated(session: Any, epsilon: float | None, rho: float | None) -> dict[str, float]:
+    """The call's budget as the caller states it, in the kernel's unit (ε
+    converted with the session's δ on a zCDP session) — what `_request`
+    turns into the table's, per unit."""
     if rho is not None:
-        return {"rho": rho / k}
+        return {"rho": rho}
     assert epsilon is not None  # (`_request` checked one was given)
     b = session.budget
     if b.unit == "rho":
         from ..budget import rho_of_epsilon_delta
 
-        return {"rho": rho_of_epsilon_delta(epsilon, b.delta) / k}
-    return {"epsilon": epsilon / k}
+        return {"rho": rho_of_epsilon_delta(epsilon, b.delta)}
+    return {"epsilon": epsilon}
+
+
+def _share(session: Any, statements: list[Statement], epsilon: float | None,
+           rho: float | None) -> dict[str, float]:
+    """An equal share of the budget per statement, in the kernel's unit (a
+    zCDP session splits ρ, not ε: k shares of ρ/k add up to the whole)."""
+    return {u: v / len(statements) for u, v in _stated(session, epsilon, rho).items()}
 
 
 def _total(frames: list[pd.DataFrame]) -> float:
