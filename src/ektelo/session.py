@@ -512,12 +512,7 @@ class AnalystSession:
             model = wide.fit(table, names, plan, budget, cliques=cliques, params=params,
                              say=wide.stderr_lines if self.progress else None,
                              rows=self.public_rows if where is None else None)
-        after = self.budget
-        self._history.append({
-            "question": label, "attributes": ",".join(names),
-            "where": None if where is None else str(where), "plan": plan,
-            **budget, "spent_after": after.spent, "remaining_after": after.remaining,
-        })
+        self._remember(label, names, where, plan, budget, self.budget)
         return model
 
     def question(self, name: str, *args: Any, **kwargs: Any) -> questions.ParsedWorkload:
@@ -641,11 +636,7 @@ class AnalystSession:
         frame.attrs.update(plan=name, why=why, alpha=alpha, ci_method=method,
                            budget={"unit": after.unit, "total": after.total,
                                    "spent": after.spent, "remaining": after.remaining})
-        self._history.append({
-            "question": q.kind, "attributes": ",".join(q.attributes),
-            "where": None if where is None else str(where), "plan": name,
-            **budget, "spent_after": after.spent, "remaining_after": after.remaining,
-        })
+        self._remember(q.kind, q.attributes, where, name, budget, after)
         return frame
 
     # -- internals -------------------------------------------------------------------
@@ -770,12 +761,18 @@ class AnalystSession:
         self._check_remaining(budget)
         keys = self._table.select_keys(column, rho=budget["rho"])
         self._open_keys(column, keys)
-        after = self.budget
+        self._remember("keys", [column], None, "select_keys", budget, self.budget)
+        return keys
+
+    def _remember(self, question: str, attributes: Sequence[str], where: Any, plan: str,
+                  budget: dict[str, float], after: Any) -> None:
+        """One row of `history`: the question, its plan, what it was asked to
+        spend and the budget `after` it."""
         self._history.append({
-            "question": "keys", "attributes": column, "where": None, "plan": "select_keys",
+            "question": question, "attributes": ",".join(attributes),
+            "where": None if where is None else str(where), "plan": plan,
             **budget, "spent_after": after.spent, "remaining_after": after.remaining,
         })
-        return keys
 
     def _open_keys(self, column: str, keys: Sequence[str]) -> None:
         """Open column `column` recoded by its released keys (free, public)."""

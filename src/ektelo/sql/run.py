@@ -200,14 +200,11 @@ def _one_history_row(session: Any, joint: Joint | None, start: int, budget: dict
     question, charged once."""
     rows = session._history[start:]
     del session._history[start:]
-    after = session.budget
-    session._history.append({
-        "question": "custom" if joint is None else joint.question.kind,
-        "attributes": ",".join(r["attributes"] for r in rows) if joint is None
-        else ",".join(joint.question.attributes),
-        "where": None, "plan": what + ": " + ", ".join(str(r["plan"]) for r in rows),
-        **budget, "spent_after": after.spent, "remaining_after": after.remaining,
-    })
+    attributes = ([str(r["attributes"]) for r in rows] if joint is None
+                  else list(joint.question.attributes))
+    session._remember("custom" if joint is None else joint.question.kind, attributes, None,
+                      what + ": " + ", ".join(str(r["plan"]) for r in rows), budget,
+                      session.budget)
 
 
 def _expected(session: Any, statements: list[Statement], joint: Joint, name: str, why: str,
