@@ -669,6 +669,12 @@ class Domain:
         return tuple(a.name for a in self.attributes)
 
     @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column of the table the domain describes: the attributes,
+        then the open columns."""
+        return (*self.names, *self.open)
+
+    @property
     def shape(self) -> tuple[int, ...]:
         return tuple(a.size for a in self.attributes)
 
@@ -791,11 +797,11 @@ class Domain:
             raise ValueError(f"on_invalid must be 'error', 'drop' or 'clamp', got {on_invalid!r}")
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"expected a pandas DataFrame, got {type(frame).__name__}")
-        missing = [n for n in (*self.names, *self.open) if n not in frame.columns]
+        missing = [n for n in self.columns if n not in frame.columns]
         if missing:
             raise ValueError(f"missing column(s) {missing}; the domain needs "
-                             f"{list(self.names) + list(self.open)}")
-        out = frame[list(self.names) + list(self.open)].reset_index(drop=True)
+                             f"{list(self.columns)}")
+        out = frame[list(self.columns)].reset_index(drop=True)
         if on_invalid == "error":
             self.encode(out)
             return out
@@ -835,7 +841,7 @@ class Domain:
                 f"{path}: the header repeats column name(s) {repeated}; pandas would rename "
                 f"the copy and ignore it, so rename or drop the duplicate column"
             )
-        missing = [n for n in (*self.names, *self.open) if n not in header]
+        missing = [n for n in self.columns if n not in header]
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}{delimiter_hint(path)}")
         extra = [c for c in header if c not in self._index and c not in self.open]
@@ -849,9 +855,9 @@ class Domain:
             if a.values is not None and all(isinstance(v, str) for v in a.values)
         }
         dtypes.update({o: str for o in self.open})  # an open column's keys are text
-        wanted = list(self.names) + list(self.open)
-        frame = pd.read_csv(path, usecols=wanted, dtype=dtypes, keep_default_na=False, sep=sep)
-        frame = frame[wanted]
+        frame = pd.read_csv(path, usecols=list(self.columns), dtype=dtypes,
+                            keep_default_na=False, sep=sep)
+        frame = frame[list(self.columns)]
         if on_invalid != "error":  # the data holder's cleaning (see `clean`)
             return self.clean(frame, on_invalid)
         self.encode(frame, show_bad_values=show_bad_values)

@@ -85,11 +85,10 @@ def load_table(
                 raise ValueError(f"{source}: the file is empty") from None
             except UnicodeDecodeError:
                 raise ValueError(f"{source}: not a text CSV file") from None
-    wanted = list(domain.names) + list(domain.open)  # open columns: kept as they are
-    missing = [n for n in wanted if n not in frame.columns]
+    missing = [n for n in domain.columns if n not in frame.columns]  # open ones kept as they are
     if missing:
-        raise ValueError(f"missing column(s) {missing}; the domain needs {wanted}")
-    frame = frame[wanted]
+        raise ValueError(f"missing column(s) {missing}; the domain needs {list(domain.columns)}")
+    frame = frame[list(domain.columns)]
     if on_invalid == "error":
         domain.encode(frame, show_bad_values=show_bad_values)
         return frame

@@ -287,11 +287,10 @@ class DuckDBEngine:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise ValueError(f"{source}: DuckDB cannot read it ({first})") from None
         types = {str(row[0]): str(row[1]).upper() for row in columns}
-        missing = [n for n in (*domain.names, *domain.open) if n not in types]
+        missing = [n for n in domain.columns if n not in types]
         if missing:
             raise ValueError(
-                f"{source}: missing column(s) {missing}; the domain needs "
-                f"{list(domain.names) + list(domain.open)}"
+                f"{source}: missing column(s) {missing}; the domain needs {list(domain.columns)}"
             )
         raws = [f"{_encoding(a, types[a.name], text, policy)[0]} AS r{j}"
                 for j, a in enumerate(domain.attributes)]  # fmt: skip

@@ -134,7 +134,7 @@ def open_frame(
         if ids is not None:
             ids = ids[valid].reset_index(drop=True)
     if units is not None:  # the identifier stays here; the codes are the domain's
-        frame = frame[list(domain.names) + list(domain.open)]
+        frame = frame[list(domain.columns)]
     if on_invalid != "error":
         frame = domain.clean(frame, on_invalid)
     # the smallest codes, column by column (issue #42): a column is contiguous

@@ -117,10 +117,10 @@ class SparkEngine:
         policy = check_on_invalid(on_invalid)
         frame, text = self._frame(source)
         fields = {f.name: f.dataType for f in frame.schema.fields}
-        missing = [n for n in (*domain.names, *domain.open) if n not in fields]
+        missing = [n for n in domain.columns if n not in fields]
         if missing:
             raise ValueError(f"missing column(s) {missing}; the domain needs "
-                             f"{list(domain.names) + list(domain.open)}")
+                             f"{list(domain.columns)}")
         raws, unit_col = [], []
         # open columns (issue #39): their keys as text ('' for a missing one)
         opened = [sf.coalesce(sf.col(_backquote(o)).cast("string"), sf.lit("")).alias(_open(o))
@@ -325,7 +325,7 @@ class SparkEngine:
         from pyspark.sql import functions as sf
 
         key = _open_column(table, column)
-        width = sum(1 for c in table.columns if c[:1] == "c" and c[1:].isdigit())
+        width = len(_code_columns(table))
         lookup = self._session().createDataFrame(
             [(k, i) for i, k in enumerate(keys)], "ektelo_key string, ektelo_code long")
         joined = table.join(sf.broadcast(lookup), key == sf.col("ektelo_key"), "left")
@@ -385,8 +385,7 @@ class SparkEngine:
     def codes(self, table: Any) -> np.ndarray:
         from pyspark.sql import functions as sf
 
-        names = sorted((c for c in table.columns if c[:1] == "c" and c[1:].isdigit()),
-                       key=lambda c: int(c[1:]))  # the codes (not an open column's keys)
+        names = _code_columns(table)
         width = len(names)
         kept = table.where(sf.col("ok")).select(*names)
         ordered = kept.orderBy(*names) if width else kept
@@ -525,6 +524,13 @@ def _condition(cond: cd.Cond) -> Any:
     for p in parts[1:]:
         out = (out & p) if isinstance(cond, cd.All) else (out | p)
     return out
+
+
+def _code_columns(table: Any) -> list[str]:
+    """The table's code columns c0, c1, … in order (not `ok`, nor an open
+    column's keys)."""
+    return sorted((c for c in table.columns if c[:1] == "c" and c[1:].isdigit()),
+                  key=lambda c: int(c[1:]))
 
 
 def _open(column: str) -> str:

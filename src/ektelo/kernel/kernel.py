@@ -605,9 +605,7 @@ class Kernel:
         released — and one more code, `OTHER_KEY`, for every other key. A
         fixed row-by-row map of public arguments: 1-stable, no row lost."""
         node, t = self._table(source)
-        if column not in t.domain.open:
-            raise ValueError(f"{column!r} is not an open column of this table "
-                             f"(open: {list(t.domain.open)})")
+        _check_open(t.domain, column)
         keys = _checked_keys(keys)
         domain = t.domain.with_keys(column, keys)
         rows = t.engine.recode(t.rows, column, keys)
@@ -856,9 +854,7 @@ class Kernel:
         ledger caps Σ c²ρ at ρ_total, so Σ δₛ ≤ key_delta, durably too).
         Charged ρ here (c²ρ at the root) like a Gaussian measurement."""
         node, t = self._table(source)
-        if column not in t.domain.open:
-            raise ValueError(f"{column!r} is not an open column of this table "
-                             f"(open: {list(t.domain.open)})")
+        _check_open(t.domain, column)
         if self._key_delta is None:
             raise ValueError("releasing an open column's keys needs a kernel with key_delta= "
                              "(a zCDP budget with δ: protect(..., epsilon=, delta=))")
@@ -1045,6 +1041,12 @@ class Kernel:
 
 #: the most keys `recode` takes (a public bound on the recoded attribute's size)
 MAX_KEYS = 1 << 20
+
+
+def _check_open(domain: Domain, column: Any) -> None:
+    if column not in domain.open:
+        raise ValueError(f"{column!r} is not an open column of this table "
+                         f"(open: {list(domain.open)})")
 
 
 def _checked_keys(keys: Any) -> tuple[str, ...]:
