@@ -32,7 +32,7 @@ response-time floors (server/timing.py) are a setting of their own:
 
     PYTHONPATH=src:. python benchmarks/bench_server_load.py [--clients 1 8 32 64]
         [--seconds 8] [--ledgers sqlite postgres] [--floors default|off]
-        [--variants workers in-process] [--baseline /tmp/base/src]
+        [--variants workers in-process] [--baseline /tmp/base/src] [--base-drop KEY ...]
 """
 
 from __future__ import annotations
@@ -202,6 +202,7 @@ def fresh_postgres(base_url: str, name: str) -> str:
 def run(
     folder: Path, ledger: str, clients: int, seconds: float, floors: dict[str, float],
     server_options: dict[str, Any], src: str | None, client: str = "raw",
+    drop: tuple[str, ...] = (),
 ) -> dict[str, float]:  # fmt: skip
     """One server, `clients` clients for `seconds`: the figures of one cell."""
     folder.mkdir(parents=True)
@@ -209,6 +210,9 @@ def run(
     config = write_config(folder, {"bench": {"data": "x.npy", "epsilon": 1e9}},
                           ledger=ledger, response_floor_ms=floors,
                           max_concurrent_per_analyst=4, **server_options)
+    if src is not None and drop:  # an older tree refuses the settings it predates
+        lines = config.read_text().splitlines()
+        config.write_text("\n".join(x for x in lines if x.split(" = ")[0] not in drop) + "\n")
     run_admin(config, "init")
     tokens = [run_admin(config, "add-analyst", f"a{i}", "--dataset", "bench")
               for i in range(clients)]
@@ -268,6 +272,9 @@ def main() -> None:
     parser.add_argument("--baseline", help="another tree's src/ (e.g. the parent commit's)")
     parser.add_argument("--base-variants", nargs="+", default=["in-process"],
                         help="the variants run on the --baseline tree (its own settings)")
+    parser.add_argument("--base-drop", nargs="+", default=[],
+                        help="server settings the --baseline tree predates (left out of its "
+                             "configuration, e.g. response_floor_ms max_concurrent_per_analyst)")
     parser.add_argument("--client", choices=["raw", "ektelo"], default="raw",
                         help="raw HTTP (stdlib) or ektelo.client remote handles")
     args = parser.parse_args()
@@ -305,7 +312,7 @@ def main() -> None:
                             assert pg is not None
                             ledger = fresh_postgres(pg[0], f"b{clients}{abs(hash(name))}")
                         f = run(cell, ledger, clients, args.seconds, floors, options, src,
-                                args.client)
+                                args.client, tuple(args.base_drop))
                         print(f"{ledger_kind:<8} {clients:>7} {name:<16} {f['rps']:7.1f} "
                               f"{f['p50']:8.1f} {f['p99']:8.1f} {f['p99_steady']:10.1f} "
                               f"{f['open50']:9.1f} "
