@@ -18,7 +18,7 @@ import pytest
 
 import ektelo
 from ektelo.kernel import dawa, mwem, privbayes
-from ektelo.kernel.dawa import dawa_partition, hilbert_order
+from ektelo.kernel.dawa import dawa_partition
 from ektelo.kernel.mwem import augmented_worst_approx as _augmented
 from ektelo.kernel.mwem import worst_approx as _worst
 from ektelo.kernel.noise import RandomSource
@@ -41,9 +41,18 @@ from ektelo.matrix import (
     Wavelet,
     Weighted,
 )
+from ektelo.matrix.partition import hilbert_order
 
 PIECES = np.repeat([10, 100, 0, 40], [50, 30, 48, 40])
 TRUTH = np.repeat([0, 1, 2, 3], [50, 30, 48, 40])
+
+
+def _fixed_point_cost(w: np.ndarray) -> int:
+    """round(2^S·dev(w)) half up, dev(w) = Σ|w_j − mean(w)|, in Python ints."""
+    cells = [int(c) for c in w]
+    L, S = len(cells), sum(cells)
+    T = sum(abs(L * c - S) for c in cells)  # L·dev
+    return (T * 2 ** (dawa.COST_BITS + 1) + L) // (2 * L)
 
 
 def _refines(P: Partition, truth: np.ndarray) -> bool:
@@ -156,8 +165,8 @@ class TestDAWA:
             x = rng.integers(0, 20, n)
             y = x.copy()
             y[rng.integers(n)] += rng.choice([-1, 1])
-            r = dawa.interval_devs(x, fixed_point=True)
-            s = dawa.interval_devs(y, fixed_point=True)
+            r = dawa.interval_devs(x)
+            s = dawa.interval_devs(y)
             assert np.abs(r - s).max() <= 2 ** (dawa.COST_BITS + 1)
 
     @pytest.mark.parametrize("values", ["small", "signed", "spread"])
@@ -168,24 +177,28 @@ class TestDAWA:
             "signed": rng.integers(-5, 20, 30),
             "spread": rng.integers(0, 2**30, 30),  # ranks by search, not by lookup
         }[values]
-        a, e, lengths, _ = dawa.intervals(30)
-        T = dawa.interval_devs(v)
-        assert T.size == a.size == 30 * 31 // 2
-        for i in range(T.size):
-            w = v[a[i] : e[i]]
-            assert T[i] == np.abs((e[i] - a[i]) * w - w.sum()).sum()
-        assert np.array_equal(dawa.interval_devs(v, fixed_point=True), dawa.cost_units(T, lengths))
+        a, e, _, _ = dawa.intervals(30)
+        r = dawa.interval_devs(v)
+        assert r.size == a.size == 30 * 31 // 2
+        for i in range(r.size):
+            assert r[i] == _fixed_point_cost(v[a[i] : e[i]])
 
     def test_fixed_point_costs_are_exact_at_the_largest_inputs(self) -> None:
         # cells at both ends of the clamp C1 (±2^30) on the largest exact domain:
-        # the one-division rounding stays within int64 and equals `cost_units`.
+        # the one-division rounding stays within int64 (checked against Python
+        # ints on the whole domain, the longest intervals and a random sample).
         n = dawa.EXACT_MAX
         v = np.full(n, -dawa.CELL_MAX, dtype=np.int64)
         v[np.random.default_rng(6).permutation(n)[: n // 2]] = dawa.CELL_MAX
-        lengths = dawa.intervals(n)[2]
-        T = dawa.interval_devs(v)
-        assert T.max() == 2**52  # L·dev of the whole domain: 2^11 · (2^11 · 2^30)
-        assert np.array_equal(dawa.interval_devs(v, fixed_point=True), dawa.cost_units(T, lengths))
+        a, e, lengths, _ = dawa.intervals(n)
+        r = dawa.interval_devs(v)
+        whole = int(np.flatnonzero(lengths == n)[0])
+        assert r[whole] == 2 ** (41 + dawa.COST_BITS)  # dev = 2^11·2^30 (L·dev = 2^52)
+        sample = np.concatenate(
+            [np.flatnonzero(lengths >= n - 8), np.random.default_rng(7).integers(0, r.size, 200)]
+        )
+        for i in sample:
+            assert r[i] == _fixed_point_cost(v[a[i] : e[i]]), (a[i], e[i])
 
     @pytest.mark.parametrize("block", [1, 3, 16, 100])
     def test_chain_dp_takes_the_first_minimum(
@@ -208,9 +221,9 @@ class TestDAWA:
 
     def test_interval_devs_batches_agree(self, monkeypatch: pytest.MonkeyPatch) -> None:
         v = np.random.default_rng(5).integers(0, 50, 70)
-        whole = dawa.interval_devs(v, fixed_point=True)
+        whole = dawa.interval_devs(v)
         monkeypatch.setattr(dawa, "DEV_BATCH", 7)
-        assert np.array_equal(dawa.interval_devs(v, fixed_point=True), whole)
+        assert np.array_equal(dawa.interval_devs(v), whole)
 
     @pytest.mark.parametrize("n", [1, 2, 17, 64])
     def test_exact_partition_is_the_literal_chain_dp(self, n: int) -> None:

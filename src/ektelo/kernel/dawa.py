@@ -17,38 +17,13 @@ from ..matrix import Partition
 from ..matrix.partition import hilbert_order
 from .noise import laplace_scale_for
 
-# The building blocks (costs, noise, DPs and their constants) are module names
-# so that tests check them against brute force and the notes above (C1, C2,
-# T1, T2, P1, P2); `ektelo.kernel.__all__` exports none of them.
-__all__ = [
-    "CELL_MAX",
-    "COST_BITS",
-    "DEV_BATCH",
-    "DP_BLOCK",
-    "EXACT_MAX",
-    "INT64_DP_BOUND",
-    "SHIFT",
-    "chain_dp",
-    "check_options",
-    "cost_units",
-    "dawa_partition",
-    "dyadic_costs",
-    "dyadic_sensitivity",
-    "exact_noise_scale",
-    "exact_partition",
-    "hilbert_order",
-    "interval_devs",
-    "intervals",
-    "noise_units",
-    "penalty_units",
-]
-
+# Names without an underscore are read by the tests (against brute force and
+# the note); `ektelo.kernel.__all__` exports none of this module.
 COST_BITS = 8  # S: fixed-point bits of the costs
 SHIFT = (1 << (COST_BITS + 2)) + 1  # D' of T2, in cost units
 CELL_MAX = 2**30  # C1: every cell is clamped to [−2^30, 2^30] (after the floor)
-_COST_CAP = 2**60  # C2: a dyadic block's cost is min(r, 2^60)
-_D1_CAP = 2**53  # `dyadic_costs`: Σ|v − q| beyond this already puts r above the cap
-_NOISY_CAP = 2**60  # T1: noisy block costs are clipped to [0, 2^60] (post-processing)
+_CAP = 2**60  # C2: a dyadic block's cost is min(r, 2^60); T1: noisy costs clipped to [0, 2^60]
+_D1_CAP = 2**53  # `dyadic_costs`: Σ|v − q| beyond this already puts r above the cap (A2)
 _CONST_MAX = 2**50  # bound on the public per-bucket constants (refused above, before any charge)
 INT64_DP_BOUND = 2**62  # T2's DP runs in int64 when its public/noise bound on each sum is below
 _DEFAULT_PENALTY: float | str = 2.0  # penalty=None: the fixed 2λ (P1)
@@ -61,28 +36,22 @@ DP_BLOCK = 16  # ends per vectorised step of `chain_dp`
 
 
 def check_options(
-    shape: Any,
-    eps: Any,
-    *,
-    approximate: Any = None,
-    ratio: Any = 0.25,
-    penalty: Any = None,
+    shape: Any, eps: Any, *, approximate: Any = None, ratio: Any = 0.25, penalty: Any = None
 ) -> dict[str, Any]:
     """DAWA's arguments, validated from public values only: the kernel calls this
-    before charging, so that `dawa_partition` cannot raise after the charge.
-
-    shape: the vector's shape (1-D, or 2-D read in the Hilbert order).
-    eps, ratio, approximate, penalty: as in `dawa_partition`.  Refuses (ValueError
-    or TypeError) any combination whose exact arithmetic DAWA cannot carry out:
-    an eps outside the noise sampler's range at DAWA's sensitivity (e.g. 1e-300),
-    per-bucket constants above 2^50 fixed-point units, more than 2^27 cells, the
-    exact DP above 2048 cells.  Returns the normalised options for
-    `dawa_partition` (approximate resolved to a bool).
-    """
-    dims = _shape(shape)
+    before charging, so that `dawa_partition` cannot raise after the charge (the
+    note's last section lists the refusals).  shape: the vector's (1-D, or 2-D read
+    in the Hilbert order).  Returns the options, approximate resolved to a bool."""
+    try:
+        dims = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from None
+    if len(dims) not in (1, 2) or min(dims) < 1:
+        raise ValueError(f"x must be a non-empty 1-D or 2-D array, got shape {dims}")
     n = math.prod(dims)
-    eps = _positive(eps, "eps")
-    ratio = _positive(ratio, "ratio")
+    if n > _MAX_CELLS:
+        raise ValueError(f"DAWA supports at most 2^27 cells, got shape {dims}")
+    eps, ratio = _real(eps, "eps"), _real(ratio, "ratio")
     if ratio >= 1:
         raise ValueError(f"ratio must lie in (0, 1), got {ratio!r}")
     if approximate is not None and not isinstance(approximate, (bool, np.bool_)):
@@ -93,8 +62,10 @@ def check_options(
             f"the exact DAWA partition needs O(n²) memory; n = {n} > {EXACT_MAX}: "
             "use approximate=True (or None)"
         )
-    if penalty is not None:
-        penalty = _penalty_option(penalty)
+    if isinstance(penalty, str) and penalty != "log-length":
+        raise ValueError(f'penalty must be None, a number ≥ 0 or "log-length", got {penalty!r}')
+    if penalty is not None and not isinstance(penalty, str):
+        penalty = _real(penalty, "penalty", "non-negative")
     levels = (n - 1).bit_length()
     sensitivity = SHIFT if exact or levels == 0 else dyadic_sensitivity(levels)
     try:
@@ -108,7 +79,7 @@ def check_options(
         raise ValueError(
             f"eps={eps!r} with ratio={ratio!r} prices a bucket above DAWA's fixed-point range"
         )
-    if exact and _penalty_max(n, eps, penalty) > _CONST_MAX:
+    if exact and float(_penalty_factors(n, penalty).max()) * exact_noise_scale(eps) > _CONST_MAX:
         raise ValueError(f"penalty={penalty!r} at eps={eps!r} is above DAWA's fixed-point range")
     return {"approximate": not exact, "ratio": ratio, "penalty": penalty}
 
@@ -124,73 +95,37 @@ def dawa_partition(
 ) -> Partition:
     """DAWA's private interval partition of x (1-D, or 2-D in the Hilbert order); eps-DP.
 
-    eps: the budget of this operator (the plan's ratio·ε).  ratio: the plan's
-    published split ρ = 0.25, used only to price a bucket's measurement noise
-    1/ε₂ with ε₂ = eps·(1 − ratio)/ratio.  approximate: None picks the exact
-    DP for n ≤ 1024 cells and the dyadic-block approximation above.
-    penalty: the exact DP's public per-bucket penalty on top of 1/ε₂, in units
-    of its noise scale λ: None (default) is the fixed 2λ (P1); a number c
-    is c·λ; "log-length" is λ·(4 + ln L) for a bucket of L cells (P2), which
-    recovers piecewise-constant data but merges more of DPBench's fine
-    structure (module docstring).  Ignored by the approximate partition.
-    The cells are read through the clamp C1 (floor, then [−2^30, 2^30]);
-    nothing raises on their values.
-    Returns a Partition of x's shape whose groups are intervals of the order.
+    eps: this operator's budget (the plan's ratio·ε).  ratio: the plan's split
+    ρ = 0.25, used only to price a bucket's measurement 1/ε₂, ε₂ = eps·(1 − ratio)/ratio.
+    approximate: None is the exact DP up to 1024 cells, the dyadic blocks above.
+    penalty: the exact DP's public per-bucket penalty on top of 1/ε₂, in units of
+    its noise scale λ: None is 2λ (P1), a number c is cλ, "log-length" is
+    λ·(4 + ln L) for L cells (P2); ignored by the approximate partition.  The
+    cells are read through the clamp C1; nothing raises on their values.
     """
     arr = np.asarray(x)
     opts = check_options(arr.shape, eps, approximate=approximate, ratio=ratio, penalty=penalty)
     eps, ratio = float(eps), opts["ratio"]
-    v_all = _clamped_cells(arr)
     order = np.arange(arr.size) if arr.ndim == 1 else hilbert_order(arr.shape)
-    v = v_all.reshape(-1)[order]
-    n = v.size
-    bucket_cost = _bucket_cost(eps, ratio)
+    v = _clamped_cells(arr).reshape(-1)[order]
+    bucket_cost = round((1 << COST_BITS) * ratio / (eps * (1 - ratio)))  # 1/ε₂ in units
     if opts["approximate"]:
         labels = _dyadic_partition(v, eps, source, bucket_cost)
     else:
         labels = exact_partition(v, eps, source, bucket_cost, opts["penalty"])
-    groups = np.empty(n, dtype=np.int64)
+    groups = np.empty(v.size, dtype=np.int64)
     groups[order] = labels
     return Partition(groups, arr.shape)
 
 
-# ---- checks (public values only) and the clamp ------------------------------
-def _positive(value: Any, name: str) -> float:
-    v = _real(value, name)
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return v
-
-
-def _penalty_option(value: Any) -> float | str:
-    if isinstance(value, str):
-        if value != "log-length":
-            raise ValueError(f'penalty must be None, a number ≥ 0 or "log-length", got {value!r}')
-        return value
-    v = _real(value, "penalty")
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"penalty must be a finite non-negative number, got {value!r}")
-    return v
-
-
-def _real(value: Any, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
+# ---- checks (public values only), the clamp, the penalty and the noise --------
+def _real(value: Any, name: str, least: str = "positive") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
-
-
-def _shape(shape: Any) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from None
-    if len(dims) not in (1, 2) or min(dims) < 1:
-        raise ValueError(f"x must be a non-empty 1-D or 2-D array, got shape {dims}")
-    if math.prod(dims) > _MAX_CELLS:
-        raise ValueError(f"DAWA supports at most 2^27 cells, got shape {dims}")
-    return dims
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and least == "positive"):
+        raise ValueError(f"{name} must be a finite {least} number, got {value!r}")
+    return v
 
 
 def _clamped_cells(arr: np.ndarray) -> np.ndarray:
@@ -207,79 +142,43 @@ def _clamped_cells(arr: np.ndarray) -> np.ndarray:
     raise TypeError(f"x must hold numbers, got dtype {arr.dtype}")
 
 
-def _bucket_cost(eps: float, ratio: float) -> int:
-    """1/ε₂ in fixed-point units, ε₂ = eps·(1 − ratio)/ratio (public)."""
-    return round((1 << COST_BITS) * ratio / (eps * (1 - ratio)))
-
-
-def _penalty_max(n: int, eps: float, penalty: float | str | None) -> float:
-    """The largest of `penalty_units(n, eps, penalty)`, in float (no cast)."""
+def _penalty_factors(n: int, penalty: float | str | None) -> np.ndarray:
+    """c_L for L = 0..n: the exact DP's penalty on a bucket of L cells is c_L·λ (P1, P2)."""
     rule = _DEFAULT_PENALTY if penalty is None else penalty
-    c = _LOG_LENGTH_A + math.log(n) if rule == "log-length" else float(rule)
-    return c * exact_noise_scale(eps)
+    if rule == "log-length":
+        return _LOG_LENGTH_A + np.log(np.maximum(np.arange(n + 1, dtype=np.float64), 1.0))
+    return np.full(n + 1, float(rule))
 
 
 def penalty_units(n: int, eps: float, penalty: float | str | None) -> np.ndarray:
-    """The exact DP's public per-bucket penalty in units, indexed by the bucket's
-    length L = 0..n: c·λ (P1, c = 2 by default) or λ·(4 + ln L) (P2)."""
-    rule = _DEFAULT_PENALTY if penalty is None else penalty
-    lam = exact_noise_scale(eps)
-    if rule == "log-length":
-        c = _LOG_LENGTH_A + np.log(np.maximum(np.arange(n + 1, dtype=np.float64), 1.0))
-    else:
-        c = np.full(n + 1, float(rule))
-    return np.rint(c * lam).astype(np.int64)
+    """The exact DP's public per-bucket penalty in units, by bucket length L = 0..n."""
+    return np.rint(_penalty_factors(n, penalty) * exact_noise_scale(eps)).astype(np.int64)
 
 
-# ---- noise ------------------------------------------------------------------
 def noise_units(count: int, sensitivity: int, eps: float, source: Any) -> np.ndarray:
-    """The noise of T1 and T2 (module docstring, "Noise"): `count` independent
-    discrete Laplace draws of scale ≥ sensitivity/eps units, floored to
-    integers, int64 (|draw| < 2^53: the sampler's bound, grid ≤ 1).
-
-    One `source.laplace` call on zeros: its draws are g·K, K an integer with
-    |K| < 2^53 and g = 2^-k ≤ 1, so g·K and its floor are exact. Adding them to
-    integer costs c in int64 gives c + ⌊g·K⌋ = ⌊c + g·K⌋, the floor of the
-    Laplace mechanism's output on c, with no float rounding of c."""
+    """T1's and T2's noise (the note's "Noise"): `count` discrete Laplace draws of
+    scale ≥ sensitivity/eps units in one call on zeros, floored to int64, exact."""
     draw = source.laplace(
         np.zeros(count), sensitivity=float(sensitivity), epsilon=eps, integral=True
     )
     return np.floor(np.asarray(draw.values, dtype=np.float64)).astype(np.int64)
 
 
-# ---- costs -------------------------------------------------------------------
-def cost_units(T: np.ndarray, L: np.ndarray) -> np.ndarray:
-    """round(2^S · T / L) exactly (T ≥ 0 integer, L ≥ 1): the fixed-point cost r_b."""
-    q, rem = np.divmod(T, L)
-    dev: np.ndarray = (q << COST_BITS) + ((rem << (COST_BITS + 1)) + L) // (2 * L)
-    return dev
-
-
 # ---- approximate: aligned dyadic blocks, DP on the tree (T1) ----------------
 def _dyadic_partition(v: np.ndarray, eps: float, source: Any, bucket_cost: int) -> np.ndarray:
-    n = v.size
     costs = dyadic_costs(v)
-    singletons = np.full(n, min(bucket_cost, _NOISY_CAP), dtype=np.int64)  # public
-    noisy: list[np.ndarray] = [singletons]
+    noisy = [np.full(v.size, min(bucket_cost, _CAP), dtype=np.int64)]  # singletons: public
     if costs:
         flat = np.concatenate(costs)
         flat += noise_units(flat.size, dyadic_sensitivity(len(costs)), eps, source)
-        flat = np.clip(flat + bucket_cost, 0, _NOISY_CAP)  # post-processing from here on (T1)
+        flat = np.clip(flat + bucket_cost, 0, _CAP)  # post-processing from here on (T1)
         noisy += np.split(flat, np.cumsum([c.size for c in costs])[:-1])
-    return _tree_dp(noisy, n)
+    return _tree_dp(noisy, v.size)
 
 
 def dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
-    """C2: min(round(2^S·dev), 2^60) of every aligned block of size 2^k,
-    k = 1..K (2^K ≥ n), exact in int64 for |v_j| ≤ 2^30 and n ≤ 2^27.
-
-    With q = ⌊S/L⌋, rem = S − qL (S the block's sum, L its size): for v_j ≤ q,
-    |L·v_j − S| = L(q − v_j) + rem; for v_j > q it is L(v_j − q) − rem. So
-    L·dev = L·D1 + E, D1 = Σ|v_j − q| ≤ L·2^31 ≤ 2^58, E = rem·(L − 2·c_gt),
-    |E| < L² ≤ 2^54 (c_gt the cells above q), and round(2^S·dev) =
-    2^S·D1 + 2^S·⌊E/L⌋ + ⌊(2^(S+1)·(E mod L) + L)/(2L)⌋ (round half up, as
-    `cost_units`). D1 is first capped at 2^53: beyond it r > 2^61 − 2^36 > 2^60,
-    so the capped cost is unchanged and every term stays below 2^62."""
+    """C2: min(round(2^S·dev), 2^60) of every aligned block of size 2^k, k = 1..K
+    (2^K ≥ n), by level; exact in int64 for |v_j| ≤ 2^30, n ≤ 2^27 (the note's A2)."""
     n = v.size
     pos = np.arange(n, dtype=np.int64)
     costs = []
@@ -292,7 +191,7 @@ def dyadic_costs(v: np.ndarray) -> list[np.ndarray]:
         above = np.add.reduceat((d > 0).astype(np.int64), starts)
         qe, re = np.divmod(rem * (L - 2 * above), L)
         r = (D1 << COST_BITS) + (qe << COST_BITS) + ((re << (COST_BITS + 1)) + L) // (2 * L)
-        costs.append(np.minimum(r, _COST_CAP))
+        costs.append(np.minimum(r, _CAP))
     return costs
 
 
@@ -331,13 +230,10 @@ def exact_partition(
     v: np.ndarray, eps: float, source: Any, bucket_cost: int, penalty: float | str | None = None
 ) -> np.ndarray:
     """T2: the group label of each cell of v (clamped, C1) in the exact DP's
-    least-noisy-cost interval partition (report-noisy-min, P1/P2 penalties)."""
+    least-noisy-cost interval partition, numbered from the last bucket."""
     n = v.size
-    units = interval_devs(v, fixed_point=True)
+    units = interval_devs(v)
     by_length = bucket_cost + penalty_units(n, eps, penalty)  # public, per length
-    shift: Any = int(by_length[1])  # one number when it is the same for every length (P1)
-    if not (by_length[1:] == shift).all():
-        shift = by_length[intervals(n)[2]]
     noise = noise_units(units.size, SHIFT, eps, source)
     # noisy[e, a]: the noisy cost of the last bucket [a, e) (row e holds every
     # candidate ending at e contiguously, the order the chain DP reads them in).
@@ -345,13 +241,10 @@ def exact_partition(
     # sum below 2^62; Python ints otherwise (same result, slower).
     top = (n * CELL_MAX << COST_BITS) + 1 + int(np.abs(by_length).max())
     top += max(-int(noise.min()), int(noise.max()))
-    if (n + 1) * top < INT64_DP_BOUND:
-        noisy = np.zeros((n + 1) * (n + 1), dtype=np.int64)
-        noisy[intervals(n)[3]] = units + noise + shift
-    else:
-        noisy = np.zeros((n + 1) * (n + 1), dtype=object)
-        big = shift.astype(object) if isinstance(shift, np.ndarray) else shift
-        noisy[intervals(n)[3]] = units.astype(object) + noise.astype(object) + big
+    dtype = np.int64 if (n + 1) * top < INT64_DP_BOUND else object
+    _, _, lengths, where = intervals(n)
+    noisy = np.zeros((n + 1) * (n + 1), dtype=dtype)
+    noisy[where] = sum(a.astype(dtype, copy=False) for a in (units, noise, by_length[lengths]))
     start = chain_dp(noisy.reshape(n + 1, n + 1))
     labels = np.empty(n, dtype=np.int64)
     e, g = n, 0
@@ -362,17 +255,13 @@ def exact_partition(
 
 
 def chain_dp(noisy: np.ndarray) -> list[int]:
-    """The chain DP over the by-end table noisy[e, a] (cost of the last bucket
+    """T2's chain DP over the by-end table noisy[e, a] (cost of the last bucket
     [a, e)): best[0] = 0, best[e] = min over a < e of best[a] + noisy[e, a];
     returns start[e], the first (smallest) a attaining it — the longest last
-    bucket, T2's fixed order on partitions. Exact sums: int64 tables within
-    the bound `exact_partition` checks, object (Python int) tables otherwise;
-    Python ints in the inner loop.
-
-    The ends go in blocks of `DP_BLOCK`: the candidates a before the block
-    for all its ends in one vectorised step (first minimum), then the few
-    a inside the block end by end, replacing the candidate only when strictly
-    smaller — the same first minimum as one argmin over all a < e.
+    bucket, T2's fixed order — in exact sums (Python ints in the inner loop).
+    The ends go in blocks of `DP_BLOCK`: the a before the block for all its ends
+    in one vectorised step (first minimum), then the a inside the block end by
+    end, replacing the candidate only when strictly smaller: the same first minimum.
     """
     n = noisy.shape[0] - 1
     best = np.zeros(n + 1, dtype=noisy.dtype)
@@ -398,51 +287,29 @@ def chain_dp(noisy: np.ndarray) -> list[int]:
 
 @lru_cache(maxsize=16)
 def exact_noise_scale(eps: float) -> float:
-    """T2's noise scale λ in cost units (public: a function of eps alone), memoised
-    because a striped plan runs the exact DP once per stripe with the same eps."""
+    """T2's noise scale λ in cost units (public), memoised: a striped plan runs
+    the exact DP once per stripe with the same eps."""
     return laplace_scale_for(float(SHIFT), eps, integral=True)
 
 
 @lru_cache(maxsize=4)
 def intervals(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """T2's candidates: every interval [a, e) of n cells, 0 ≤ a < e ≤ n, in `np.triu_indices`
-    order (by start, then end): (a, e, length e − a, position e·(n+1) + a of
-    its cost in the DP's by-end table). Public (depends on n only) and read-only;
-    memoised because a striped plan asks for the same n once per stripe."""
-    a, e = np.triu_indices(n + 1, k=1)
-    start, end = a.astype(np.int64), e.astype(np.int64)
-    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = (
-        start, end, end - start, end * (n + 1) + start
-    )
+    """T2's candidates, every [a, e) with 0 ≤ a < e ≤ n by start then end: (a, e,
+    e − a, e·(n+1) + a its place in the DP's by-end table). Public, read-only,
+    memoised (a striped plan asks for the same n once per stripe)."""
+    a, e = (i.astype(np.int64) for i in np.triu_indices(n + 1, k=1))
+    out = (a, e, e - a, e * (n + 1) + a)
     for arr in out:
         arr.setflags(write=False)
     return out
 
 
-@lru_cache(maxsize=4)
-def _double_lengths(n: int) -> np.ndarray:
-    """2·(e − a) for every interval of `intervals(n)` (the fixed-point divisor)."""
-    out = 2 * intervals(n)[2]
-    out.setflags(write=False)
-    return out
-
-
-def interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
-    """L·dev(v, [a, e)) = Σ_{a≤j<e} |L·v_j − S| (L = e − a, S the interval's sum)
-    for every interval in `intervals` order, exact in int64; with
-    `fixed_point`, the costs r = `cost_units`(L·dev, L) = round(2^S·dev) instead.
-
-    With c and s the count and sum of the interval's cells at or below
-    ⌊S/L⌋ (those have L·v_j ≤ S, the others L·v_j > S) the sum is
-    (S·c − L·s) + (L·(S − s) − S·(L − c)) = 2·X, X = S·c − L·s. c and s come
-    from 2-D prefix tables over (position, value rank). The fixed-point cost
-    is ⌊(2^(S+2)·X + L) / 2L⌋, `cost_units`' rounding (half up) in one exact
-    division. Bounds (C1: |v_j| ≤ 2^30; n ≤ 2^11): the prefix tables stay
-    below Σ|v_j| ≤ 2^41, S·c and L·s below 2^52, X = L·dev/2 ≤ L²·2^29 ≤ 2^51,
-    so 2^(S+2)·X ≤ 2^61. The intervals go in
-    batches of `DEV_BATCH`: temporaries of 64 KiB stay in the allocator's
-    pool, where larger ones cost a fresh mapping (page faults) each.
-    """
+def interval_devs(v: np.ndarray) -> np.ndarray:
+    """The fixed-point cost r = round(2^S·dev(v, b)) (half up) of every interval b
+    in `intervals` order, exact in int64 for |v_j| ≤ 2^30, n ≤ 2^11: one exact
+    division of X = S·c − L·s, c and s read from 2-D prefix tables over
+    (position, value rank) (the note's A1). Batches of `DEV_BATCH` intervals keep
+    temporaries in the allocator's pool (larger ones page-fault a fresh mapping)."""
     n = v.size
     a_all, e_all, l_all, _ = intervals(n)
     values, rank = np.unique(v, return_inverse=True)
@@ -458,21 +325,13 @@ def interval_devs(v: np.ndarray, *, fixed_point: bool = False) -> np.ndarray:
     below = None  # ranks by lookup when the values are close (counts), else by search
     if span <= 4 * n + 1024:
         below = np.searchsorted(values, np.arange(low, low + span + 1), side="right")
-    two_l = _double_lengths(n)
     out = np.empty(a_all.size, dtype=np.int64)
     for lo in range(0, a_all.size, DEV_BATCH):
-        batch = slice(lo, lo + DEV_BATCH)
-        a, e, L = a_all[batch], e_all[batch], l_all[batch]
+        a, e, L = (arr[lo : lo + DEV_BATCH] for arr in (a_all, e_all, l_all))
         S = prefix[e] - prefix[a]
         mean = S // L  # ⌊S/L⌋ ∈ [min v, max v]
-        if below is None:
-            t = np.searchsorted(values, mean, side="right")
-        else:
-            t = below[mean - low] if low else below[mean]
+        t = np.searchsorted(values, mean, side="right") if below is None else below[mean - low]
         ae, aa = e * width + t, a * width + t
         X = S * (cnt[ae] - cnt[aa]) - L * (tot[ae] - tot[aa])
-        if fixed_point:
-            out[lo : lo + a.size] = ((X << (COST_BITS + 2)) + L) // two_l[batch]
-        else:
-            out[lo : lo + a.size] = 2 * X
+        out[lo : lo + a.size] = ((X << (COST_BITS + 2)) + L) // (2 * L)
     return out
