@@ -413,8 +413,8 @@ class Product(EMatrix):
             # A·E, E's column j the unit vector e_{r_j} or zero (r_j = −1): column
             # j of the product is A's column r_j, so its norm is A's (Privelet's
             # padded Haar strategy: Wavelet(2^k)·Embedding, no materialising)
-            norms = self.A.column_norms(p)
-            out: np.ndarray = np.where(rows >= 0, norms[rows], 0.0)
+            of_a = self.A.column_norms(p)
+            out: np.ndarray = np.where(rows >= 0, of_a[rows], 0.0)
             return out
         d = self.A._row_weights()
         if d is not None:
