@@ -19,6 +19,7 @@ from ektelo.matrix import (
     Dense,
     Diagonal,
     EMatrix,
+    Embedding,
     Hierarchy,
     HStack,
     Identity,
@@ -127,6 +128,9 @@ CATALOG: dict[str, Entry] = {
     "Wavelet.T": lambda: (Wavelet(8).T, _haar(8).T),
     "Wavelet1": lambda: (Wavelet(1), np.ones((1, 1))),
     "Diagonal": lambda: (Diagonal([2.0, -1.5, 0.0, 3.0]), np.diag([2.0, -1.5, 0.0, 3.0])),
+    "Embedding": lambda: (Embedding(8, 5), np.eye(8, 5)),
+    "Embedding.T": lambda: (Embedding(8, 5).T, np.eye(8, 5).T),
+    "Embedding.square": lambda: (Embedding(3, 3), np.eye(3)),
     "Dense": lambda: (Dense(_DENSE_A), _DENSE_A),
     "Dense.int": lambda: (Dense(_DENSE_B), _DENSE_B),
     "Dense.binary": lambda: (Dense(_DENSE_7), _DENSE_7),
@@ -231,6 +235,20 @@ CATALOG: dict[str, Entry] = {
     "Product(Prefix,Suffix)": lambda: (
         Product(Prefix(4), Suffix(4)),
         np.tril(np.ones((4, 4))) @ np.triu(np.ones((4, 4))),
+    ),
+    # Privelet's padded Haar strategy, and products with a column embedding
+    # (column norms, |·| and ∘ read off the left factor's columns)
+    "Product(Wavelet,Embedding)": lambda: (
+        Product(Wavelet(8), Embedding(8, 5)),
+        _haar(8)[:, :5],
+    ),
+    "Product(Dense,Embedding.T)": lambda: (
+        Product(Dense(_DENSE_B[:, :3]), Embedding(5, 3).T),
+        _DENSE_B[:, :3] @ np.eye(5, 3).T,
+    ),
+    "Kron(Product(Wavelet,Embedding),Wavelet)": lambda: (
+        Kronecker([Product(Wavelet(4), Embedding(4, 3)), Wavelet(2)]),
+        _kron(_haar(4)[:, :3], _haar(2)),
     ),
     "Product(Prefix,Wavelet)": lambda: (
         Product(Prefix(4), Wavelet(4)),

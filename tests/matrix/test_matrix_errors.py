@@ -12,6 +12,7 @@ from ektelo.matrix import (
     Dense,
     Diagonal,
     EMatrix,
+    Embedding,
     HStack,
     Identity,
     Kronecker,
@@ -115,6 +116,19 @@ def test_sizes_must_be_positive_integers(cls):
         Ones(2, -1)
 
 
+def test_an_embedding_pads_at_most_its_rows():
+    with pytest.raises(ValueError, match="Embedding needs n <= m, got n=5 > m=4"):
+        Embedding(4, 5)
+    with pytest.raises(ValueError, match="must be a positive integer, got 0"):
+        Embedding(4, 0)
+    with pytest.raises(TypeError, match="must be an integer, got float"):
+        Embedding(4.0, 2)
+    with pytest.raises(ValueError, match="Embedding needs n <= m"):
+        from_spec({"type": "Embedding", "args": {"m": 2, "n": 3, "transposed": False}})
+    with pytest.raises(ValueError, match="must be a boolean"):
+        from_spec({"type": "Embedding", "args": {"m": 3, "n": 2, "transposed": 1}})
+
+
 @pytest.mark.parametrize("n", [3, 6, 12, 1000])
 def test_wavelet_needs_a_power_of_two(n):
     with pytest.raises(ValueError, match=f"power-of-two size, got {n}"):
@@ -158,6 +172,8 @@ def test_bad_norm_order_axis_and_index():
         Sparse(np.eye(4)),
         Product(Prefix(4), Suffix(4)),
         Diagonal([1.0, 2.0, 3.0, 4.0]),
+        Embedding(6, 4).T,
+        Product(Wavelet(8), Embedding(8, 4)),
     ]:
         with pytest.raises(ValueError, match="p must be 1 or 2, got 3"):
             M.sensitivity(3)

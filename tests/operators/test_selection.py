@@ -384,6 +384,37 @@ def test_wavelet_pads_to_a_power_of_two(n):
     assert full_rank(M)
 
 
+@pytest.mark.parametrize("n", [3, 100, 300])
+def test_a_padded_wavelet_is_priced_from_its_structure_and_measured_as_before(n):
+    """Wavelet(2^k)·Embedding: its sensitivities, |·| and ∘ from the Haar
+    columns (no materialising); the kernel materialises it into the same
+    CSR entries as the former SciPy embedding (the same answers)."""
+    import scipy.sparse as sp
+
+    from ektelo.kernel.kernel import trusted_matrix
+    from ektelo.matrix import Embedding, Product, Sparse
+
+    M = sel.wavelet(n)
+    size = 1 << (n - 1).bit_length()
+    assert Product(Wavelet(size), Embedding(size, n)) == M
+    assert isinstance(M.abs(), Product) and isinstance(M.sqr(), Product)
+    np.testing.assert_array_equal(M.column_norms(1), np.abs(M.dense()).sum(axis=0))
+    np.testing.assert_array_equal(M.column_norms(2), (M.dense() ** 2).sum(axis=0))
+    cells = np.arange(n)
+    former = Product(Wavelet(size), Sparse(sp.csr_matrix((np.ones(n), (cells, cells)),
+                                                         shape=(size, n))))
+
+    def csr_parts(Q):  # the kernel's sparse matrices, one per Kronecker factor
+        return [f.matrix for f in (Q.factors if isinstance(Q, Kronecker) else [Q])]
+
+    for new, old in ((M, former), (Kronecker([M, M]), Kronecker([former, former]))):
+        a, b = trusted_matrix(new), trusted_matrix(old)
+        assert a == b and type(a) is type(b)
+        for x, y in zip(csr_parts(a), csr_parts(b), strict=True):
+            for part in ("data", "indices", "indptr"):
+                np.testing.assert_array_equal(getattr(x, part), getattr(y, part))
+
+
 @pytest.mark.parametrize("dims", [(4, 8), (3, 4), (2, 3, 5)])
 def test_wavelet_multidimensional_is_kronecker(dims):
     M = sel.wavelet(dims)

@@ -4,7 +4,7 @@ expressions safely."""
 
 from .base import EMatrix, as_vector
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
-from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
+from .core import Dense, Diagonal, Embedding, Identity, Ones, Prefix, Sparse, Suffix, Total
 from .hierarchy import Hierarchy
 from .partition import Partition, hilbert_order
 from .ranges import RangeQueries
@@ -17,6 +17,7 @@ __all__ = [
     "Dense",
     "Diagonal",
     "EMatrix",
+    "Embedding",
     "HStack",
     "Hierarchy",
     "Identity",

@@ -304,6 +304,13 @@ class EMatrix:
         """Aᵀ·diag(w)·A in closed form, or None."""
         return None
 
+    # -- structure of a product A·E, E a column embedding (`core.Embedding`) ---
+    def _column_rows(self) -> np.ndarray | None:
+        """Per column j, the row r_j of its single entry, a 1, or −1 for a zero
+        column — when every column is a unit vector or zero; None otherwise.
+        Then column j of A·self is A's column r_j (or zero)."""
+        return None
+
     # -- value semantics ---------------------------------------------------
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, EMatrix):
@@ -378,11 +385,20 @@ class Product(EMatrix):
         return Product(self.B.T, self.A.T)
 
     def abs(self) -> EMatrix:
-        # |AB| = AB exactly when both factors are non-negative; otherwise the
-        # exact answer needs the entries (materialised below).
+        # |AB| = AB exactly when both factors are non-negative; |A·E| = |A|·E
+        # when E's columns are unit vectors or zero (`_column_rows`: A·E's
+        # columns are A's); otherwise the exact answer needs the entries
+        # (materialised below).
         if self.is_nonnegative:
             return self
+        if self.B._column_rows() is not None:
+            return Product(self.A.abs(), self.B)
         return super().abs()
+
+    def sqr(self) -> EMatrix:
+        if self.B._column_rows() is not None:  # (A·E)∘(A·E) = (A∘A)·E, as for abs
+            return Product(self.A.sqr(), self.B)
+        return super().sqr()
 
     @property
     def is_nonnegative(self) -> bool:
@@ -392,6 +408,14 @@ class Product(EMatrix):
         return min(self.shape[0], self.A.max_column_nnz() * self.B.max_column_nnz())
 
     def column_norms(self, p: int = 1) -> np.ndarray:
+        rows = self.B._column_rows()
+        if rows is not None:
+            # A·E, E's column j the unit vector e_{r_j} or zero (r_j = −1): column
+            # j of the product is A's column r_j, so its norm is A's (Privelet's
+            # padded Haar strategy: Wavelet(2^k)·Embedding, no materialising)
+            of_a = self.A.column_norms(p)
+            out: np.ndarray = np.where(rows >= 0, of_a[rows], 0.0)
+            return out
         d = self.A._row_weights()
         if d is not None:
             # Weighted ranges (GreedyH's strategies, striped unions of them, §5.2):

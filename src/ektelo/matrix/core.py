@@ -1,5 +1,5 @@
-"""Core matrices (paper §7.4, Table 2): Identity, Ones/Total, Prefix, Suffix,
-Diagonal, and the explicit Dense and Sparse wrappers (`Sparse` is defined in
+"""Core matrices (paper §7.4, Table 2): Identity, Embedding, Ones/Total, Prefix,
+Suffix, Diagonal, and the explicit Dense and Sparse wrappers (`Sparse` is defined in
 `base`, which materialises into it; `Wavelet`, whose |W| is a set of ranges,
 in `wavelet`).
 
@@ -25,6 +25,7 @@ else:  # imported on first use (#41)
 __all__ = [
     "Dense",
     "Diagonal",
+    "Embedding",
     "Identity",
     "Ones",
     "Prefix",
@@ -155,6 +156,76 @@ class Identity(EMatrix):
     def column_block(self, cols: np.ndarray) -> sp.csc_matrix:
         k = cols.size
         return sp.csc_matrix((np.ones(k), (cols, np.arange(k))), shape=(self.shape[0], k))
+
+
+class Embedding(EMatrix):
+    """The m×n matrix [I_n; 0] (n ≤ m): a vector of n cells padded with m − n
+    empty cells (Privelet's padding to a power of two); transposed, [I_n 0]
+    (n×m), the first n of m cells. Column j holds one 1, at row j (transposed:
+    columns n.. are zero), so a product A·E has A's columns 0..n-1
+    (`_column_rows`): its |A·E|, column norms and sensitivity are A's, read
+    without materialising anything."""
+
+    _fields = ("m", "n", "transposed")
+
+    def __init__(self, m: int, n: int, transposed: bool = False):
+        self.m = _check_size(m, "m")
+        self.n = _check_size(n, "n")
+        if self.n > self.m:
+            raise ValueError(f"Embedding needs n <= m, got n={self.n} > m={self.m}")
+        self.transposed = bool(transposed)
+        self.shape = (self.n, self.m) if self.transposed else (self.m, self.n)
+
+    def _apply_axis(self, T: np.ndarray) -> np.ndarray:
+        if self.transposed:
+            return T[:, : self.n] + 0.0  # a new array (0.0 + x, as a sparse product gives)
+        out = np.zeros((T.shape[0], self.m, T.shape[2]))
+        out[:, : self.n] += T
+        return out
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        out: np.ndarray = self._apply_axis(X[np.newaxis])[0]
+        return out
+
+    def _transpose(self) -> EMatrix:
+        return Embedding(self.m, self.n, not self.transposed)
+
+    def abs(self) -> EMatrix:
+        return self
+
+    def sqr(self) -> EMatrix:
+        return self
+
+    is_nonnegative = True
+    is_binary = True
+
+    def _column_rows(self) -> np.ndarray:
+        rows = np.arange(self.shape[1])
+        return np.where(rows < self.n, rows, -1) if self.transposed else rows
+
+    def column_norms(self, p: int = 1) -> np.ndarray:
+        check_p(p)
+        return (self._column_rows() >= 0).astype(np.float64)
+
+    def sensitivity(self, p: int = 1) -> float:
+        check_p(p)
+        return 1.0
+
+    def max_column_nnz(self) -> int:
+        return 1
+
+    def is_integral(self) -> bool:
+        return True
+
+    def dense(self) -> np.ndarray:
+        check_dense_size(self.m, self.n)
+        E = np.eye(self.m, self.n)
+        return np.ascontiguousarray(E.T) if self.transposed else E
+
+    def sparse(self) -> sp.csr_matrix:
+        cells = np.arange(self.n)
+        shape = (self.n, self.m) if self.transposed else (self.m, self.n)
+        return sp.csr_matrix((np.ones(self.n), (cells, cells)), shape=shape)
 
 
 class Ones(EMatrix):

@@ -22,7 +22,7 @@ import numpy as np
 from ..codec import decode_tree, encode_tree
 from .base import EMatrix
 from .combinators import HStack, Kronecker, Product, Sum, VStack, Weighted
-from .core import Dense, Diagonal, Identity, Ones, Prefix, Sparse, Suffix, Total
+from .core import Dense, Diagonal, Embedding, Identity, Ones, Prefix, Sparse, Suffix, Total
 from .hierarchy import Hierarchy
 from .ranges import RangeQueries
 from .wavelet import Wavelet
@@ -135,6 +135,11 @@ _REGISTRY: dict[str, tuple[type, _Reader, _Builder]] = {
         Wavelet,
         lambda M: {"n": M.n, "transposed": M.transposed},
         lambda a: Wavelet(_int(a, "n"), _bool(a, "transposed")),
+    ),
+    "Embedding": (
+        Embedding,
+        lambda M: {"m": M.m, "n": M.n, "transposed": M.transposed},
+        lambda a: Embedding(_int(a, "m"), _int(a, "n"), _bool(a, "transposed")),
     ),
     "Diagonal": (Diagonal, lambda M: {"d": np.asarray(M.d)}, lambda a: Diagonal(_arg(a, "d"))),
     "Dense": (

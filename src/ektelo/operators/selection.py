@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -75,13 +75,13 @@ from .. import workload as _workload
 from ..matrix import (
     Dense,
     EMatrix,
+    Embedding,
     Hierarchy,
     Identity,
     Kronecker,
     Prefix,
     Product,
     RangeQueries,
-    Sparse,
     Total,
     VStack,
     Wavelet,
@@ -97,11 +97,6 @@ from ._greedy_h_groups import (
     stripe_workloads,
 )
 from .hdmm import hdmm
-
-if TYPE_CHECKING:
-    import scipy.sparse as sp
-else:  # imported on first use (#41)
-    from ..matrix.lazy import sparse as sp
 
 __all__ = [
     "adaptive_grid",
@@ -481,10 +476,9 @@ def _haar_1d(n: int) -> EMatrix:
         return Wavelet(n)
     # Privelet pads the domain with empty cells up to a power of two: the
     # strategy is Wavelet(size) applied to x embedded by zeros, i.e. the first
-    # n columns of Wavelet(size). Every column keeps 1 + log₂(size) entries ±1.
-    cells = np.arange(n)
-    embed = sp.csr_matrix((np.ones(n), (cells, cells)), shape=(size, n))
-    return Product(Wavelet(size), Sparse(embed))
+    # n columns of Wavelet(size). Every column keeps 1 + log₂(size) entries ±1
+    # (priced from the structure, without SciPy: `Embedding`).
+    return Product(Wavelet(size), Embedding(size, n))
 
 
 def wavelet(shape: Shape) -> EMatrix:
