@@ -39,7 +39,6 @@ from ..matrix import (
     Total,
     VStack,
     Weighted,
-    from_json,
     rebuild,
     to_json,
 )
@@ -960,27 +959,6 @@ class Kernel:
             content={"workload": _matrix_digest(W), "x_hat": _array_digest(xh)},
         )  # fmt: skip
         return int(out["index"])
-
-    @_private
-    def augmented_worst_approx(
-        self, source: int, workload: Any, x_hat: Any, *, eps: Any, round_index: int,
-        request_id: Any = None,
-    ) -> EMatrix:  # fmt: skip
-        """The MWEM variant's augmented query selection (§8.1), ε-DP."""
-        node, v = self._vector(source)
-        eps = check_epsilon(eps)
-        r = round_index
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
-            raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
-        W, xh, delta = self._selection(v, workload, x_hat)
-        out = self._release(
-            node, "augmented_worst_approx",
-            lambda: {"matrix": to_json(mwem.augmented_worst_approx(
-                v.values, W, xh, eps, self._random, int(r), delta=delta))},
-            eps=eps, request_id=request_id,
-            content={"workload": _matrix_digest(W), "x_hat": _array_digest(xh), "round": int(r)},
-        )  # fmt: skip
-        return from_json(out["matrix"])
 
     @_private
     def privbayes_select(
