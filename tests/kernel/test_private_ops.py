@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import ektelo
@@ -21,7 +22,6 @@ from ektelo.kernel import dawa, mwem, privbayes
 from ektelo.kernel.dawa import dawa_partition, hilbert_order
 from ektelo.kernel.mwem import worst_approx as _worst
 from ektelo.kernel.noise import RandomSource
-from ektelo.kernel.privbayes import privbayes_select, r_score
 from ektelo.kernel.sensitivity import max_abs_entry
 from ektelo.matrix import (
     Dense,
@@ -40,6 +40,8 @@ from ektelo.matrix import (
     Wavelet,
     Weighted,
 )
+from tests.privbayes_rows import r_score
+from tests.privbayes_rows import select_from_rows as privbayes_select
 
 PIECES = np.repeat([10, 100, 0, 40], [50, 30, 48, 40])
 TRUTH = np.repeat([0, 1, 2, 3], [50, 30, 48, 40])
@@ -467,7 +469,6 @@ class TestPrivBayes:
         assert worst <= 2.0
 
     def test_adult_degree_two(self) -> None:
-        pd = pytest.importorskip("pandas")
         data = Path(__file__).resolve().parents[3] / "shared" / "data" / "adult"
         if not (data / "adult.csv").exists():
             pytest.skip("shared adult data not available")
@@ -483,25 +484,18 @@ class TestPrivBayes:
         assert all(kind != "em" for kind, _ in spy.calls)
 
     @pytest.mark.parametrize(
-        ("codes", "sizes", "kw", "error"),
-        [
-            (np.array([[0, 4]]), (4, 4), {}, ValueError),
-            (np.array([[0, -1]]), (4, 4), {}, ValueError),
-            (np.array([[0.0, 1.0]]), (4, 4), {}, TypeError),
-            (np.array([0, 1]), (4, 4), {}, ValueError),
-            (np.array([[0, 1]]), (4,), {}, ValueError),
-            (np.array([[0, 1]]), (4, 0), {}, ValueError),
-            (np.array([[0, 1]]), (4, 4), {"degree": 0}, ValueError),
-            (np.array([[0, 1]]), (4, 4), {"degree": 1.5}, ValueError),
-            (np.array([[0, 1]]), (4, 4), {"eps": 0.0}, ValueError),
-        ],
+        ("kw", "error"),
+        [({"degree": 0}, ValueError), ({"degree": 1.5}, ValueError), ({"eps": 0.0}, ValueError)],
     )
-    def test_bad_inputs(
-        self, codes: np.ndarray, sizes: tuple[int, ...], kw: dict[str, Any], error: type[Exception]
+    def test_bad_inputs_are_refused_before_the_charge(
+        self, kw: dict[str, Any], error: type[Exception]
     ) -> None:
-        eps = kw.pop("eps", 1.0)
+        frame = pd.DataFrame(_planted_table(50), columns=list("abcde"))
+        t = ektelo.protect(frame, ektelo.Domain.from_dict(dict.fromkeys("abcde", 4)),
+                           epsilon=1.0, seed=0)  # fmt: skip
         with pytest.raises(error):
-            privbayes_select(codes, sizes, eps, RandomSource(0), **kw)
+            t.privbayes_select(**{"eps": 1.0, **kw})
+        assert t.budget.spent == 0 and t.history() == ()
 
 
 def test_modules_use_no_numpy_random() -> None:
