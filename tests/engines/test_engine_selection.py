@@ -116,7 +116,8 @@ def _selection_observables(
             weights=[1, 2, 3, 1, 4],
             penalties=[0.0, 5.5, -2.0, 1.25, 0.0],
         )
-        q = marginal_select.scores(each_marginal(engine, table, *request.sets), request)
+        found = each_marginal(engine, table, request.columns, request.shapes)
+        q = marginal_select.scores(found, request)
         seen.append(q.tolist())
     return seen
 
@@ -127,7 +128,8 @@ def test_memory_scores_match_the_vectorize_reference(tmp_path: Path) -> None:
     cands = [("a", "b"), ("c", "e"), ("d",)]
     ests = [np.arange(12) * 0.37, np.full(15, 3.0), np.array([240.0, 0.5])]
     request = marginal_select.check_request(DOMAIN, cands, ests, weights=[3, 1, 2])
-    q = marginal_select.scores(each_marginal(engine, root, *request.sets), request)
+    found = each_marginal(engine, root, request.columns, request.shapes)
+    q = marginal_select.scores(found, request)
     for i, (cols, shape, est) in enumerate(zip(request.columns, request.shapes,
                                                 request.estimates, strict=True)):  # fmt: skip
         counts = np.clip(tables.vectorize_rows(root, cols, shape), 0.0, marginal_select.CLAMP)
