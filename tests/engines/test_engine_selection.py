@@ -2,7 +2,7 @@
 
 The kernel scores candidates from the marginals the engine counts (one
 GROUP BY per batch) instead of pulling every row's codes. The scores must be
-bit-identical to the row-based reference (`privbayes.r_score`, and
+bit-identical to the row-based reference (`tests.privbayes_rows.r_score`, and
 `tables.vectorize_rows` for marginal selection), on every engine, with a
 `where` (a masked table) and with invalid rows the engine carries but never
 counts; so the same research seed selects the same cliques everywhere.
@@ -23,6 +23,7 @@ from ektelo import Domain, col
 from ektelo.engines import DuckDBEngine, MemoryEngine, each_marginal, open_table
 from ektelo.engines import rows as tables
 from ektelo.kernel import marginal_select, privbayes
+from tests.privbayes_rows import r_score
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -66,7 +67,7 @@ def reference_scores(codes: np.ndarray, sizes: tuple[int, ...], degree: int) -> 
         for parents in itertools.combinations(range(d), k):
             for child in range(d):
                 if child not in parents:
-                    out[(child, parents)] = privbayes.r_score(codes, sizes, child, parents)
+                    out[(child, parents)] = r_score(codes, sizes, child, parents)
     return out
 
 
@@ -115,7 +116,8 @@ def _selection_observables(
             weights=[1, 2, 3, 1, 4],
             penalties=[0.0, 5.5, -2.0, 1.25, 0.0],
         )
-        q = marginal_select.scores(each_marginal(engine, table, *request.sets), request)
+        found = each_marginal(engine, table, request.columns, request.shapes)
+        q = marginal_select.scores(found, request)
         seen.append(q.tolist())
     return seen
 
@@ -126,7 +128,8 @@ def test_memory_scores_match_the_vectorize_reference(tmp_path: Path) -> None:
     cands = [("a", "b"), ("c", "e"), ("d",)]
     ests = [np.arange(12) * 0.37, np.full(15, 3.0), np.array([240.0, 0.5])]
     request = marginal_select.check_request(DOMAIN, cands, ests, weights=[3, 1, 2])
-    q = marginal_select.scores(each_marginal(engine, root, *request.sets), request)
+    found = each_marginal(engine, root, request.columns, request.shapes)
+    q = marginal_select.scores(found, request)
     for i, (cols, shape, est) in enumerate(zip(request.columns, request.shapes,
                                                 request.estimates, strict=True)):  # fmt: skip
         counts = np.clip(tables.vectorize_rows(root, cols, shape), 0.0, marginal_select.CLAMP)

@@ -70,11 +70,7 @@ def test_worst_approx_wrappers():
         x.worst_approx(W, np.zeros(15), eps=0.25)
     with pytest.raises(ValueError):
         x.worst_approx(Prefix(15), np.zeros(16), eps=0.25)
-    M = x.augmented_worst_approx(W, np.zeros(16), eps=0.25, round_index=1)
-    assert M.shape[1] == 16 and spent(x) == F(0.5)
-    with pytest.raises(ValueError):
-        x.augmented_worst_approx(W, np.zeros(16), eps=0.25, round_index=0)
-    assert spent(x) == F(0.5)
+    assert spent(x) == F(0.25)
 
 
 def test_privbayes_select_wrapper():

@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import ektelo
 from ektelo.kernel import dawa, mwem, privbayes
 from ektelo.kernel.dawa import dawa_partition
-from ektelo.kernel.mwem import augmented_worst_approx as _augmented
 from ektelo.kernel.mwem import worst_approx as _worst
 from ektelo.kernel.noise import RandomSource
-from ektelo.kernel.privbayes import privbayes_select, r_score
 from ektelo.kernel.sensitivity import max_abs_entry
 from ektelo.matrix import (
     Dense,
@@ -42,6 +41,8 @@ from ektelo.matrix import (
     Weighted,
 )
 from ektelo.matrix.partition import hilbert_order
+from tests.privbayes_rows import r_score
+from tests.privbayes_rows import select_from_rows as privbayes_select
 
 PIECES = np.repeat([10, 100, 0, 40], [50, 30, 48, 40])
 TRUTH = np.repeat([0, 1, 2, 3], [50, 30, 48, 40])
@@ -325,12 +326,6 @@ def worst_approx(x: Any, W: EMatrix, xh: Any, eps: float, source: Any) -> int:
     return _worst(x, W, xh, eps, source, delta=max_abs_entry(W))
 
 
-def augmented_worst_approx(
-    x: Any, W: EMatrix, xh: Any, eps: float, source: Any, round_index: int
-) -> EMatrix:
-    return _augmented(x, W, xh, eps, source, round_index, delta=max_abs_entry(W))
-
-
 class TestWorstApprox:
     def test_returns_an_int_and_is_deterministic(self) -> None:
         W = _ranges(16, [0, 2, 5], [3, 9, 15])
@@ -419,57 +414,6 @@ class TestWorstApprox:
         assert 0 <= i < 4 and x.budget.spent == 0.5
 
 
-class TestAugmentedWorstApprox:
-    W = _ranges(64, [3, 20, 0, 33], [9, 40, 63, 34])
-    x = np.arange(64.0) ** 2 % 17
-
-    @pytest.mark.parametrize("round_index", [1, 2, 3, 4, 5, 6])
-    def test_dyadic_rows_are_disjoint_from_the_choice_and_each_other(
-        self, round_index: int
-    ) -> None:
-        xh = np.full(64, self.x.mean())
-        M = augmented_worst_approx(self.x, self.W, xh, 2.0, RandomSource(9), round_index)
-        i = worst_approx(self.x, self.W, xh, 2.0, RandomSource(9))
-        dense = M.dense()
-        np.testing.assert_array_equal(dense[0], self.W.row(i))  # the chosen query first
-        assert dense.sum(axis=0).max() <= 1  # pairwise disjoint rows
-        assert M.sensitivity(1) == 1.0
-        length = 2 ** (round_index - 1)
-        for row in dense[1:]:
-            cells = np.flatnonzero(row)
-            assert cells[0] % length == 0 and cells.size == min(length, 64 - cells[0])
-        # every aligned block of that length clear of the choice is included
-        clear = [s for s in range(0, 64, length) if not dense[0, s : s + length].any()]
-        assert dense.shape[0] - 1 == len(clear)
-
-    def test_is_deterministic_and_public(self) -> None:
-        xh = np.zeros(64)
-        a = augmented_worst_approx(self.x, self.W, xh, 1.0, RandomSource(1), 2)
-        b = augmented_worst_approx(self.x, self.W, xh, 1.0, RandomSource(1), 2)
-        assert isinstance(a, EMatrix)
-        np.testing.assert_array_equal(a.dense(), b.dense())
-
-    def test_large_round_returns_the_choice_alone(self) -> None:
-        M = augmented_worst_approx(self.x, self.W, np.zeros(64), 1.0, RandomSource(1), 9)
-        assert M.shape == (1, 64)
-
-    def test_non_range_workload_row_stays_exact(self) -> None:
-        W = Dense(np.array([[0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]]))
-        M = augmented_worst_approx(np.arange(8.0), W, np.zeros(8), 1.0, RandomSource(0), 2)
-        dense = M.dense()
-        np.testing.assert_array_equal(dense[0], W.dense()[0])
-        np.testing.assert_array_equal(dense[1:].sum(axis=0), [0, 0, 1, 1, 1, 1, 0, 0])
-
-    @pytest.mark.parametrize(("round_index", "error"), [(0, ValueError), (1.0, ValueError)])
-    def test_bad_round_is_refused_before_the_charge(
-        self, round_index: Any, error: type[Exception]
-    ) -> None:
-        x = ektelo.protect(np.zeros(64, dtype=np.int64), epsilon=1.0, seed=0)
-        with pytest.raises(error):
-            x.augmented_worst_approx(Identity(64), np.zeros(64), eps=0.5, round_index=round_index)
-        assert x.budget.spent == 0
-
-
 # ---------------------------------------------------------------- PrivBayes
 
 
@@ -538,7 +482,6 @@ class TestPrivBayes:
         assert worst <= 2.0
 
     def test_adult_degree_two(self) -> None:
-        pd = pytest.importorskip("pandas")
         data = Path(__file__).resolve().parents[3] / "shared" / "data" / "adult"
         if not (data / "adult.csv").exists():
             pytest.skip("shared adult data not available")
@@ -554,25 +497,18 @@ class TestPrivBayes:
         assert all(kind != "em" for kind, _ in spy.calls)
 
     @pytest.mark.parametrize(
-        ("codes", "sizes", "kw", "error"),
-        [
-            (np.array([[0, 4]]), (4, 4), {}, ValueError),
-            (np.array([[0, -1]]), (4, 4), {}, ValueError),
-            (np.array([[0.0, 1.0]]), (4, 4), {}, TypeError),
-            (np.array([0, 1]), (4, 4), {}, ValueError),
-            (np.array([[0, 1]]), (4,), {}, ValueError),
-            (np.array([[0, 1]]), (4, 0), {}, ValueError),
-            (np.array([[0, 1]]), (4, 4), {"degree": 0}, ValueError),
-            (np.array([[0, 1]]), (4, 4), {"degree": 1.5}, ValueError),
-            (np.array([[0, 1]]), (4, 4), {"eps": 0.0}, ValueError),
-        ],
+        ("kw", "error"),
+        [({"degree": 0}, ValueError), ({"degree": 1.5}, ValueError), ({"eps": 0.0}, ValueError)],
     )
-    def test_bad_inputs(
-        self, codes: np.ndarray, sizes: tuple[int, ...], kw: dict[str, Any], error: type[Exception]
+    def test_bad_inputs_are_refused_before_the_charge(
+        self, kw: dict[str, Any], error: type[Exception]
     ) -> None:
-        eps = kw.pop("eps", 1.0)
+        frame = pd.DataFrame(_planted_table(50), columns=list("abcde"))
+        t = ektelo.protect(frame, ektelo.Domain.from_dict(dict.fromkeys("abcde", 4)),
+                           epsilon=1.0, seed=0)  # fmt: skip
         with pytest.raises(error):
-            privbayes_select(codes, sizes, eps, RandomSource(0), **kw)
+            t.privbayes_select(**{"eps": 1.0, **kw})
+        assert t.budget.spent == 0 and t.history() == ()
 
 
 def test_modules_use_no_numpy_random() -> None:

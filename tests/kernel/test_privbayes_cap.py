@@ -17,8 +17,9 @@ import pytest
 import ektelo
 from ektelo import Domain
 from ektelo.kernel.noise import RandomSource
-from ektelo.kernel.privbayes import candidates, privbayes_select
+from ektelo.kernel.privbayes import candidates
 from tests.kernel.test_private_ops import SpySource
+from tests.privbayes_rows import select_from_rows as privbayes_select
 
 SIZES = (3, 5, 2, 7, 4, 6, 3)
 

@@ -16,7 +16,7 @@ What is compared, step by step (`observe`):
     Measurement's every dataclass field but `answers` (query matrices by repr,
     `root_id` without its kernel-id prefix) and the answers' shape; for outputs
     *chosen by a mechanism* (a partition from AHP/DAWA, an index from
-    worst-approx, a matrix from augmented worst-approx, PrivBayes cliques) only
+    worst-approx, PrivBayes cliques) only
     what public information fixes (type, cells covered, number of cliques);
   * every warning emitted during the step;
   * after the step: `ledger()`, `history()` (all QueryRecord fields) and `budget`.
@@ -111,7 +111,7 @@ class Step:
 
 
 VECTOR_OPS = (
-    "transform", "reduce", "split", "laplace", "gaussian", "dawa", "worst", "aug",
+    "transform", "reduce", "split", "laplace", "gaussian", "dawa", "worst",
 )  # fmt: skip
 PRIVBAYES_OPTIONS = (
     (), (("degree", 1),), (("degree", 0),),
@@ -280,8 +280,6 @@ def result_meta(value: Any) -> Any:
         return ("measurement", measurement_meta(value))
     if isinstance(value, Partition):  # chosen by AHP/DAWA: only the cells it covers
         return ("partition", value.size, value.domain_shape)
-    if isinstance(value, EMatrix):  # augmented worst-approx: rows are the mechanism's choice
-        return ("matrix", value.shape[1])
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return ("index",)  # worst-approx's choice
     if isinstance(value, list) and all(
@@ -319,9 +317,6 @@ def run_step(step: Step, pools: dict[str, list[Any]]) -> Any:
             return h.dawa_partition(eps=a[0], **dict(a[1]))
         elif step.op == "worst":
             return h.worst_approx(build_matrix(a[0], n), build_estimate(a[1], n), eps=a[2])
-        elif step.op == "aug":
-            W, xh = build_matrix(a[0], n), build_estimate(a[1], n)
-            return h.augmented_worst_approx(W, xh, eps=a[2], round_index=a[3])
         else:
             raise AssertionError(step)
     else:
@@ -592,15 +587,6 @@ vector_steps = weighted(
     (2, st.builds(Step, st.just("gaussian"), st.tuples(matrices, epsilons), which)),
     (2, st.builds(Step, st.just("dawa"), st.tuples(epsilons, dawa_options), which)),
     (1, st.builds(Step, st.just("worst"), st.tuples(workloads, estimates, epsilons), which)),
-    (
-        1,
-        st.builds(
-            Step,
-            st.just("aug"),
-            st.tuples(workloads, estimates, epsilons, st.sampled_from((1, 2, 3, 1, 0))),
-            which,
-        ),
-    ),
 )
 
 predicates = st.recursive(
@@ -847,7 +833,7 @@ def test_channel_worst_approx_scores_overflow():
     ("scores must be finite", after the charge)."""
     x, y = np.array([1, 0, 0]), np.array([2, 0, 0])
     W = ("dense", ((1e308, 0.0, 0.0), (0.0, 1.0, 0.0)), 0)
-    requests = [Step("worst", (W, ("const", 0.0), 0.1)), Step("aug", (W, ("const", 0.0), 0.1, 1))]
+    requests = [Step("worst", (W, ("const", 0.0), 0.1))]
     assert_same_everywhere(x, y, requests)
 
 
@@ -960,9 +946,6 @@ EPS_FLOOR_CASES = {
     "laplace": lambda v, t, e: v.laplace(Identity(4), eps=e),
     "dawa_partition": lambda v, t, e: v.dawa_partition(eps=e),
     "worst_approx": lambda v, t, e: v.worst_approx(Prefix(4), np.zeros(4), eps=e),
-    "augmented_worst_approx": lambda v, t, e: v.augmented_worst_approx(
-        Prefix(4), np.zeros(4), eps=e, round_index=1
-    ),
     "noisy_count": lambda v, t, e: t.noisy_count(eps=e),
     "privbayes_select": lambda v, t, e: t.privbayes_select(eps=e),
     "select_marginal": lambda v, t, e: t.select_marginal([("a",)], [np.zeros(4)], eps=e),

@@ -253,8 +253,6 @@ def test_every_port_request_round_trips_through_the_server(served):
     assert isinstance(x.dawa_partition(eps=0.1), Partition)
     i = x.worst_approx(Prefix(64), np.zeros(64), eps=0.1)
     assert isinstance(i, int) and 0 <= i < 64
-    q = x.augmented_worst_approx(Prefix(64), np.zeros(64), eps=0.1, round_index=1)
-    assert q.shape[1] == 64
     t = ektelo.connect(served.url, served.alice).dataset("tab")
     assert len(t.split_by_partition("b")) == 3
     assert t.select(["a"]).group_by(["a"]).vectorize().shape == (4,)

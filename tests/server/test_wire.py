@@ -150,8 +150,6 @@ REQUEST_STRATEGIES: dict[type, st.SearchStrategy] = {
     port.DAWAPartition: st.builds(port.DAWAPartition, sources, eps_values, options, rids),
     port.WorstApprox: st.builds(port.WorstApprox, sources, small_matrices, arrays, eps_values,
                                 rids),
-    port.AugmentedWorstApprox: st.builds(port.AugmentedWorstApprox, sources, small_matrices,
-                                         arrays, eps_values, st.integers(-2, 20), rids),
     port.PrivBayesSelect: st.builds(port.PrivBayesSelect, sources, eps_values, options, rids),
     port.SelectKeys: st.builds(port.SelectKeys, sources, attrs, eps_values, rids),
     port.Recode: st.builds(port.Recode, sources, attrs,

@@ -39,7 +39,6 @@ from ..matrix import (
     Total,
     VStack,
     Weighted,
-    from_json,
     rebuild,
     to_json,
 )
@@ -905,29 +904,6 @@ class Kernel:
         counts: np.ndarray = np.clip(np.rint(v.values), -limit, limit)
         return counts.reshape(v.shape)
 
-    def _selection(
-        self, v: _Vector, workload: Any, x_hat: Any
-    ) -> tuple[EMatrix, np.ndarray, float]:
-        """Checks for MWEM's selection (mwem.py S1–S3), all before the charge."""
-        W, xh = _checked_matrix(workload, v, self.limits, "workload"), _estimate(x_hat, v)
-        if W.shape[0] >= 2**23:  # the exponential mechanism's exact weights (noise.py E2)
-            raise ValueError(f"the workload has {W.shape[0]} queries; must be < 2**23")
-        f = query_facts(W, "workload")
-        if not (v.integral and f.integral):
-            raise ValueError(
-                "worst_approx needs an integer workload on a vector of counts "
-                "(its scores are computed exactly)"
-            )
-        delta = max_abs_entry(W) if has_rules(W) else 0.0
-        if delta == 0:
-            raise ValueError("the workload is all zero: nothing to select")
-        if mwem.cell_clamp(v.values.size, delta) < 1:
-            raise ValueError(
-                f"the workload's entries (up to {delta:g}) times {v.values.size} cells are too "
-                "large for exact scores (must be at most 2^52)"
-            )
-        return W, xh, delta
-
     @_private
     def dawa_partition(
         self, source: int, *, eps: Any, request_id: Any = None, **options: Any
@@ -948,10 +924,26 @@ class Kernel:
     def worst_approx(
         self, source: int, workload: Any, x_hat: Any, *, eps: Any, request_id: Any = None
     ) -> int:
-        """MWEM's worst-approximated query (exponential mechanism), ε-DP."""
+        """MWEM's worst-approximated query (exponential mechanism), ε-DP; its
+        checks (mwem.py S1–S3) all before the charge."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
-        W, xh, delta = self._selection(v, workload, x_hat)
+        W, xh = _checked_matrix(workload, v, self.limits, "workload"), _estimate(x_hat, v)
+        if W.shape[0] >= 2**23:  # the exponential mechanism's exact weights (noise.py E2)
+            raise ValueError(f"the workload has {W.shape[0]} queries; must be < 2**23")
+        if not (query_facts(W, "workload").integral and v.integral):
+            raise ValueError(
+                "worst_approx needs an integer workload on a vector of counts "
+                "(its scores are computed exactly)"
+            )
+        delta = max_abs_entry(W) if has_rules(W) else 0.0
+        if delta == 0:
+            raise ValueError("the workload is all zero: nothing to select")
+        if mwem.cell_clamp(v.values.size, delta) < 1:
+            raise ValueError(
+                f"the workload's entries (up to {delta:g}) times {v.values.size} cells are too "
+                "large for exact scores (must be at most 2^52)"
+            )
         out = self._release(
             node, "worst_approx",
             lambda: {"index": int(mwem.worst_approx(v.values, W, xh, eps, self._random,
@@ -960,27 +952,6 @@ class Kernel:
             content={"workload": _matrix_digest(W), "x_hat": _array_digest(xh)},
         )  # fmt: skip
         return int(out["index"])
-
-    @_private
-    def augmented_worst_approx(
-        self, source: int, workload: Any, x_hat: Any, *, eps: Any, round_index: int,
-        request_id: Any = None,
-    ) -> EMatrix:  # fmt: skip
-        """The MWEM variant's augmented query selection (§8.1), ε-DP."""
-        node, v = self._vector(source)
-        eps = check_epsilon(eps)
-        r = round_index
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
-            raise ValueError(f"round_index must be a positive int (1-based), got {r!r}")
-        W, xh, delta = self._selection(v, workload, x_hat)
-        out = self._release(
-            node, "augmented_worst_approx",
-            lambda: {"matrix": to_json(mwem.augmented_worst_approx(
-                v.values, W, xh, eps, self._random, int(r), delta=delta))},
-            eps=eps, request_id=request_id,
-            content={"workload": _matrix_digest(W), "x_hat": _array_digest(xh), "round": int(r)},
-        )  # fmt: skip
-        return from_json(out["matrix"])
 
     @_private
     def privbayes_select(
@@ -1019,8 +990,8 @@ class Kernel:
             t.domain, candidates, estimates, weights, penalties, groups
         )
         em_eps, charge = marginal_select.em_budget(self._ledger.unit, eps=eps, rho=rho)
-        counts = self._marginals.each(node, t.engine, t.rows, *request.sets)  # held per node
-        q = marginal_select.scores(counts, request)  # GROUP BYs and scores before the charge
+        counts = self._marginals.each(node, t.engine, t.rows, request.columns, request.shapes)
+        q = marginal_select.scores(counts, request)  # GROUP BYs (held per node), scores: pre-charge
         content = {
             "candidates": repr(request.candidates),
             "estimates": [_array_digest(e) for e in request.estimates],

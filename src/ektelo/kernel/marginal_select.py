@@ -65,11 +65,6 @@ class SelectionRequest:
     groups: tuple[np.ndarray, ...] | None = None  # intp, cell → group (or no grouping)
 
     @property
-    def sets(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-        """(columns, shapes): the marginals the scores read."""
-        return self.columns, self.shapes
-
-    @property
     def sensitivity(self) -> float:
         """Δ = max_r w_r."""
         return float(self.weights.max())
@@ -81,9 +76,12 @@ def _on_grid(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sequence(value: Any, name: str) -> list[Any]:
+def _sequence(value: Any, name: str, k: int | None = None, what: str = "") -> list[Any]:
+    """`value` as a list; given k, one entry (`what`, default `name`) per candidate."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise TypeError(f"{name} must be a list, got {type(value).__name__}")
+    if k is not None and len(value) != k:
+        raise ValueError(f"{len(value)} {what or name} for {k} candidates")
     return list(value)
 
 
@@ -106,9 +104,7 @@ def check_request(
     for c, shape in zip(names, shapes, strict=True):
         if math.prod(shape) > MAX_CELLS:
             raise ValueError(f"candidate {list(c)} has too many cells ({math.prod(shape)})")
-    ests = _sequence(estimates, "estimates")
-    if len(ests) != len(names):
-        raise ValueError(f"{len(ests)} estimates for {len(names)} candidates")
+    ests = _sequence(estimates, "estimates", len(names))
     maps = None if groups is None else _groups(groups, names, shapes)
     sizes = [math.prod(s) for s in shapes] if maps is None else [
         int(g.max()) + 1 for g in maps]
@@ -137,9 +133,7 @@ def _groups(
 ) -> tuple[np.ndarray, ...]:
     """Each candidate's cell → group map, checked: integers 0..k−1 over the
     candidate's cells, every group used (public values)."""
-    values = _sequence(groups, "groups")
-    if len(values) != len(names):
-        raise ValueError(f"{len(values)} group maps for {len(names)} candidates")
+    values = _sequence(groups, "groups", len(names), "group maps")
     out = []
     for c, shape, g in zip(names, shapes, values, strict=True):
         try:
@@ -161,9 +155,7 @@ def _groups(
 def _weights(weights: Any, k: int) -> np.ndarray:
     if weights is None:
         return np.ones(k, dtype=np.int64)
-    values = _sequence(weights, "weights")
-    if len(values) != k:
-        raise ValueError(f"{len(values)} weights for {k} candidates")
+    values = _sequence(weights, "weights", k)
     out = np.empty(k, dtype=np.int64)
     for i, v in enumerate(values):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
@@ -180,9 +172,7 @@ def _weights(weights: Any, k: int) -> np.ndarray:
 def _penalties(penalties: Any, k: int) -> np.ndarray:
     if penalties is None:
         return np.zeros(k)
-    values = _sequence(penalties, "penalties")
-    if len(values) != k:
-        raise ValueError(f"{len(values)} penalties for {k} candidates")
+    values = _sequence(penalties, "penalties", k)
     for v in values:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             raise TypeError(f"penalties must be real numbers, got {type(v).__name__}")

@@ -1,6 +1,7 @@
 """MWEM's private query selection (Hardt, Ligett & McSherry, "A simple and
 practical algorithm for differentially private data release", NeurIPS 2012)
-and εktelo's augmented variant (§9.1) — Private→Public.
+— Private→Public.  (εktelo's augmented variant, §9.1, adds public ranges to
+the query chosen here: `operators.selection.augmented_row`, outside the kernel.)
 
 The argument — what this code must do for the kernel to be private, and why it
 does — is the proof note `proofs/mwem.md`, checked against this file's version
@@ -14,15 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..matrix import (
-    Dense,
-    EMatrix,
-    RangeQueries,
-    VStack,
-)
+from ..matrix import EMatrix
 from .evaluate import evaluate
 
-__all__ = ["augmented_worst_approx", "cell_clamp", "worst_approx"]
+__all__ = ["cell_clamp", "worst_approx"]
 
 _ESTIMATE_GRID = 2.0**-10  # S2
 _SCORE_CAP = 2.0**42  # S3
@@ -56,53 +52,3 @@ def worst_approx(
         public = np.rint(public / _ESTIMATE_GRID) * _ESTIMATE_GRID  # S2
         scores = np.fmin(np.abs(answers - public), _SCORE_CAP)  # S3
     return int(source.exponential_mechanism(scores, sensitivity=delta, epsilon=eps))
-
-
-def augmented_worst_approx(
-    x: np.ndarray,
-    workload: EMatrix,
-    x_hat: np.ndarray,
-    eps: float,
-    source: Any,
-    round_index: int,
-    *,
-    delta: float,
-) -> EMatrix:
-    """The worst-approximated query plus, in round k ≥ 1, every dyadic range
-    [j·2^(k−1), (j+1)·2^(k−1)) (cut at n) that does not meet its support.
-
-    1-D domains only.  Returns VStack([chosen, dyadic ranges]) (or the chosen
-    query alone when no range fits); rows are pairwise disjoint.  Only the
-    selection spends eps.
-    """
-    v = np.asarray(x)
-    if v.ndim != 1:
-        raise ValueError(f"augmented_worst_approx needs a 1-D x, got shape {v.shape}")
-    if isinstance(round_index, bool) or not isinstance(round_index, (int, np.integer)):
-        raise TypeError(f"round_index must be an int, got {type(round_index).__name__}")
-    if round_index < 1:
-        raise ValueError(f"round_index is 1-based, got {round_index}")
-    i = worst_approx(x, workload, x_hat, eps, source, delta=delta)
-    n = workload.shape[1]
-    chosen = _row_matrix(workload, i)
-    support = np.cumsum(np.concatenate([[0], (workload.row(i) != 0).astype(np.int64)]))
-    length = 1 << min(int(round_index) - 1, 62)
-    if length > n:
-        return chosen
-    lower = np.arange(0, n, length, dtype=np.int64)
-    upper = np.minimum(lower + length, n) - 1
-    free = support[upper + 1] == support[lower]
-    if not free.any():
-        return chosen
-    return VStack([chosen, RangeQueries(n, lower[free], upper[free])])
-
-
-def _row_matrix(W: EMatrix, i: int) -> EMatrix:
-    """Row i of W as a one-row library matrix (ranges stay ranges)."""
-    if type(W) is RangeQueries and not W.transposed:
-        return RangeQueries(W.domain_shape, W.lower[i : i + 1], W.upper[i : i + 1])
-    row = W.row(i)
-    nz = np.flatnonzero(row)
-    if nz.size and np.all(row[nz] == 1.0) and nz[-1] - nz[0] + 1 == nz.size:
-        return RangeQueries(row.size, nz[:1], nz[-1:])
-    return Dense(row.reshape(1, -1))

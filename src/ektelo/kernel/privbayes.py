@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .contracts import Sparse, each_marginal, sparse_cells
+from .contracts import each_marginal
 
 __all__ = [
     "EM_SENSITIVITY",
     "R_MAX",
     "Scores",
-    "all_scores",
     "candidates",
     "check_options",
     "engine_scores",
     "exact_score",
     "greedy",
     "marginal_sets",
-    "privbayes_select",
-    "r_score",
 ]
 
 _SENSITIVITY = 2.0  # of R on counts under add/remove-one-row (docstring)
@@ -45,10 +41,12 @@ def check_options(*, degree: int = 2, max_cells: int | None = None) -> dict[str,
     """The options, validated from public values only (before the charge).
     `max_cells` appears only when given (so a request without it reads as
     before the cap existed: same content, same replays)."""
-    out = {"degree": _degree(degree)}
-    if max_cells is not None:
-        out["max_cells"] = _max_cells(max_cells)
-    return out
+    given = {"degree": degree} if max_cells is None else {"degree": degree, "max_cells": max_cells}
+    for name, v in given.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            also = " or None" if name == "max_cells" else ""
+            raise ValueError(f"{name} must be a positive integer{also}, got {v!r}")
+    return {name: int(v) for name, v in given.items()}
 
 
 def candidates(
@@ -114,13 +112,16 @@ class Scores:
     sizes: tuple[int, ...] = ()
 
 
-def all_scores(
-    marginals: Iterable[Sparse], sets: list[tuple[int, ...]], sizes: tuple[int, ...], degree: int
-) -> Scores:
-    """R(X, Π) for every X and every Π ∌ X with 1 ≤ |Π| ≤ degree, from the
-    marginals of `sets` (`marginal_sets`; nonzero cells in C order over the
-    set), computed exactly as `r_score` computes it from the rows (the same
-    arrays in the same order: bit-identical)."""
+def engine_scores(engine: Any, table: Any, sizes: tuple[int, ...], degree: int) -> Scores:
+    """R(X, Π) for every X and every Π ∌ X with 1 ≤ |Π| ≤ degree, from a table
+    engine's marginals of `marginal_sets` (its GROUP BYs, batched; nonzero
+    cells in C order over each set): the kernel runs this before the charge
+    (engines/base.py).  Each score is R's arithmetic on the marginal's cells
+    (`_joint_score`), bit-identical to the same arithmetic on the rows (the
+    row-based reference in tests/privbayes_rows.py)."""
+    sets = marginal_sets(len(sizes), degree)
+    shapes = [tuple(sizes[a] for a in c) for c in sets]
+    marginals = each_marginal(engine, table, sets, shapes)
     values: dict[tuple[int, tuple[int, ...]], float] = {}
     rows = 0
     for attrs, (cells, counts) in zip(sets, marginals, strict=True):
@@ -138,14 +139,6 @@ def all_scores(
     return Scores(values, rows, tuple(int(n) for n in sizes))
 
 
-def engine_scores(engine: Any, table: Any, sizes: tuple[int, ...], degree: int) -> Scores:
-    """`all_scores` from a table engine's marginals (its GROUP BYs, batched):
-    the kernel runs this before the charge (engines/base.py)."""
-    sets = marginal_sets(len(sizes), degree)
-    shapes = [tuple(sizes[a] for a in c) for c in sets]
-    return all_scores(each_marginal(engine, table, sets, shapes), sets, sizes, degree)
-
-
 def _joint_score(
     codes: tuple[np.ndarray, ...],
     counts: np.ndarray,
@@ -155,7 +148,8 @@ def _joint_score(
     parents: tuple[int, ...],
     n_rows: int,
 ) -> float:
-    """`r_score`'s arithmetic on a marginal's nonzero cells instead of rows."""
+    """R(X, Π) from a marginal's nonzero cells: each (x, π) cell's joint count
+    and its row and column sums, then `exact_score`."""
     if n_rows == 0:
         return 0.0
     pi_size = math.prod(sizes[p] for p in parents)
@@ -182,52 +176,25 @@ def exact_score(joint: np.ndarray, cx: np.ndarray, cpi: np.ndarray, n_rows: int)
     return min(twice_nr / (2 * n), float(R_MAX))
 
 
-def privbayes_select(
-    codes: np.ndarray,
-    sizes: tuple[int, ...],
-    eps: float,
-    source: Any,
-    *,
-    degree: int = 2,
-    max_cells: int | None = None,
-) -> list[tuple[int, ...]]:
-    """PrivBayes's greedy degree-k network, chosen with eps (even split over d−1 choices).
-
-    codes: (rows, attrs) integer codes with 0 ≤ codes[:, j] < sizes[j].
-    Returns one clique per attribute, in network order: (child, *parents) with
-    the parents in ascending index order; the first is (X₁,), and for the first
-    k+1 attributes each clique is contained in the next (a plan may measure
-    only the cliques not contained in another).  Every clique has ≤ degree+1
-    attributes.  With `max_cells` (a public cap, θ-usefulness: see the module
-    docstring) every clique has ≤ max_cells cells or is a lone child, and
-    parent sets may be smaller than the degree.  (The kernel runs the same
-    two steps on a table engine: `engine_scores` before its charge, `greedy`
-    after.)
-    """
-    table, dims = _check(codes, sizes)
-    eps = _positive(eps, "eps")
-    opts = check_options(degree=degree, max_cells=max_cells)
-    sets = marginal_sets(len(dims), opts["degree"])
-    found = (_row_marginal(table, dims, c) for c in sets)
-    scored = all_scores(found, sets, dims, opts["degree"])
-    return greedy(scored, len(dims), eps, source, **opts)
-
-
 def greedy(
     scored: Scores, d: int, eps: float, source: Any, *, degree: int = 2,
     max_cells: int | None = None,
 ) -> list[tuple[int, ...]]:  # fmt: skip
-    """GreedyBayes's choices from precomputed scores (`all_scores`): the
-    first attribute uniformly, then d − 1 exponential mechanisms with eps/(d−1)
-    each, over `candidates` (a public function of the sizes, the degree,
-    `max_cells` and the picks).  Reads only `scored` (every key it looks up
-    is there by construction, a public fact of d and the degree; R(X, ∅) = 0
-    needs none): nothing here raises or branches on the data."""
-    eps = _positive(eps, "eps")
-    degree = _degree(degree)
-    cap = None if max_cells is None else _max_cells(max_cells)
-    if cap is not None and len(scored.sizes) != d:
-        raise ValueError(f"the scores carry {len(scored.sizes)} domain sizes; d is {d}")
+    """GreedyBayes's network, chosen with eps (an even split over d − 1
+    choices), from precomputed scores (`engine_scores`): the first attribute
+    uniformly, then d − 1 exponential mechanisms with eps/(d−1) each, over
+    `candidates` (a public function of the sizes, the degree, `max_cells` and
+    the picks).  The caller (the kernel) has validated eps and the options
+    (`check_options`) before its charge.  Reads only `scored` (every key it
+    looks up is there by construction, a public fact of d and the degree;
+    R(X, ∅) = 0 needs none): nothing here raises or branches on the data.
+
+    Returns one clique per attribute, in network order: (child, *parents)
+    with the parents in ascending index order; the first is (X₁,), and for
+    the first k+1 attributes each clique is contained in the next (a plan may
+    measure only the cliques not contained in another).  Every clique has ≤
+    degree+1 attributes; with `max_cells` every clique has ≤ max_cells cells
+    or is a lone child, and parent sets may be smaller than the degree."""
     first = _uniform_index(source, d)
     network: list[tuple[int, ...]] = [(first,)]
     if d == 1:
@@ -235,73 +202,15 @@ def greedy(
     chosen = [first]
     eps_step = eps / (d - 1)
     sensitivity = EM_SENSITIVITY  # public: never the row count (issue #36)
-    sizes = scored.sizes if cap is not None else (1,) * d  # sizes matter under a cap only
+    sizes = scored.sizes if max_cells is not None else (1,) * d  # they matter under a cap only
     while len(chosen) < d:
-        pairs = candidates(sizes, chosen, degree=degree, max_cells=cap)
+        pairs = candidates(sizes, chosen, degree=degree, max_cells=max_cells)
         scores = np.array([scored.values[c] if c[1] else 0.0 for c in pairs])
         pick = source.exponential_mechanism(scores, sensitivity=sensitivity, epsilon=eps_step)
         child, parents = pairs[int(pick)]
         network.append((child, *parents))
         chosen.append(child)
     return network
-
-
-def r_score(
-    table: np.ndarray,
-    dims: tuple[int, ...],
-    child: int,
-    parents: tuple[int, ...],
-    cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] | None = None,
-) -> float:
-    """R(X, Π) = ½ Σ |c(x, π) − c(x)c(π)/N| on counts (see the module docstring)."""
-    n_rows = table.shape[0]
-    if n_rows == 0:
-        return 0.0
-    cache = {} if cache is None else cache
-    pi_code, pi_counts = _codes(table, dims, parents, cache)
-    x_code, x_counts = _codes(table, dims, (child,), cache)
-    joint = x_code * pi_counts.size + pi_code
-    cells, counts = np.unique(joint, return_counts=True)
-    # cells with c(x, π) = 0 contribute their expected count; those sum to N − Σ expected
-    return exact_score(
-        counts, x_counts[cells // pi_counts.size], pi_counts[cells % pi_counts.size], n_rows
-    )
-
-
-def _codes(
-    table: np.ndarray,
-    dims: tuple[int, ...],
-    attrs: tuple[int, ...],
-    cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]],
-) -> tuple[np.ndarray, np.ndarray]:
-    """Row codes of the combined attributes `attrs` and the count of every code."""
-    if attrs not in cache:
-        code = np.zeros(table.shape[0], dtype=np.int64)
-        for a in attrs:
-            code = code * dims[a] + table[:, a]
-        cache[attrs] = (code, np.bincount(code, minlength=math.prod(dims[a] for a in attrs)))
-    return cache[attrs]
-
-
-def _row_marginal(table: np.ndarray, dims: tuple[int, ...], attrs: tuple[int, ...]) -> Sparse:
-    """The nonzero cells of the rows' marginal over `attrs` (C order)."""
-    code = np.zeros(table.shape[0], dtype=np.int64)
-    for a in attrs:
-        code = code * dims[a] + table[:, a]
-    return sparse_cells(*np.unique(code, return_counts=True))
-
-
-def _degree(degree: Any) -> int:
-    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-        raise ValueError(f"degree must be a positive integer, got {degree!r}")
-    return int(degree)
-
-
-def _max_cells(value: Any) -> int:
-    """The public clique cap: a positive int (None is handled by the callers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"max_cells must be a positive integer or None, got {value!r}")
-    return int(value)
 
 
 def _uniform_index(source: Any, d: int) -> int:
@@ -313,33 +222,3 @@ def _uniform_index(source: Any, d: int) -> int:
         r = int(source.uint64(1)[0]) >> (64 - bits)
         if r < d:
             return r
-
-
-def _check(codes: Any, sizes: Any) -> tuple[np.ndarray, tuple[int, ...]]:
-    table = np.asarray(codes)
-    if table.ndim != 2 or table.shape[1] == 0:
-        raise ValueError(f"codes must be a (rows, attributes) array, got shape {table.shape}")
-    if not np.issubdtype(table.dtype, np.integer):
-        raise TypeError(f"codes must be integers, got dtype {table.dtype}")
-    try:
-        dims = tuple(int(s) for s in sizes)
-    except TypeError as exc:
-        raise TypeError("sizes must be a sequence of attribute domain sizes") from exc
-    if len(dims) != table.shape[1] or any(s < 1 for s in dims):
-        raise ValueError(
-            f"sizes must give one positive size per column ({table.shape[1]}), got {sizes!r}"
-        )
-    if table.shape[0] and ((table.min(axis=0) < 0).any() or (table.max(axis=0) >= dims).any()):
-        raise ValueError("every code must satisfy 0 ≤ codes[:, j] < sizes[j]")
-    if math.prod(dims) >= 2**62:
-        raise ValueError("the attribute domain is too large for int64 cell codes")
-    return table.astype(np.int64), dims
-
-
-def _positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return v

@@ -27,7 +27,8 @@ Operators and their sources:
 * `network_marginals` — the marginals a Bayesian network needs (PrivBayes,
   Zhang et al., TODS 2017): those of its maximal cliques.
 * `workload_row` — one query of a workload as a one-row matrix (MWEM's
-  measurement of the query it selected).
+  measurement of the query it selected); `augmented_row` — that query plus
+  the dyadic ranges disjoint from it (εktelo's augmented MWEM, §9.1).
 * `greedy_h` (and `greedy_h_many`, one call per piece of a domain) — DAWA's
   GreedyH (Li, Hay & Miklau, PVLDB 2014): a hierarchy of 1-D intervals with
   weights chosen greedily, bottom-up, for the workload.
@@ -102,6 +103,7 @@ __all__ = [
     "adaptive_grid",
     "ag_first_level",
     "ag_second_level",
+    "augmented_row",
     "greedy_h",
     "greedy_h_error",
     "greedy_h_many",
@@ -751,6 +753,33 @@ def workload_row(W: EMatrix, i: int) -> EMatrix:
     if type(W) is RangeQueries and not W.transposed:
         return RangeQueries(W.domain_shape, W.lower[i : i + 1], W.upper[i : i + 1])
     return Dense(W.row(i).reshape(1, -1))
+
+
+def augmented_row(W: EMatrix, i: int, round_index: int) -> EMatrix:
+    """εktelo's augmented MWEM selection (§9.1; Public: post-processing of
+    the index i the kernel's `worst_approx` released): query i of W plus, in
+    round k ≥ 1, every dyadic range [j·2^(k−1), (j+1)·2^(k−1)) of the
+    flattened (C-order) cells, cut at n, that does not meet the query's
+    support ("in round one, it adds any unit length queries that do not
+    intersect with the selected query; in round two, length two queries, ...").
+    The rows are pairwise disjoint, so a 0/1 query keeps sensitivity 1.
+    Returns VStack([query, ranges]), or the query alone when no range fits;
+    the query is a one-row `RangeQueries` when it is one contiguous 0/1 range
+    (`Dense` otherwise)."""
+    query = workload_row(W, i)
+    k = check.integer(round_index, "round_index", minimum=1)
+    row = W.row(int(i))
+    n, nz = row.size, np.flatnonzero(row)
+    if type(query) is Dense and nz.size and np.all(row[nz] == 1.0) and nz[-1] - nz[0] < nz.size:
+        query = RangeQueries(n, nz[:1], nz[-1:])  # one contiguous 0/1 range
+    support = np.cumsum(np.concatenate([[0], (row != 0).astype(np.int64)]))
+    length = 1 << min(k - 1, 62)
+    if length > n:
+        return query
+    lower = np.arange(0, n, length, dtype=np.int64)
+    upper = np.minimum(lower + length, n) - 1
+    free = support[upper + 1] == support[lower]
+    return VStack([query, RangeQueries(n, lower[free], upper[free])]) if free.any() else query
 
 
 def network_marginals(shape: Shape, cliques: Sequence[Sequence[int]]) -> VStack:

@@ -114,10 +114,9 @@ def mwem(
     for k, eps_round in enumerate(split(eps, *[1 / rounds] * rounds), start=1):
         eps_select, eps_measure = split(eps_round, ratio, 1 - ratio)
         seen = x_hat if P is None else P.reduce(x_hat)
-        if select == "worst":  # Private→Public
-            M = selection.workload_row(W, x_run.worst_approx(W, seen, eps=eps_select))
-        else:
-            M = x_run.augmented_worst_approx(W, seen, round_index=k, eps=eps_select)
+        i = x_run.worst_approx(W, seen, eps=eps_select)  # Private→Public
+        # Public: the chosen query, or it and the free dyadic ranges of round k
+        M = selection.workload_row(W, i) if select == "worst" else selection.augmented_row(W, i, k)
         ys.append(x_run.laplace(M, eps=eps_measure))  # Private→Public
         if infer == "mw":  # Public
             fit = inference.multiplicative_weights(

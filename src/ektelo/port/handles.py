@@ -271,14 +271,6 @@ class ProtectedVector(_Handle):
         index: int = self._port.submit(msg.WorstApprox(self._node, workload, x_hat, eps))
         return index
 
-    def augmented_worst_approx(
-        self, workload: EMatrix, x_hat: Any, *, eps: float, round_index: int
-    ) -> EMatrix:
-        """Private→Public: the augmented MWEM query selection of round `round_index`."""
-        request = msg.AugmentedWorstApprox(self._node, workload, x_hat, eps, round_index)
-        matrix: EMatrix = self._port.submit(request)
-        return matrix
-
     def __repr__(self) -> str:
         try:
             return f"ProtectedVector(node={self._node}, shape={self.shape})"

@@ -115,10 +115,6 @@ class LocalPort:
             port.WorstApprox: lambda r: k.worst_approx(
                 r.source, r.workload, r.x_hat, eps=r.eps, request_id=r.request_id
             ),
-            port.AugmentedWorstApprox: lambda r: k.augmented_worst_approx(
-                r.source, r.workload, r.x_hat, eps=r.eps, round_index=r.round_index,
-                request_id=r.request_id,
-            ),
             port.PrivBayesSelect: lambda r: k.privbayes_select(
                 r.source, eps=r.eps, request_id=r.request_id, **r.options
             ),

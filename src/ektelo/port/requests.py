@@ -15,7 +15,7 @@ the kernel gives the request a fresh id.
 
 Responses are public values: `NewSource`/`NewSources` for Private
 transformations (the ids of the derived sources), a `Measurement`, a
-`Partition`, an index, a matrix or cliques for Private→Public requests, and
+`Partition`, an index or cliques for Private→Public requests, and
 `SourceInfo`, `Budget`, the history and the ledger for the public state.
 """
 
@@ -27,7 +27,6 @@ from typing import Any, Protocol
 from ..kernel import QueryRecord, SourceInfo
 
 __all__ = [
-    "AugmentedWorstApprox",
     "DAWAPartition",
     "Describe",
     "Envelope",
@@ -209,16 +208,6 @@ class WorstApprox:
     workload: Any
     x_hat: Any
     eps: Any
-    request_id: str | None = None  # idempotent retries (None: a fresh id)
-
-
-@dataclass(frozen=True)
-class AugmentedWorstApprox:
-    source: int
-    workload: Any
-    x_hat: Any
-    eps: Any
-    round_index: Any
     request_id: str | None = None  # idempotent retries (None: a fresh id)
 
 
