@@ -121,7 +121,7 @@ def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> 
 def gaussian_sigma_for(
     sensitivity: float, rho: float, *, integral: bool = True, max_column_nnz: int = 1
 ) -> float:
-    """The sigma that `RandomSource.gaussian` uses; sigma >= sensitivity/sqrt(2*rho).
+    """The sigma that `gaussian_draw` uses; sigma >= sensitivity/sqrt(2*rho).
 
     Raises ValueError on bad public arguments: the kernel calls it before charging.
     """

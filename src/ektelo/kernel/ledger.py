@@ -33,7 +33,6 @@ __all__ = [
     "RequestConflict",
     "Reservation",
     "algorithm2",
-    "amount_in",
     "check_epsilon",
     "check_request_id",
     "check_rho",
@@ -216,8 +215,20 @@ class Accountant(ABC):
         return len(self._nodes)
 
     def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
-        """A request's cost in the ledger's unit (see `amount_in`)."""
-        return amount_in(self.unit, eps=eps, rho=rho)
+        """A request's cost in the ledger's unit (exact): ε, or ε²/2 or ρ in ρ.
+        Refuses a zCDP request on a pure-ε ledger (before anything changes)."""
+        if (eps is None) == (rho is None):
+            raise TypeError("a request carries exactly one of eps= and rho=")
+        if eps is not None:
+            e = Fraction(check_epsilon(eps))
+            return e if self.unit == "epsilon" else e * e / 2
+        r = Fraction(check_rho(rho))
+        if self.unit == "epsilon":
+            raise ValueError(
+                "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
+                "a kernel protected with rho= or with epsilon= and delta="
+            )
+        return r
 
     @property
     @abstractmethod
@@ -243,25 +254,6 @@ class Accountant(ABC):
     @abstractmethod
     def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None:
         """Store the public answer with its charge (for retries)."""
-
-
-def amount_in(
-    unit: Literal["epsilon", "rho"], *, eps: float | None = None, rho: float | None = None
-) -> Fraction:
-    """A request's cost in `unit` (exact): ε, or ε²/2 or ρ in ρ. Refuses a
-    zCDP request on a pure-ε ledger (before anything changes)."""
-    if (eps is None) == (rho is None):
-        raise TypeError("a request carries exactly one of eps= and rho=")
-    if eps is not None:
-        e = Fraction(check_epsilon(eps))
-        return e if unit == "epsilon" else e * e / 2
-    r = Fraction(check_rho(rho))
-    if unit == "epsilon":
-        raise ValueError(
-            "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
-            "a kernel protected with rho= or with epsilon= and delta="
-        )
-    return r
 
 
 Link = tuple[Kind, Fraction, Fraction]  # (kind, stability to the parent, B) of one variable
