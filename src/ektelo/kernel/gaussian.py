@@ -71,14 +71,11 @@ def sqrt_up(t: int) -> Fraction:
     return Fraction(math.isqrt(t << 40) + 1, 1 << 20)
 
 
+@lru_cache(maxsize=1024, typed=True)  # public arguments; a refusal is never cached
 def gaussian_plan(sensitivity: float, rho: float, integral: bool, max_column_nnz: int) -> GaussPlan:
     """The grid, V and proposal for these public arguments (G1, G2, G4, G5); memoised."""
     d, r = _positive("sensitivity", sensitivity), _positive("rho", rho)
-    return _gaussian_plan_exact(d, r, bool(integral), _count("max_column_nnz", max_column_nnz))
-
-
-@lru_cache(maxsize=1024)
-def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> GaussPlan:
+    nnz, integral = _count("max_column_nnz", max_column_nnz), bool(integral)
     touched = min(nnz, max(1, math.floor(d * d))) if integral else nnz
     root = sqrt_up(touched)
     if integral:  # the least k >= 0 with V >= 2**23 (the loop below confirms it)

@@ -105,11 +105,7 @@ def _round_up(x: Fraction) -> float:
 @lru_cache(maxsize=1024, typed=True)  # public arguments; a refusal is never cached
 def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: int) -> _Plan:
     d, eps = _positive("sensitivity", sensitivity), _positive("epsilon", epsilon)
-    return _plan_exact(d, eps, bool(integral), _count("max_column_nnz", max_column_nnz))
-
-
-@lru_cache(maxsize=1024)
-def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Plan:
+    touched, integral = _count("max_column_nnz", max_column_nnz), bool(integral)
     if integral:  # the least k >= 0 with x >= 2**11 (the loop below confirms it)
         k = max(0, 11 - _floor_log2(d * LN2_HI / eps))
     else:
