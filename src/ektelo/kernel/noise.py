@@ -290,6 +290,8 @@ class RandomSource:
     def _bytes(self, nbytes: int) -> np.ndarray:
         if self._rng is not None:
             return self._rng.bit_generator.random_raw(-(-nbytes // 8)).view(np.uint8)[:nbytes]
+        if nbytes <= _URANDOM_CHUNK:
+            return np.frombuffer(os.urandom(nbytes), dtype=np.uint8)
         step = _URANDOM_CHUNK
         chunks = [os.urandom(min(step, nbytes - i)) for i in range(0, nbytes, step)]
         return np.frombuffer(b"".join(chunks), dtype=np.uint8)
