@@ -122,8 +122,9 @@ def gaussian_sigma_for(
 def _squares(dist: np.ndarray) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[int], int]]:
     """indices -> dist**2 there as int64 (2**31 - 1 standing in from 2**31 on), and
     i -> dist[i]**2 in Python integers (B4's true numerator) (G3)."""
-    return (lambda i: np.minimum(dist[i], _HUGE - 1).astype(np.int64) ** 2), (
-        lambda i: int(dist[i]) ** 2
+    return (
+        lambda i: np.minimum(dist[i], _HUGE - 1).astype(np.int64) ** 2,
+        lambda i: int(dist[i]) ** 2,
     )
 
 
