@@ -57,12 +57,12 @@ def _former_slack(fn: Callable[[], object]) -> Callable[[], object]:
 
     def run() -> object:
         saved, noise._GRID_SLACK = noise._GRID_SLACK, 20
-        noise._plan_exact.cache_clear()
+        noise._plan.cache_clear()
         try:
             return fn()
         finally:
             noise._GRID_SLACK = saved
-            noise._plan_exact.cache_clear()
+            noise._plan.cache_clear()
 
     return run
 

@@ -17,17 +17,9 @@ from ..domain import Attribute, Domain
 from .records import PrivacyUnit
 
 __all__ = [
-    "BATCH_CELLS",
-    "BATCH_SETS",
-    "MAX_CELLS",
-    "EngineError",
-    "PrivacyUnit",
-    "Sparse",
-    "TableEngine",
-    "each_marginal",
-    "group_domain",
-    "sparse_cells",
-]
+    "BATCH_CELLS", "BATCH_SETS", "MAX_CELLS", "EngineError", "PrivacyUnit", "Sparse",
+    "TableEngine", "each_marginal", "group_domain", "sparse_cells",
+]  # fmt: skip
 
 # A marginal's nonzero cells: (cell indices ascending, int64; their counts, int64 > 0)
 Sparse = tuple[np.ndarray, np.ndarray]
@@ -61,50 +53,36 @@ class TableEngine(Protocol):
 
     def where(self, table: Any, predicate: Any, domain: Any) -> Any:
         """The rows satisfying `predicate` (a tree of `predicates.py`)."""
-        ...
 
     def select(self, table: Any, columns: Sequence[int]) -> Any:
         """Projection onto `columns` (a multiset: no deduplication)."""
-        ...
 
     def group_by(self, table: Any, columns: Sequence[int], count: str | None, cap: int) -> Any:
         """One row per distinct key; with `count`, the group size min(size, cap)."""
-        ...
 
     def split(self, table: Any, column: int, size: int) -> list[Any]:
         """One table per code 0..size-1 of `column`."""
-        ...
 
     def vectorize(self, table: Any, columns: Sequence[int], shape: tuple[int, ...]) -> np.ndarray:
         """Counts over the product domain of `columns`, C order, float64."""
-        ...
 
     def count(self, table: Any) -> int:
         """The number of rows."""
-        ...
 
     def marginals(
         self, table: Any, column_sets: Sequence[tuple[int, ...]], shapes: Sequence[tuple[int, ...]]
     ) -> list[Sparse]:
         """For each column set, its marginal's nonzero cells (C order over the
         set's columns as given, as `vectorize`): one scan where the engine can."""
-        ...
-
-    def codes(self, table: Any) -> np.ndarray:
-        """The rows' codes as an int64 matrix (rows × columns; for tests)."""
-        ...
 
     def key_counts(self, table: Any, column: str) -> tuple[list[str], np.ndarray]:
         """Open column `column` (the domain's `open`: kept as text, not coded):
         each distinct key of the table's rows, as text, and its number of rows
         (int64, > 0), in any order (issue #39: `Kernel.select_keys`)."""
-        ...
 
     def recode(self, table: Any, column: str, keys: Sequence[str]) -> Any:
         """The table with open column `column` made its last coded column:
         code i for rows whose key is keys[i], len(keys) for any other key."""
-        ...
-
 
 
 def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap: int) -> Domain:
@@ -117,11 +95,9 @@ def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap:
 
 
 def each_marginal(
-    engine: TableEngine,
-    table: Any,
-    column_sets: Sequence[tuple[int, ...]],
+    engine: TableEngine, table: Any, column_sets: Sequence[tuple[int, ...]],
     shapes: Sequence[tuple[int, ...]],
-) -> Iterator[Sparse]:
+) -> Iterator[Sparse]:  # fmt: skip
     """The marginals of `column_sets`, in order, asked of the engine in
     batches (a GROUP BY per batch where the engine allows; a batch's size is
     decided from the public shapes only). Runs engine work: the kernel calls

@@ -17,29 +17,22 @@ import numpy as np
 
 from .noise import (
     _SIGN,
-    CHUNK,
     LN2_HI,
     RandomSource,
     _count,
     _floor_log2,
     _positive,
     _round_up,
-    answer_limit,
     lead_table,
+    noisy,
 )
 
 # The sampler's steps (plan, acceptance table, integer draws) are module names
 # so that tests check them against G1-G5; `ektelo.kernel.__all__` exports none.
 __all__ = [
-    "GaussPlan",
-    "GaussianDraw",
-    "acceptance_bounds",
-    "gaussian_draw",
-    "gaussian_plan",
-    "gaussian_sigma_for",
-    "integer_gaussian",
-    "sqrt_up",
-]
+    "GaussPlan", "GaussianDraw", "acceptance_bounds", "gaussian_draw", "gaussian_plan",
+    "gaussian_sigma_for", "integer_gaussian", "sqrt_up",
+]  # fmt: skip
 
 _SLACK = 11  # sqrt(T) * grid <= sensitivity * 2**-11 (G5)
 _V_LO = 1 << 23  # V's range (G5): s >= 2**11.26 grid steps ...
@@ -78,14 +71,11 @@ def sqrt_up(t: int) -> Fraction:
     return Fraction(math.isqrt(t << 40) + 1, 1 << 20)
 
 
+@lru_cache(maxsize=1024, typed=True)  # public arguments; a refusal is never cached
 def gaussian_plan(sensitivity: float, rho: float, integral: bool, max_column_nnz: int) -> GaussPlan:
     """The grid, V and proposal for these public arguments (G1, G2, G4, G5); memoised."""
     d, r = _positive("sensitivity", sensitivity), _positive("rho", rho)
-    return _gaussian_plan_exact(d, r, bool(integral), _count("max_column_nnz", max_column_nnz))
-
-
-@lru_cache(maxsize=1024)
-def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> GaussPlan:
+    nnz, integral = _count("max_column_nnz", max_column_nnz), bool(integral)
     touched = min(nnz, max(1, math.floor(d * d))) if integral else nnz
     root = sqrt_up(touched)
     if integral:  # the least k >= 0 with V >= 2**23 (the loop below confirms it)
@@ -122,21 +112,20 @@ def _gaussian_plan_exact(d: Fraction, r: Fraction, integral: bool, nnz: int) -> 
 def gaussian_sigma_for(
     sensitivity: float, rho: float, *, integral: bool = True, max_column_nnz: int = 1
 ) -> float:
-    """The sigma that `RandomSource.gaussian` uses; sigma >= sensitivity/sqrt(2*rho).
+    """The sigma that `gaussian_draw` uses; sigma >= sensitivity/sqrt(2*rho).
 
     Raises ValueError on bad public arguments: the kernel calls it before charging.
     """
     return gaussian_plan(sensitivity, rho, integral, max_column_nnz).sigma
 
 
-def _squares(dist: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """indices -> dist**2 there, as int64 (2**31 - 1 standing in from 2**31 on, G3)."""
-    return lambda i: np.minimum(dist[i], _HUGE - 1).astype(np.int64) ** 2
-
-
-def _square(dist: np.ndarray) -> Callable[[int], int]:
-    """i -> dist[i]**2 in Python integers (B4's true numerator, G3)."""
-    return lambda i: int(dist[i]) ** 2
+def _squares(dist: np.ndarray) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[int], int]]:
+    """indices -> dist**2 there as int64 (2**31 - 1 standing in from 2**31 on), and
+    i -> dist[i]**2 in Python integers (B4's true numerator) (G3)."""
+    return (
+        lambda i: np.minimum(dist[i], _HUGE - 1).astype(np.int64) ** 2,
+        lambda i: int(dist[i]) ** 2,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -185,14 +174,13 @@ def integer_gaussian(source: RandomSource, n: int, plan: GaussPlan) -> np.ndarra
             low, low_keep = source._uniform_low(count, plan.c, plan.j)
             g += low
         dist = np.abs(g - plan.h)  # exact: integers < 2**53
+        squares, exact = _squares(dist)
         if bounds is not None:  # the first byte's bound by distance (G3)
             index = np.minimum(dist, bounds.size - 1).astype(np.intp)
-            keep = source._bernoulli_bounded(
-                np.take(bounds, index), _squares(dist), plan.v, exact=_square(dist)
-            )  # fmt: skip
+            keep = source._bernoulli_bounded(np.take(bounds, index), squares, plan.v, exact=exact)
         else:
             small = np.minimum(dist, _HUGE - 1).astype(np.int64)
-            keep = source.bernoulli_pow2(small * small, plan.v, exact=_square(dist))
+            keep = source.bernoulli_pow2(small * small, plan.v, exact=exact)
         if low_keep is not None:
             keep &= low_keep
         zero = np.flatnonzero(g == 0)
@@ -205,14 +193,9 @@ def integer_gaussian(source: RandomSource, n: int, plan: GaussPlan) -> np.ndarra
 
 
 def gaussian_draw(
-    source: RandomSource,
-    answers: np.ndarray,
-    *,
-    sensitivity: float,
-    rho: float,
-    integral: bool,
+    source: RandomSource, answers: np.ndarray, *, sensitivity: float, rho: float, integral: bool,
     max_column_nnz: int = 1,
-) -> GaussianDraw:
+) -> GaussianDraw:  # fmt: skip
     """answers + N_Z(0, sigma**2) on a dyadic grid, rho-zCDP (G1-G7).
 
     sensitivity: L2 sensitivity of the answer vector.  integral: answers are
@@ -220,21 +203,5 @@ def gaussian_draw(
     when answers are rounded to the grid, G5).
     """
     plan = gaussian_plan(sensitivity, rho, integral, max_column_nnz)
-    flat = np.asarray(answers, dtype=np.float64).ravel()
-    limit = answer_limit(plan.k, integral)
-    grid = math.ldexp(1.0, -plan.k)
-    out = np.empty(flat.size, dtype=np.float64)
-    for start in range(0, flat.size, CHUNK):
-        stop = min(flat.size, start + CHUNK)
-        with np.errstate(all="ignore"):  # the clamp (G7): no data-dependent signal
-            base = np.clip(np.nan_to_num(flat[start:stop], nan=0.0), -limit, limit)
-            # rounded: exact scaling by powers of two, then rint (G5); else integral
-            # answers on a grid <= 1, where rint is a no-op on integers
-            scaled = base * math.ldexp(1.0, plan.k) if plan.rounded else base
-            base = np.rint(scaled) * (grid if plan.rounded else 1.0)
-        y = integer_gaussian(source, stop - start, plan)
-        # both terms are exact floats; the sum is rounded once (post-processing, G6)
-        np.add(base, np.multiply(y, grid, out=y), out=out[start:stop])
-    values = out.reshape(np.shape(answers))
-    values.flags.writeable = False
+    values, grid = noisy(answers, plan.k, integral, lambda n: integer_gaussian(source, n, plan))
     return GaussianDraw(values, plan.sigma, grid, plan.rho, source.research_mode)

@@ -13,34 +13,19 @@ import json
 import math
 import numbers
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ..budget import ZCDP, PureDP, describe
 
 __all__ = [
-    "EPS_FLOOR",
-    "SLACK",
-    "Accountant",
-    "Budget",
-    "BudgetExceeded",
-    "BudgetReport",
-    "Graph",
-    "Ledger",
-    "NodeState",
-    "RequestConflict",
-    "Reservation",
-    "algorithm2",
-    "amount_in",
-    "check_child",
-    "check_epsilon",
-    "check_request_id",
-    "check_rho",
-    "node_digest",
-    "request_digest",
-]
+    "EPS_FLOOR", "SLACK", "Accountant", "Budget", "BudgetExceeded", "BudgetReport", "Ledger",
+    "NodeState", "RequestConflict", "Reservation", "algorithm2", "check_epsilon",
+    "check_request_id", "check_rho", "node_digest", "request_digest",
+]  # fmt: skip
 
 SLACK = Fraction(1, 10**9)
 
@@ -66,40 +51,30 @@ EPS_FLOOR = 1e-9
 RHO_FLOOR = EPS_FLOOR**2 / 2  # the ρ of an ε-DP request at the floor
 
 
-def _shown(value: object) -> str:
-    """A refused budget value for a message, cut short (a public value)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _check(value: object, name: str, floor: float, symbol: str) -> float:
+    """`value` as a finite float ≥ `floor`, or TypeError/ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    try:
+        x = float(value)
+    except OverflowError:  # an exact rational beyond any double (a wire '$fraction')
+        x = math.inf
+    if not math.isfinite(x) or x <= 0:
+        shown = text if len(text := repr(value)) <= 60 else text[:57] + "..."  # cut short
+        raise ValueError(f"{name} must be a finite positive number, got {shown}")
+    if x < floor:
+        raise ValueError(f"{name}={value!r} is below the smallest {symbol} accepted ({floor:g})")
+    return x
 
 
 def check_epsilon(value: object, name: str = "eps") -> float:
     """`value` as a finite float ≥ EPS_FLOOR, or TypeError/ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    try:
-        eps = float(value)
-    except OverflowError:  # an exact rational beyond any double (a wire '$fraction')
-        eps = math.inf
-    if math.isnan(eps) or math.isinf(eps) or eps <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {_shown(value)}")
-    if eps < EPS_FLOOR:
-        raise ValueError(f"{name}={value!r} is below the smallest ε accepted ({EPS_FLOOR:g})")
-    return eps
+    return _check(value, name, EPS_FLOOR, "ε")
 
 
 def check_rho(value: object, name: str = "rho") -> float:
     """`value` as a finite float ≥ EPS_FLOOR²/2, or TypeError/ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    try:
-        rho = float(value)
-    except OverflowError:
-        rho = math.inf
-    if math.isnan(rho) or math.isinf(rho) or rho <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {_shown(value)}")
-    if rho < RHO_FLOOR:
-        raise ValueError(f"{name}={value!r} is below the smallest ρ accepted ({RHO_FLOOR:g})")
-    return rho
+    return _check(value, name, RHO_FLOOR, "ρ")
 
 
 @dataclass(frozen=True)
@@ -158,10 +133,18 @@ class _Node:
     spent: Fraction = Fraction(0)  # B(sv), in the in-memory `Ledger` only
 
 
-class Graph:
-    """The transformation graph of §4.4 — each variable's kind, parent,
-    stability, operation and structural digest — kept once, for the in-memory
-    `Ledger` and the durable one (`ledger_store.DurableLedger`) alike."""
+class Accountant(ABC):
+    """What the kernel needs of a ledger: the transformation graph of §4.4 —
+    each variable's kind, parent, stability, operation and structural digest —
+    kept here once, and reserve → release, which the in-memory `Ledger` and
+    the durable one (`ledger_store.DurableLedger`) implement. `reserve` checks
+    the whole chain (and, durably, the dataset cap and the analyst's quota)
+    and commits the charge before the kernel computes; `release` stores the
+    public answer with it."""
+
+    unit: Literal["epsilon", "rho"]
+    total: Fraction
+    delta: float | None  # the δ a zCDP budget was stated with (reports only)
 
     def __init__(self) -> None:
         self._nodes: list[_Node] = []
@@ -180,18 +163,21 @@ class Graph:
         spec: str = "",
     ) -> int:  # fmt: skip
         """Add a variable derived from `parent` by a `stability`-stable
-        transformation; `spec` names its public arguments (for its digest)."""
-        s = check_child(self._node(parent).kind, kind, stability)
-        digest = node_digest(self._nodes[parent].digest, operation, spec)
+        transformation, or ValueError when the graph rules of §4.4 forbid it;
+        `spec` names its public arguments (for its digest)."""
+        up, s = self._node(parent), Fraction(stability)
+        if s < 0:
+            raise ValueError(f"stability must be ≥ 0, got {stability!r}")
+        if kind == "partition" and s != 1:
+            raise ValueError("a partition variable is 1-stable relative to its parent")
+        if up.kind == "partition" and (kind == "partition" or s != 1):
+            raise ValueError("children of a partition variable are 1-stable tables or vectors")
+        digest = node_digest(up.digest, operation, spec)
         self._nodes.append(_Node(kind, parent, s, operation, digest))
         return len(self._nodes) - 1
 
     def kind(self, node: int) -> Kind:
         return self._node(node).kind
-
-    def digest(self, node: int) -> str:
-        """The structural digest of a variable (`node_digest`)."""
-        return self._node(node).digest
 
     def _node(self, node: int) -> _Node:
         if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(self._nodes):
@@ -202,11 +188,9 @@ class Graph:
         """The variables from a requested `node` up to the root (Algorithm 2's path)."""
         if self._node(node).kind == "partition":
             raise ValueError("requests are made at tables or vectors, not partition variables")
-        path: list[int] = []
-        current: int | None = node
-        while current is not None:
-            path.append(current)
-            current = self._nodes[current].parent
+        path = [node]
+        while (parent := self._nodes[path[-1]].parent) is not None:
+            path.append(parent)
         return path
 
     def stability_to_root(self, node: int) -> Fraction:
@@ -217,24 +201,46 @@ class Graph:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
+        """A request's cost in the ledger's unit (exact): ε, or ε²/2 or ρ in ρ.
+        Refuses a zCDP request on a pure-ε ledger (before anything changes)."""
+        if (eps is None) == (rho is None):
+            raise TypeError("a request carries exactly one of eps= and rho=")
+        if eps is not None:
+            e = Fraction(check_epsilon(eps))
+            return e if self.unit == "epsilon" else e * e / 2
+        r = Fraction(check_rho(rho))
+        if self.unit == "epsilon":
+            raise ValueError(
+                "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
+                "a kernel protected with rho= or with epsilon= and delta="
+            )
+        return r
 
-def amount_in(
-    unit: Literal["epsilon", "rho"], *, eps: float | None = None, rho: float | None = None
-) -> Fraction:
-    """A request's cost in `unit` (exact): ε, or ε²/2 or ρ in ρ. Refuses a
-    zCDP request on a pure-ε ledger (before anything changes)."""
-    if (eps is None) == (rho is None):
-        raise TypeError("a request carries exactly one of eps= and rho=")
-    if eps is not None:
-        e = Fraction(check_epsilon(eps))
-        return e if unit == "epsilon" else e * e / 2
-    r = Fraction(check_rho(rho))
-    if unit == "epsilon":
-        raise ValueError(
-            "this kernel's budget is pure ε-DP: a zCDP request (rho=, Gaussian noise) needs "
-            "a kernel protected with rho= or with epsilon= and delta="
-        )
-    return r
+    @property
+    @abstractmethod
+    def spent(self) -> Fraction:
+        """B(root): the budget spent so far."""
+
+    def budget(self) -> BudgetReport:
+        spent = self.spent
+        left = max(self.total - spent, Fraction(0))
+        return BudgetReport(float(self.total), float(spent), float(left), self.unit, self.delta)
+
+    @abstractmethod
+    def snapshot(self) -> tuple[NodeState, ...]:
+        """The ledger (graph, stabilities, B) as immutable values."""
+
+    @abstractmethod
+    def reserve(
+        self, node: int, amount: Fraction, *, operation: str, request_id: str | None,
+        content: Mapping[str, Any],
+    ) -> Reservation:  # fmt: skip
+        """Algorithm 2 on the chain from `node`: the charge committed (or a replay)."""
+
+    @abstractmethod
+    def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None:
+        """Store the public answer with its charge (for retries)."""
 
 
 Link = tuple[Kind, Fraction, Fraction]  # (kind, stability to the parent, B) of one variable
@@ -272,19 +278,6 @@ def algorithm2(
     return increments
 
 
-def check_child(parent: Kind, kind: Kind, stability: float | Fraction) -> Fraction:
-    """The exact stability of a new `kind` variable under a `parent` variable,
-    or ValueError when the graph rules of §4.4 forbid it."""
-    s = Fraction(stability)
-    if s < 0:
-        raise ValueError(f"stability must be ≥ 0, got {stability!r}")
-    if kind == "partition" and s != 1:
-        raise ValueError("a partition variable is 1-stable relative to its parent")
-    if parent == "partition" and (kind == "partition" or s != 1):
-        raise ValueError("children of a partition variable are 1-stable tables or vectors")
-    return s
-
-
 def check_request_id(request_id: object) -> str | None:
     """A client's request id: None, or a non-empty printable str of ≤ 200 characters."""
     if request_id is None:
@@ -296,22 +289,19 @@ def check_request_id(request_id: object) -> str | None:
     return request_id
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def node_digest(parent: str | None, operation: str, spec: str) -> str:
     """A structural name of a source variable: its parent's digest, the
     transformation and its public arguments. Two sessions that derive the same
     source the same way give it the same digest (so a retry from a new session
     matches its first try)."""
-    return _sha256(json.dumps([parent, operation, spec]))
+    return hashlib.sha256(json.dumps([parent, operation, spec]).encode()).hexdigest()
 
 
 def request_digest(node: str, content: Mapping[str, Any]) -> str:
     """The digest of a Private→Public request: the source's digest and the
     request's public content (operation, ε/ρ, the query's spec, options)."""
-    return _sha256(json.dumps([node, dict(content)], sort_keys=True, default=str))
+    text = json.dumps([node, dict(content)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -328,60 +318,20 @@ class Reservation:
     token: int | None = None
 
 
-class Accountant(Protocol):
-    """What the kernel needs of a ledger: the graph, and reserve → release.
-
-    `reserve` checks the whole chain (and, durably, the dataset cap and the
-    analyst's quota) and commits the charge before the kernel computes;
-    `release` stores the public answer with it."""
-
-    unit: Literal["epsilon", "rho"]
-
-    def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction: ...
-
-    def add_root(self, kind: Kind, operation: str) -> int: ...
-
-    def add_child(
-        self, parent: int, kind: Kind, stability: float | Fraction, operation: str,
-        spec: str = "",
-    ) -> int: ...  # fmt: skip
-
-    def kind(self, node: int) -> Kind: ...
-
-    def stability_to_root(self, node: int) -> Fraction: ...
-
-    def __len__(self) -> int: ...
-
-    def budget(self) -> Budget: ...
-
-    def snapshot(self) -> tuple[NodeState, ...]: ...
-
-    def reserve(
-        self, node: int, amount: Fraction, *, operation: str, request_id: str | None,
-        content: Mapping[str, Any],
-    ) -> Reservation: ...  # fmt: skip
-
-    def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None: ...
-
-
-class Ledger(Graph):
+class Ledger(Accountant):
     """Transformation graph, stabilities and B(sv) for one kernel (Algorithm 2)."""
 
     def __init__(self, budget: PureDP | ZCDP | float):
         super().__init__()
         if not isinstance(budget, (PureDP, ZCDP)):
             budget = PureDP(check_epsilon(budget, "epsilon"))
-        self.kind_of_budget = budget
-        self.unit: Literal["epsilon", "rho"] = budget.unit
+        self.unit = budget.unit
         self.total = Fraction(budget.total)
+        self.delta = budget.delta if isinstance(budget, ZCDP) else None
         self.limit = self.total * (1 + SLACK)
         # explicit request ids → (request digest, stored answer); a request
         # without an id gets a fresh one and nothing is kept
         self._requests: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
-
-    def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
-        """A request's cost in the ledger's unit (see `amount_in`)."""
-        return amount_in(self.unit, eps=eps, rho=rho)
 
     @classmethod
     def envelope(cls, unit: Literal["epsilon", "rho"], cap: Fraction, kind: Kind) -> Ledger:
@@ -422,7 +372,6 @@ class Ledger(Graph):
         self, node: int, amount: Fraction, *, operation: str, request_id: str | None,
         content: Mapping[str, Any],
     ) -> Reservation:  # fmt: skip
-        """Algorithm 2 in memory, with idempotent retries under an explicit id."""
         rid = check_request_id(request_id)
         digest = "" if rid is None else request_digest(  # (used only to match a retry)
             self._node(node).digest, {"operation": operation, **content}
@@ -441,7 +390,6 @@ class Ledger(Graph):
         return Reservation(rid or uuid.uuid4().hex, tuple(steps), charged)
 
     def release(self, reservation: Reservation, answer: Mapping[str, Any]) -> None:
-        """Keep the answer of a request made under an explicit id (for retries)."""
         held = self._requests.get(reservation.request_id)
         if held is not None and held[1] is None:
             self._requests[reservation.request_id] = (held[0], dict(answer))
@@ -451,19 +399,7 @@ class Ledger(Graph):
     def spent(self) -> Fraction:
         return self._nodes[0].spent if self._nodes else Fraction(0)
 
-    def budget(self) -> Budget:
-        spent = self.spent
-        delta = self.kind_of_budget.delta if isinstance(self.kind_of_budget, ZCDP) else None
-        return Budget(
-            total=float(self.total),
-            spent=float(spent),
-            remaining=float(max(self.total - spent, Fraction(0))),
-            unit=self.unit,
-            delta=delta,
-        )
-
     def snapshot(self) -> tuple[NodeState, ...]:
-        """The full ledger (graph, stabilities, B) as immutable values."""
         return tuple(
             NodeState(i, n.kind, n.parent, n.stability, n.spent, n.operation)
             for i, n in enumerate(self._nodes)

@@ -22,18 +22,9 @@ import numpy as np
 # names so that tests check them line by line against their proof notes; the
 # kernel package (`ektelo.kernel.__all__`) exports none of them.
 __all__ = [
-    "CHUNK",
-    "LN2_HI",
-    "DigitTable",
-    "LaplaceDraw",
-    "RandomSource",
-    "answer_limit",
-    "digit_table",
-    "em_weights",
-    "laplace_scale_for",
-    "lead_table",
-    "power_table",
-]
+    "CHUNK", "LN2_HI", "DigitTable", "LaplaceDraw", "RandomSource", "answer_limit",
+    "digit_table", "em_weights", "laplace_scale_for", "lead_table", "power_table",
+]  # fmt: skip
 
 LN2_HI = Fraction("0.6931471805599453094173")  # L5: > ln 2 = 0.693147180559945309417232...
 _GRID_SLACK = 12  # c * grid <= sensitivity * 2**-12 (L5)
@@ -78,10 +69,6 @@ class _Plan:
     scale: float
     epsilon: float
 
-    @property
-    def m(self) -> int:
-        return self.c << self.j
-
 
 @dataclass(frozen=True)
 class DigitTable:
@@ -118,11 +105,7 @@ def _round_up(x: Fraction) -> float:
 @lru_cache(maxsize=1024, typed=True)  # public arguments; a refusal is never cached
 def _plan(sensitivity: float, epsilon: float, integral: bool, max_column_nnz: int) -> _Plan:
     d, eps = _positive("sensitivity", sensitivity), _positive("epsilon", epsilon)
-    return _plan_exact(d, eps, bool(integral), _count("max_column_nnz", max_column_nnz))
-
-
-@lru_cache(maxsize=1024)
-def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Plan:
+    touched, integral = _count("max_column_nnz", max_column_nnz), bool(integral)
     if integral:  # the least k >= 0 with x >= 2**11 (the loop below confirms it)
         k = max(0, 11 - _floor_log2(d * LN2_HI / eps))
     else:
@@ -149,6 +132,37 @@ def _plan_exact(d: Fraction, eps: Fraction, integral: bool, touched: int) -> _Pl
 def answer_limit(k: int, integral: bool) -> float:
     """The clamp of L6: answers are moved into [-limit, limit] before noise."""
     return math.ldexp(1.0, 52) if integral else math.ldexp(1.0, 1000 - max(k, 0))
+
+
+def noisy(
+    answers: np.ndarray, k: int, integral: bool, draw: Callable[[int], np.ndarray]
+) -> tuple[np.ndarray, float]:
+    """answers + grid * draw(n), grid = 2**-k, by chunks: read-only values, and the grid.
+
+    The answers are clamped first (L6: NaN -> 0, then into [-limit, limit]);
+    real answers, and integral ones on a grid > 1, are rounded to the grid by
+    exact scaling by powers of two (L5), while rint is a no-op on exact integer
+    answers.  Both terms of the sum are exact floats, rounded once (L5).
+    """
+    flat = np.asarray(answers, dtype=np.float64).ravel()
+    limit, grid = answer_limit(k, integral), math.ldexp(1.0, -k)
+    rounded = not integral or k < 0
+    out = np.empty(flat.size, dtype=np.float64)
+    for start in range(0, flat.size, CHUNK):
+        stop = min(flat.size, start + CHUNK)
+        with np.errstate(all="ignore"):  # the clamp: no data-dependent signal
+            base = np.clip(flat[start:stop], -limit, limit)  # NaN stays NaN here ...
+            np.copyto(base, 0.0, where=base != base)  # ... and becomes 0 (as nan_to_num)
+            if rounded:
+                np.multiply(base, math.ldexp(1.0, k), out=base)
+            np.rint(base, out=base)
+            if rounded:
+                np.multiply(base, grid, out=base)
+        y = draw(stop - start)
+        np.add(base, np.multiply(y, grid, out=y), out=out[start:stop])
+    values = out.reshape(np.shape(answers))
+    values.flags.writeable = False
+    return values, grid
 
 
 def laplace_scale_for(
@@ -269,11 +283,8 @@ class RandomSource:
         return self.seed is not None
 
     def __repr__(self) -> str:
-        return (
-            "RandomSource(secure)"
-            if self.seed is None
-            else f"RandomSource(seed={self.seed}, research mode: NOT secure)"
-        )
+        mode = "secure" if self.seed is None else f"seed={self.seed}, research mode: NOT secure"
+        return f"RandomSource({mode})"
 
     # ---- bits ----------------------------------------------------------
     def _bytes(self, nbytes: int) -> np.ndarray:
@@ -281,19 +292,13 @@ class RandomSource:
             return self._rng.bit_generator.random_raw(-(-nbytes // 8)).view(np.uint8)[:nbytes]
         if nbytes <= _URANDOM_CHUNK:
             return np.frombuffer(os.urandom(nbytes), dtype=np.uint8)
-        out = np.empty(nbytes, dtype=np.uint8)
-        for start in range(0, nbytes, _URANDOM_CHUNK):
-            stop = min(nbytes, start + _URANDOM_CHUNK)
-            out[start:stop] = np.frombuffer(os.urandom(stop - start), dtype=np.uint8)
-        return out
+        step = _URANDOM_CHUNK
+        chunks = [os.urandom(min(step, nbytes - i)) for i in range(0, nbytes, step)]
+        return np.frombuffer(b"".join(chunks), dtype=np.uint8)
 
     def uint64(self, n: int) -> np.ndarray:
         """n independent uniform 64-bit words (possibly a read-only array)."""
         return self._bytes(8 * n).view(np.uint64)
-
-    def uint16(self, n: int) -> np.ndarray:
-        """n independent uniform 16-bit words (possibly a read-only array)."""
-        return self._bytes(2 * n).view(np.uint16)
 
     def randbelow(self, n: int) -> int:
         """A uniform integer in [0, n) for any positive Python int n (exact, by rejection)."""
@@ -347,12 +352,9 @@ class RandomSource:
         return self.exact_less(u, 62, Fraction(0), Fraction(1), x)
 
     def bernoulli_pow2(
-        self,
-        num: np.ndarray,
-        den: int,
-        lead: np.ndarray | None = None,
+        self, num: np.ndarray, den: int, lead: np.ndarray | None = None,
         exact: Callable[[int], int] | None = None,
-    ) -> np.ndarray:
+    ) -> np.ndarray:  # fmt: skip
         """Exact Bernoulli(2**(-num/den)) per element (B1-B4).
 
         num: int64 in [0, 2**63); 1 <= den < 2**47.  lead: U's first byte per
@@ -366,45 +368,30 @@ class RandomSource:
         return self._bernoulli_bounded(bound, lambda i: num[i], den, lead, exact)
 
     def _bernoulli_bounded(
-        self,
-        bound: np.ndarray,
-        numerators: Callable[[np.ndarray], np.ndarray],
-        den: int,
-        lead: np.ndarray | None = None,
-        exact: Callable[[int], int] | None = None,
-    ) -> np.ndarray:
+        self, bound: np.ndarray, numerators: Callable[[np.ndarray], np.ndarray], den: int,
+        lead: np.ndarray | None = None, exact: Callable[[int], int] | None = None,
+    ) -> np.ndarray:  # fmt: skip
         """`bernoulli_pow2` given each element's `lead_table` entry (int16) and
-        numerators(indices) -> those elements' num (int64), read only where open."""
+        numerators(indices) -> those elements' num (int64), read only where open:
+        U's first byte, then its first 62 bits where that left it open (B3), then B4."""
         if lead is None:
             lead = self._bytes(bound.size)
         diff = lead - bound  # int16: < 0 accepts, 0 or 1 is open, > 1 rejects (B3)
         accept: np.ndarray = diff < 0
-        open_ = np.flatnonzero(diff.view(np.uint16) <= 1)
-        if open_.size:
-            accept[open_] = self._bernoulli_open(
-                numerators(open_), den, lead[open_], open_, exact
-            )  # fmt: skip
-        return accept
-
-    def _bernoulli_open(
-        self,
-        num: np.ndarray,
-        den: int,
-        lead: np.ndarray,
-        index: np.ndarray,
-        exact: Callable[[int], int] | None,
-    ) -> np.ndarray:
-        """B3 on U's first 62 bits where its first byte left it open, then B4."""
-        q = num // den
-        t = power_table(1)[((num - q * den) << 12) // den] >> np.minimum(q, 63)
-        lo, hi = t - 3 - (t >> 12), t + 2
-        u = (lead.astype(np.int64) << 54) | (self.uint64(num.size) >> np.uint64(10)).astype(
-            np.int64
-        )
-        accept: np.ndarray = u + 1 <= lo
-        for i in np.flatnonzero(~accept & (u < hi)):
-            true_num = int(num[i]) if exact is None else exact(int(index[i]))
-            accept[i] = self.bernoulli_fine(true_num, den, int(u[i]))
+        index = np.flatnonzero(diff.view(np.uint16) <= 1)
+        if index.size:
+            num = numerators(index)
+            q = num // den
+            t = power_table(1)[((num - q * den) << 12) // den] >> np.minimum(q, 63)
+            lo, hi = t - 3 - (t >> 12), t + 2
+            u = (lead[index].astype(np.int64) << 54) | (
+                self.uint64(index.size) >> np.uint64(10)
+            ).astype(np.int64)
+            sure = u + 1 <= lo
+            for i in np.flatnonzero(~sure & (u < hi)):
+                true_num = int(num[i]) if exact is None else exact(int(index[i]))
+                sure[i] = self.bernoulli_fine(true_num, den, int(u[i]))
+            accept[index] = sure
         return accept
 
     # ---- discrete Laplace ------------------------------------------------
@@ -453,8 +440,7 @@ class RandomSource:
         redo = np.flatnonzero(~keep)
         if redo.size:  # rejected: a fresh draw of L
             low[redo] = self._low_bits(redo.size, c, j)
-        out: np.ndarray = low.astype(np.float64)
-        return out
+        return low.astype(np.float64)
 
     def _magnitudes(self, n: int, c: int, j: int) -> tuple[np.ndarray, np.ndarray]:
         """n draws of m*A + 2**j*D (L2) as floats, and n sign bytes as intp (S < 0: >= 128)."""
@@ -466,7 +452,7 @@ class RandomSource:
         g: np.ndarray = np.take(_TZ7 * m, sign)
         more = np.flatnonzero(g == 7.0 * m)
         while more.size:  # all 7 bits zero: A >= 7, continue with fresh 16-bit words
-            w = self.uint16(more.size)
+            w = self._bytes(2 * more.size).view(np.uint16)
             g[more] += _TZ16[w] * m
             if g[more].max() >= (2**53 // m - 1) * m:
                 raise RuntimeError("noise magnitude out of exact float range")
@@ -475,10 +461,7 @@ class RandomSource:
         open_ = np.flatnonzero(d < 0)
         if open_.size:  # a threshold shares the leading 16 bits (L3)
             d[open_] = self.open_digits(table, d[open_], lead[open_], c)
-        if j:
-            g += d * float(1 << j)
-        else:
-            g += d
+        g += d * float(1 << j) if j else d
         return g, sign
 
     def integer_laplace(self, n: int, c: int, j: int = 0) -> np.ndarray:
@@ -494,14 +477,9 @@ class RandomSource:
         return g
 
     def laplace(
-        self,
-        answers: np.ndarray,
-        *,
-        sensitivity: float,
-        epsilon: float,
-        integral: bool,
+        self, answers: np.ndarray, *, sensitivity: float, epsilon: float, integral: bool,
         max_column_nnz: int = 1,
-    ) -> LaplaceDraw:
+    ) -> LaplaceDraw:  # fmt: skip
         """answers + discrete Laplace noise of scale >= sensitivity/epsilon; epsilon-DP (L1-L6).
 
         sensitivity: L1 sensitivity of the answer vector.  integral: answers are
@@ -509,27 +487,8 @@ class RandomSource:
         max_column_nnz must bound the number of answers one record changes.
         """
         plan = _plan(sensitivity, epsilon, integral, max_column_nnz)
-        flat = np.asarray(answers, dtype=np.float64).ravel()
-        limit = answer_limit(plan.k, integral)
-        grid = math.ldexp(1.0, -plan.k)
-        out = np.empty(flat.size, dtype=np.float64)
-        for start in range(0, flat.size, CHUNK):
-            stop = min(flat.size, start + CHUNK)
-            with np.errstate(all="ignore"):  # the clamp (L6): no data-dependent signal
-                base = np.clip(flat[start:stop], -limit, limit)  # NaN stays NaN here ...
-                np.copyto(base, 0.0, where=base != base)  # ... and becomes 0 (as nan_to_num)
-                # integral: rint is a no-op on exact integer answers (L6); otherwise
-                # round to the grid (exact scaling by powers of two, L5)
-                if integral:
-                    np.rint(base, out=base)
-                else:
-                    np.multiply(base, math.ldexp(1.0, plan.k), out=base)
-                    np.multiply(np.rint(base, out=base), grid, out=base)
-            k = self.integer_laplace(stop - start, plan.c, plan.j)
-            # both terms are exact floats; the sum is rounded once (post-processing, L5)
-            np.add(base, np.multiply(k, grid, out=k), out=out[start:stop])
-        values = out.reshape(np.shape(answers))
-        values.flags.writeable = False
+        c, j = plan.c, plan.j
+        values, grid = noisy(answers, plan.k, integral, lambda n: self.integer_laplace(n, c, j))
         return LaplaceDraw(values, plan.scale, grid, plan.epsilon, self.research_mode)
 
     # ---- exponential mechanism --------------------------------------------

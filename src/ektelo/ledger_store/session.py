@@ -26,14 +26,12 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from ..kernel.ledger import (
-    Budget,
+    Accountant,
     BudgetExceeded,
-    Graph,
     Kind,
     NodeState,
     RequestConflict,
     Reservation,
-    amount_in,
     check_request_id,
     request_digest,
 )
@@ -43,9 +41,9 @@ from .sql import DatasetRef, PathItem, SQLStore
 __all__ = ["DurableLedger"]
 
 
-class DurableLedger(Graph):
+class DurableLedger(Accountant):
     """Algorithm 2 for one kernel session, persisted in a ledger store: the
-    graph in memory (`Graph`), B along a chain read and written by the store."""
+    graph in memory (`Accountant`), B along a chain read and written by the store."""
 
     def __init__(self, store: SQLStore, ref: DatasetRef, *, analyst: str | None, session: str):
         super().__init__()
@@ -53,12 +51,10 @@ class DurableLedger(Graph):
         self.ref = ref
         self.unit: Literal["epsilon", "rho"] = ref.unit
         self.total = ref.total
+        self.delta = ref.delta
         self.analyst = analyst
         self.session = session
         self._db_ids: dict[int, int] = {}  # variables persisted so far → their row ids
-
-    def amount(self, *, eps: float | None = None, rho: float | None = None) -> Fraction:
-        return amount_in(self.unit, eps=eps, rho=rho)
 
     def add_root(self, kind: Kind, operation: str, digest: str = "") -> int:
         """The dataset's persistent root (shared by every session)."""
@@ -101,14 +97,6 @@ class DurableLedger(Graph):
             self.store.release(reservation.token, encode_answer(answer))
 
     # -- public views ----------------------------------------------------------------
-    def budget(self) -> Budget:
-        spent = self.store.budget_of(self.ref)
-        return Budget(
-            total=float(self.total), spent=float(spent),
-            remaining=float(max(self.total - spent, Fraction(0))), unit=self.unit,
-            delta=self.ref.delta,
-        )  # fmt: skip
-
     @property
     def spent(self) -> Fraction:
         return self.store.budget_of(self.ref)
