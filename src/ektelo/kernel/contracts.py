@@ -95,9 +95,11 @@ def group_domain(domain: Domain, columns: Sequence[int], count: str | None, cap:
 
 
 def each_marginal(
-    engine: TableEngine, table: Any, column_sets: Sequence[tuple[int, ...]],
+    engine: TableEngine,
+    table: Any,
+    column_sets: Sequence[tuple[int, ...]],
     shapes: Sequence[tuple[int, ...]],
-) -> Iterator[Sparse]:  # fmt: skip
+) -> Iterator[Sparse]:
     """The marginals of `column_sets`, in order, asked of the engine in
     batches (a GROUP BY per batch where the engine allows; a batch's size is
     decided from the public shapes only). Runs engine work: the kernel calls

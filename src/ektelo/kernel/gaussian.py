@@ -193,9 +193,14 @@ def integer_gaussian(source: RandomSource, n: int, plan: GaussPlan) -> np.ndarra
 
 
 def gaussian_draw(
-    source: RandomSource, answers: np.ndarray, *, sensitivity: float, rho: float, integral: bool,
+    source: RandomSource,
+    answers: np.ndarray,
+    *,
+    sensitivity: float,
+    rho: float,
+    integral: bool,
     max_column_nnz: int = 1,
-) -> GaussianDraw:  # fmt: skip
+) -> GaussianDraw:
     """answers + N_Z(0, sigma**2) on a dyadic grid, rho-zCDP (G1-G7).
 
     sensitivity: L2 sensitivity of the answer vector.  integral: answers are

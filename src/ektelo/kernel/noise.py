@@ -352,9 +352,12 @@ class RandomSource:
         return self.exact_less(u, 62, Fraction(0), Fraction(1), x)
 
     def bernoulli_pow2(
-        self, num: np.ndarray, den: int, lead: np.ndarray | None = None,
+        self,
+        num: np.ndarray,
+        den: int,
+        lead: np.ndarray | None = None,
         exact: Callable[[int], int] | None = None,
-    ) -> np.ndarray:  # fmt: skip
+    ) -> np.ndarray:
         """Exact Bernoulli(2**(-num/den)) per element (B1-B4).
 
         num: int64 in [0, 2**63); 1 <= den < 2**47.  lead: U's first byte per
@@ -368,9 +371,13 @@ class RandomSource:
         return self._bernoulli_bounded(bound, lambda i: num[i], den, lead, exact)
 
     def _bernoulli_bounded(
-        self, bound: np.ndarray, numerators: Callable[[np.ndarray], np.ndarray], den: int,
-        lead: np.ndarray | None = None, exact: Callable[[int], int] | None = None,
-    ) -> np.ndarray:  # fmt: skip
+        self,
+        bound: np.ndarray,
+        numerators: Callable[[np.ndarray], np.ndarray],
+        den: int,
+        lead: np.ndarray | None = None,
+        exact: Callable[[int], int] | None = None,
+    ) -> np.ndarray:
         """`bernoulli_pow2` given each element's `lead_table` entry (int16) and
         numerators(indices) -> those elements' num (int64), read only where open:
         U's first byte, then its first 62 bits where that left it open (B3), then B4."""
@@ -477,9 +484,14 @@ class RandomSource:
         return g
 
     def laplace(
-        self, answers: np.ndarray, *, sensitivity: float, epsilon: float, integral: bool,
+        self,
+        answers: np.ndarray,
+        *,
+        sensitivity: float,
+        epsilon: float,
+        integral: bool,
         max_column_nnz: int = 1,
-    ) -> LaplaceDraw:  # fmt: skip
+    ) -> LaplaceDraw:
         """answers + discrete Laplace noise of scale >= sensitivity/epsilon; epsilon-DP (L1-L6).
 
         sensitivity: L1 sensitivity of the answer vector.  integral: answers are
