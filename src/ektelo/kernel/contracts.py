@@ -17,9 +17,17 @@ from ..domain import Attribute, Domain
 from .records import PrivacyUnit
 
 __all__ = [
-    "BATCH_CELLS", "BATCH_SETS", "MAX_CELLS", "EngineError", "PrivacyUnit", "Sparse",
-    "TableEngine", "each_marginal", "group_domain", "sparse_cells",
-]  # fmt: skip
+    "BATCH_CELLS",
+    "BATCH_SETS",
+    "MAX_CELLS",
+    "EngineError",
+    "PrivacyUnit",
+    "Sparse",
+    "TableEngine",
+    "each_marginal",
+    "group_domain",
+    "sparse_cells",
+]
 
 # A marginal's nonzero cells: (cell indices ascending, int64; their counts, int64 > 0)
 Sparse = tuple[np.ndarray, np.ndarray]

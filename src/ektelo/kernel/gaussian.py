@@ -30,9 +30,15 @@ from .noise import (
 # The sampler's steps (plan, acceptance table, integer draws) are module names
 # so that tests check them against G1-G5; `ektelo.kernel.__all__` exports none.
 __all__ = [
-    "GaussPlan", "GaussianDraw", "acceptance_bounds", "gaussian_draw", "gaussian_plan",
-    "gaussian_sigma_for", "integer_gaussian", "sqrt_up",
-]  # fmt: skip
+    "GaussPlan",
+    "GaussianDraw",
+    "acceptance_bounds",
+    "gaussian_draw",
+    "gaussian_plan",
+    "gaussian_sigma_for",
+    "integer_gaussian",
+    "sqrt_up",
+]
 
 _SLACK = 11  # sqrt(T) * grid <= sensitivity * 2**-11 (G5)
 _V_LO = 1 << 23  # V's range (G5): s >= 2**11.26 grid steps ...

@@ -22,10 +22,23 @@ from typing import Any, Literal
 from ..budget import ZCDP, PureDP, describe
 
 __all__ = [
-    "EPS_FLOOR", "SLACK", "Accountant", "Budget", "BudgetExceeded", "BudgetReport", "Ledger",
-    "NodeState", "RequestConflict", "Reservation", "algorithm2", "check_epsilon",
-    "check_request_id", "check_rho", "node_digest", "request_digest",
-]  # fmt: skip
+    "EPS_FLOOR",
+    "SLACK",
+    "Accountant",
+    "Budget",
+    "BudgetExceeded",
+    "BudgetReport",
+    "Ledger",
+    "NodeState",
+    "RequestConflict",
+    "Reservation",
+    "algorithm2",
+    "check_epsilon",
+    "check_request_id",
+    "check_rho",
+    "node_digest",
+    "request_digest",
+]
 
 SLACK = Fraction(1, 10**9)
 

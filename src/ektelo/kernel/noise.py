@@ -22,9 +22,18 @@ import numpy as np
 # names so that tests check them line by line against their proof notes; the
 # kernel package (`ektelo.kernel.__all__`) exports none of them.
 __all__ = [
-    "CHUNK", "LN2_HI", "DigitTable", "LaplaceDraw", "RandomSource", "answer_limit",
-    "digit_table", "em_weights", "laplace_scale_for", "lead_table", "power_table",
-]  # fmt: skip
+    "CHUNK",
+    "LN2_HI",
+    "DigitTable",
+    "LaplaceDraw",
+    "RandomSource",
+    "answer_limit",
+    "digit_table",
+    "em_weights",
+    "laplace_scale_for",
+    "lead_table",
+    "power_table",
+]
 
 LN2_HI = Fraction("0.6931471805599453094173")  # L5: > ln 2 = 0.693147180559945309417232...
 _GRID_SLACK = 12  # c * grid <= sensitivity * 2**-12 (L5)
