@@ -66,26 +66,20 @@ class _Table:
     rows: Any  # the engine's table value (opaque: contracts.TableEngine)
     domain: Domain
     engine: TableEngine
-    # (group_by, max_groups) when every unit has at most max_groups groups of
-    # group_by in these rows, each of at most the unit's max_rows rows
+    # (group_by, max_groups) when each unit has at most max_groups groups here (K7)
     groups: tuple[tuple[str, ...], int] | None = None
 
 
 @dataclass
 class _Vector:
-    # flat float64, read-only — or, for a vector a free operation derived,
-    # how to compute it: run by `values` at the first Private→Public request
-    # that reads it, before its charge (issue #36: free requests do no work
-    # on the data, whatever the engine's planner would skip)
-    data: np.ndarray | Callable[[], np.ndarray]
+    data: np.ndarray | Callable[[], np.ndarray]  # flat, read-only, or how to compute it (K9)
     shape: tuple[int, ...]
     integral: bool  # declared at protect, kept only by integer transforms
     root_id: str
     root_shape: tuple[int, ...]
     to_root: EMatrix | None  # this vector = to_root · root vector (None: it is the root)
     attributes: tuple[str, ...] | None = None  # the table attributes the root counts over
-    # (axes of the group_by attributes, max_groups): the vectorization of a
-    # table with `_Table.groups` over attributes that include group_by
+    # (axes of the group_by attributes, max_groups): see `_Table.groups` (K7)
     groups: tuple[tuple[int, ...], int] | None = None
 
     @property
