@@ -66,26 +66,20 @@ class _Table:
     rows: Any  # the engine's table value (opaque: contracts.TableEngine)
     domain: Domain
     engine: TableEngine
-    # (group_by, max_groups) when every unit has at most max_groups groups of
-    # group_by in these rows, each of at most the unit's max_rows rows
+    # (group_by, max_groups) when each unit has at most max_groups groups here (K7)
     groups: tuple[tuple[str, ...], int] | None = None
 
 
 @dataclass
 class _Vector:
-    # flat float64, read-only — or, for a vector a free operation derived,
-    # how to compute it: run by `values` at the first Private→Public request
-    # that reads it, before its charge (issue #36: free requests do no work
-    # on the data, whatever the engine's planner would skip)
-    data: np.ndarray | Callable[[], np.ndarray]
+    data: np.ndarray | Callable[[], np.ndarray]  # flat, read-only, or how to compute it (K9)
     shape: tuple[int, ...]
     integral: bool  # declared at protect, kept only by integer transforms
     root_id: str
     root_shape: tuple[int, ...]
     to_root: EMatrix | None  # this vector = to_root · root vector (None: it is the root)
     attributes: tuple[str, ...] | None = None  # the table attributes the root counts over
-    # (axes of the group_by attributes, max_groups): the vectorization of a
-    # table with `_Table.groups` over attributes that include group_by
+    # (axes of the group_by attributes, max_groups): see `_Table.groups` (K7)
     groups: tuple[tuple[int, ...], int] | None = None
 
     @property
@@ -103,11 +97,7 @@ _SEALED = object()  # the source entry of a privacy-unit table's sealed root
 
 
 @dataclass
-class _Envelope:
-    """One envelope (`Kernel.envelope`): the ledger its requests are charged
-    to, the variable its own charge is made at, and that charge — made at
-    its first request (`_release`), once."""
-
+class _Envelope:  # `Kernel.envelope`: its ledger, where its one charge is made, and that charge
     ledger: Ledger
     parent: int
     eps: float | None
@@ -116,15 +106,7 @@ class _Envelope:
 
 
 def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
-    """A kernel-owned copy of `M` that the kernel's own rules cover.
-
-    Library expressions are rebuilt from their specs; the parts the rules of
-    `sensitivity.py` cover stay implicit, and each part they do not (a
-    `Product`, a transposed `Hierarchy`) is materialised once into a CSR copy
-    in place — so a Kronecker of products stays a Kronecker of small sparse
-    factors. A client subclass or an array is materialised whole. Every copy
-    is used for both the sensitivity and the answers, so it cannot lie.
-    """
+    """A kernel-owned copy of `M` that the kernel's own rules cover (proofs/kernel.md K1)."""
     if isinstance(M, EMatrix):
         try:
             Q = rebuild(M)
@@ -136,18 +118,17 @@ def trusted_matrix(M: Any, name: str = "M") -> EMatrix:
     raise TypeError(f"{name} must be a matrix (EMatrix, ndarray or scipy.sparse)")
 
 
+_PARTS = {VStack: "blocks", HStack: "blocks", Kronecker: "factors", Sum: "terms"}
+
+
 def _ruled(Q: EMatrix, name: str) -> EMatrix:
-    """Q with every sub-expression outside the rules materialised (see above)."""
+    """Q with every sub-expression outside the rules materialised (K1)."""
     if has_rules(Q):
         return Q
-    if isinstance(Q, Weighted) and type(Q) is Weighted:
+    if type(Q) is Weighted:
         return Weighted(_ruled(Q.base, name), Q.weight)
-    if isinstance(Q, (VStack, HStack)) and type(Q) in (VStack, HStack):
-        return type(Q)([_ruled(b, name) for b in Q.blocks])
-    if isinstance(Q, Kronecker) and type(Q) is Kronecker:
-        return Kronecker([_ruled(f, name) for f in Q.factors])
-    if isinstance(Q, Sum) and type(Q) is Sum:
-        return Sum([_ruled(t, name) for t in Q.terms])
+    if type(Q) in _PARTS:
+        return type(Q)([_ruled(p, name) for p in getattr(Q, _PARTS[type(Q)])])  # type: ignore[call-arg]
     return _materialised(Q.sparse(), name)
 
 
@@ -172,12 +153,7 @@ def query_facts(Q: EMatrix, name: str = "M") -> Facts:
 
 @dataclass(frozen=True)
 class QueryLimits:
-    """The largest query the kernel evaluates (issue #36): `max_rows` answers
-    and `max_work` scalar operations for Q·x, both estimated by `query_size`
-    from the matrix's structure alone (public), checked before the charge —
-    so a query that would exhaust memory or time after the charge is
-    refused, with nothing spent, instead. The defaults keep one answer
-    array within 512 MiB and one evaluation within seconds."""
+    """The largest query the kernel evaluates, checked before the charge (#36; kernel.md K1)."""
 
     max_rows: int = 2**26
     max_work: int = 2**33
@@ -185,37 +161,21 @@ class QueryLimits:
 
 def query_size(Q: EMatrix) -> tuple[int, int]:
     """(rows, work): Q's output length and an upper estimate of the scalar
-    operations of Q·x, from the structure of the kernel's matrix classes
-    (public: shapes, non-zeros and factors, never the data). A Kronecker
-    applies each factor along its axis of a tensor no larger than the
-    product of max(rows, cols) of the other factors; stacks and sums add;
-    a dense block costs rows·cols, a sparse one its non-zeros, the implicit
-    classes rows + cols (a range query its 2^d corners)."""
+    operations of Q·x, from Q's structure alone (public; kernel.md K1)."""
     m, n = (int(d) for d in Q.shape)
-    base = m + n
     if isinstance(Q, Kronecker):
         dims = [max(int(f.shape[0]), int(f.shape[1])) for f in Q.factors]
-        work = base
-        for i, f in enumerate(Q.factors):
-            work += query_size(f)[1] * math.prod(dims[:i] + dims[i + 1:])
-        return m, work
-    if isinstance(Q, (VStack, HStack)):
-        return m, base + sum(query_size(b)[1] for b in Q.blocks)
-    if isinstance(Q, Sum):
-        return m, base + sum(query_size(t)[1] for t in Q.terms)
-    if isinstance(Q, Product):
-        return m, base + query_size(Q.A)[1] + query_size(Q.B)[1]
-    if isinstance(Q, Weighted):
-        return m, base + query_size(Q.base)[1]
-    if isinstance(Q, Sparse):
-        return m, base + int(Q.matrix.nnz)
-    if isinstance(Q, RangeQueries):
-        return m, base + min(m, n) * 2 ** len(Q.domain_shape)
-    if isinstance(Q, Dense):
-        return m, base + m * n
-    if isinstance(Q, Hierarchy):
-        return m, base + min(m, n) * (Q.height + 1)
-    return m, base  # Identity, Ones/Total, Prefix, Suffix, Diagonal, Wavelet: O(m + n)
+        return m, m + n + sum(query_size(f)[1] * math.prod(dims[:i] + dims[i + 1:])
+                              for i, f in enumerate(Q.factors))  # fmt: skip
+    parts = (Q.blocks if isinstance(Q, (VStack, HStack)) else Q.terms if isinstance(Q, Sum)
+             else [Q.A, Q.B] if isinstance(Q, Product) else [Q.base] if isinstance(Q, Weighted)
+             else [])  # fmt: skip
+    own = (int(Q.matrix.nnz) if isinstance(Q, Sparse)
+           else min(m, n) * 2 ** len(Q.domain_shape) if isinstance(Q, RangeQueries)
+           else m * n if isinstance(Q, Dense)
+           else min(m, n) * (Q.height + 1) if isinstance(Q, Hierarchy)
+           else 0)  # Identity, Ones/Total, Prefix, Suffix, Diagonal, Wavelet: O(m + n)  # fmt: skip
+    return m, m + n + own + sum(query_size(p)[1] for p in parts)
 
 
 def check_size(Q: EMatrix, limits: QueryLimits, name: str = "M") -> None:
@@ -245,19 +205,16 @@ def trusted_partition(P: Any, size: int) -> Partition:
 
 def _plain_options(options: dict[str, Any]) -> dict[str, Any]:
     """Hyper-parameters passed to private operators: plain scalars only."""
-    out: dict[str, Any] = {}
-    for key, v in options.items():
-        if v is None or type(v) in (bool, int, float, str):
-            out[key] = v
-        elif isinstance(v, np.bool_):
-            out[key] = bool(v)
-        elif isinstance(v, numbers.Integral):
-            out[key] = int(v)
-        elif isinstance(v, numbers.Real):
-            out[key] = float(v)
-        else:
-            raise TypeError(f"option {key}= must be a plain number, bool or str")
-    return out
+    return {key: _plain(key, v) for key, v in options.items()}
+
+
+def _plain(key: str, v: Any) -> Any:
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    for kind, plain in ((np.bool_, bool), (numbers.Integral, int), (numbers.Real, float)):
+        if isinstance(v, kind):
+            return cast(Callable[[Any], Any], plain)(v)
+    raise TypeError(f"option {key}= must be a plain number, bool or str")
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -268,9 +225,7 @@ _HUGE = math.ldexp(1.0, 1000)
 
 
 def _private(method: _F) -> _F:
-    """Run a kernel request under the lock and the fixed floating-point regime:
-    no NumPy error state or warning filter of the caller can make private
-    arithmetic raise or warn (the kernel's rule)."""
+    """Run a kernel request under the lock and the fixed floating-point regime (the rule)."""
 
     @functools.wraps(method)
     def run(self: Kernel, *args: Any, **kwargs: Any) -> Any:
@@ -279,11 +234,6 @@ def _private(method: _F) -> _F:
             return method(self, *args, **kwargs)
 
     return cast(_F, run)
-
-
-def _cells_of(v: _Vector, cells: np.ndarray) -> Callable[[], np.ndarray]:
-    """How to read `cells` of `v` (a split's child, computed lazily)."""
-    return lambda: v.values[cells]
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -301,15 +251,9 @@ class Kernel:
         limits: QueryLimits | None = None, history: int | None = None,
         key_delta: float | None = None,
     ):
-        """`ledger`: the accountant to charge (default: a fresh in-memory
-        `Ledger` of `budget`; a durable one from `store.attach` must be of
-        the same unit). `limits`: the largest query evaluated (`QueryLimits`,
-        checked before any charge). `history`: keep only the last this many
-        query records in memory (None: all) — the history is public
-        bookkeeping, not accounting (the ledger charges), and a durable
-        ledger keeps every request; a long-lived server kernel stays O(1).
-        `key_delta`: the δ reserved for releasing open columns' keys
-        (`select_keys`, a zCDP budget only; None: refused)."""
+        """`ledger`: the accountant to charge (default: a fresh `Ledger` of `budget`);
+        `limits`: `QueryLimits`; `history`: the last this many query records kept in
+        memory (None: all); `key_delta`: the δ of `select_keys` (zCDP only; kernel.md)."""
         if history is not None and (isinstance(history, bool) or not isinstance(history, int)
                                     or history < 1):  # fmt: skip
             raise ValueError(f"history must be a positive int or None, got {history!r}")
@@ -363,11 +307,8 @@ class Kernel:
         return self._ledger.snapshot()
 
     def receipted(self, call: Callable[[], _T]) -> tuple[_T, Receipt]:
-        """Run one request (`call`, which calls one method of this kernel) and
-        return its response with its `Receipt`: the nodes it created and the
-        records it wrote (two when it also charged its envelope). Atomic under
-        the kernel's lock; O(1) in the length of the ledger and the history
-        (nothing is copied)."""
+        """`call()` (one request to this kernel) and its `Receipt`: the nodes it created and
+        the records it wrote (two with its envelope's charge); atomic, O(1) (nothing copied)."""
         with self._lock:
             nodes, records = len(self._ledger), self._records
             response = call()
@@ -384,11 +325,10 @@ class Kernel:
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a kernel cannot be pickled or copied")
 
-    def __copy__(self) -> Kernel:
+    def __copy__(self, *memo: Any) -> Kernel:
         raise TypeError("a kernel cannot be copied")
 
-    def __deepcopy__(self, memo: Any) -> Kernel:
-        raise TypeError("a kernel cannot be copied")
+    __deepcopy__ = __copy__
 
     # -- sources -------------------------------------------------------------------
     @_private
@@ -396,17 +336,8 @@ class Kernel:
         self, engine: TableEngine, table: Any, domain: Domain, *,
         units: PrivacyUnit | None = None, root: int | None = None,
     ) -> int:  # fmt: skip
-        """A root table held by a table engine (`engines.open_table`, protect).
-
-        With `units` (neighbours differ in all rows of one privacy unit), the
-        engine opened `table` with at most `units.max_rows` rows per unit —
-        or per (unit, group) of at most `units.max_groups` groups — (contracts
-        C4): it becomes the child by `bound_contributions`, of stability
-        `units.stability` (L1), of the sealed table of units (`root`, from
-        `seal_units`, or a new one) — never a source any request may name —
-        so Algorithm 2 charges every request on it that many times at the
-        root (proofs/kernel.md); `gaussian` charges group-separable queries
-        less (`_measure`)."""
+        """A root table held by a table engine (protect); with `units`, the
+        `bound_contributions` child of the sealed table of units (kernel.md K6, K7)."""
         if units is None:
             if root is not None:
                 raise ValueError("root= is the sealed table of units: pass units= too")
@@ -424,10 +355,8 @@ class Kernel:
         elif root != 0 or self._units is not None or self._sources.get(0) is not _SEALED:
             raise ValueError("root= must be the sealed table of units of this kernel")
         self._units = units
-        return self._new_table(
-            root, table, domain, units.stability, "bound_contributions", repr(units), engine,
-            groups,
-        )  # fmt: skip
+        return self._child(root, "table", units.stability, "bound_contributions", repr(units),
+                           _Table(table, domain, engine, groups))
 
     def _seal(self, column: str) -> int:
         root = self._ledger.add_root("table", f"protect(privacy unit {column!r})")
@@ -437,14 +366,12 @@ class Kernel:
     @_private
     def seal_units(self, column: str, rows_per_unit: np.ndarray) -> tuple[int, int]:
         """The sealed table of units (the root) and its 1-stable vector of rows
-        per unit: entry c counts the units with min(rows, C) = c (the engine's
-        histogram, `engines.rows_per_unit`). One unit added or removed moves
-        one entry by one, so the vector is 1-stable from the units (§4.4)."""
+        per unit (`engines.rows_per_unit`; kernel.md K6)."""
         root = self._seal(column)
         values = np.asarray(rows_per_unit, dtype=np.float64).reshape(-1)
         shape = (int(values.size),)
         vec = _Vector(_readonly(values), shape, True, f"{self.id}/units", shape, None)
-        return root, self._add_vector(root, "rows_per_unit", 1, vec, column)
+        return root, self._child(root, "vector", 1, "rows_per_unit", column, vec)
 
     @_private
     def add_vector(self, values: np.ndarray, *, integral: bool) -> int:
@@ -457,8 +384,7 @@ class Kernel:
         return node
 
     def _resolve(self, source: Any, kind: str | None) -> int:
-        """The id of an existing source of `kind` ("table", "vector", or either
-        when None), or TypeError/ValueError from public facts alone."""
+        """The id of an existing source of `kind` (None: table or vector), from public facts."""
         if isinstance(source, bool) or not isinstance(source, numbers.Integral):
             raise TypeError(f"a source variable is named by an int, got {type(source).__name__}")
         node = int(source)
@@ -484,44 +410,27 @@ class Kernel:
         return node, cast(_Table, self._sources[node])  # _resolve checked the kind
 
     def _vector(self, source: Any, *, lazy: bool = False) -> tuple[int, _Vector]:
-        """The vector `source`, its values computed now unless `lazy` (a free
-        transformation's): a Private→Public request reads them here, first,
-        so an engine's failure refuses it before its charge."""
+        """The vector `source`, its values computed now unless `lazy` (kernel.md K9)."""
         node = self._resolve(source, "vector")
         vec = cast(_Vector, self._sources[node])  # _resolve checked the kind
         if not lazy:
             vec.values  # noqa: B018 - computed before anything is charged
         return node, vec
 
-    def _new_table(
-        self, parent: int, rows: Any, domain: Domain, stability: int, op: str,
-        spec: str = "", engine: TableEngine | None = None,
-        groups: tuple[tuple[str, ...], int] | None = None,
-    ) -> int:  # fmt: skip
-        """A derived table; `rows` is the parent's engine's table value;
-        `groups` only where its rows are a subset of a group-bounded table's."""
-        if engine is None:  # the parent's (a split's children pass theirs: see split_table)
-            engine = cast(_Table, self._sources[parent]).engine
-        node = self._child(parent, "table", stability, op, spec)
-        self._sources[node] = _Table(rows, domain, engine, groups)
-        return node
-
     def _child(
-        self, parent: int, kind: Any, stability: Any, op: str, spec: str = ""
-    ) -> int:
-        """A new variable in the ledger — and in its envelope's, if any."""
+        self, parent: int, kind: Any, stability: Any, op: str, spec: str = "",
+        item: Any = None,
+    ) -> int:  # fmt: skip
+        """A new variable (`item`: its table or vector) in the ledger — and in
+        its envelope's, if any. A derived `_Table` keeps `groups` only where
+        its rows are a subset of a group-bounded table's (K7)."""
         node = self._ledger.add_child(parent, kind, stability, op, spec)
         scope = self._scopes.get(parent)
         if scope is not None:
             env, local = scope
             self._scopes[node] = (env, env.ledger.add_child(local, kind, stability, op, spec))
-        return node
-
-    def _add_vector(
-        self, parent: int, op: str, stability: Any, vec: _Vector, spec: str = ""
-    ) -> int:
-        node = self._child(parent, "vector", stability, op, spec)
-        self._sources[node] = vec
+        if item is not None:
+            self._sources[node] = item
         return node
 
     def _derived_vector(
@@ -535,22 +444,19 @@ class Kernel:
             lambda: _readonly(_finite(values().reshape(-1))), (int(mapping.shape[0]),),
             integral, base.root_id, base.root_shape, to_root, base.attributes,
         )  # fmt: skip
-        return self._add_vector(parent, op, stability, vec, spec)
+        return self._child(parent, "vector", stability, op, spec, vec)
 
     @_private
     def describe(self, source: Any) -> SourceInfo:
         """The public description of a source variable."""
         node = self._resolve(source, None)
-        item = self._sources[node]
-        if isinstance(item, _Table):
-            root = self._table_root(node, tuple(item.domain.names))
-            shape = item.domain.shape
-            return SourceInfo(node, "table", item.domain, shape, True, root, shape, self.seed)
-        item = cast(_Vector, item)  # _resolve refused the sealed root
-        return SourceInfo(
-            node, "vector", None, item.shape, item.integral, item.root_id, item.root_shape,
-            self.seed,
-        )  # fmt: skip
+        t = self._sources[node]
+        if isinstance(t, _Table):
+            root, shape = self._table_root(node, tuple(t.domain.names)), t.domain.shape
+            return SourceInfo(node, "table", t.domain, shape, True, root, shape, self.seed)
+        v = cast(_Vector, t)  # _resolve refused the sealed root
+        return SourceInfo(node, "vector", None, v.shape, v.integral, v.root_id, v.root_shape,
+                          self.seed)
 
     # -- Private: table transformations (§5.1) -------------------------------------
     @_private
@@ -558,7 +464,8 @@ class Kernel:
         node, t = self._table(source)
         # the engines check the predicate against the public domain first
         rows = t.engine.where(t.rows, predicate, t.domain)
-        return self._new_table(node, rows, t.domain, 1, "where", repr(predicate), None, t.groups)
+        return self._child(node, "table", 1, "where", repr(predicate),
+                           _Table(rows, t.domain, t.engine, t.groups))
 
     @_private
     def select(self, source: int, attrs: Any) -> int:
@@ -567,9 +474,8 @@ class Kernel:
         cols = [t.domain.index(n) for n in names]
         rows = t.engine.select(t.rows, cols)
         kept = t.groups if t.groups and set(t.groups[0]) <= set(names) else None
-        return self._new_table(
-            node, rows, t.domain.project(names), 1, "select", repr(names), None, kept
-        )
+        return self._child(node, "table", 1, "select", repr(names),
+                           _Table(rows, t.domain.project(names), t.engine, kept))
 
     @_private
     def group_by(
@@ -584,7 +490,8 @@ class Kernel:
         cols = [t.domain.index(n) for n in names]
         rows = t.engine.group_by(t.rows, cols, count, count_cap)
         domain = group_domain(t.domain, cols, count, count_cap)
-        return self._new_table(node, rows, domain, 2, "group_by", repr((names, count, count_cap)))
+        return self._child(node, "table", 2, "group_by", repr((names, count, count_cap)),
+                           _Table(rows, domain, t.engine))
 
     @_private
     def split_table(self, source: int, attr: Any) -> list[int]:
@@ -592,24 +499,20 @@ class Kernel:
         (name,) = check_names(t.domain, [attr], "attr")
         parts = t.engine.split(t.rows, t.domain.index(name), t.domain[name].size)
         part = self._child(node, "partition", 1, f"split_by_partition({name})", name)
-        return [
-            self._new_table(part, c, t.domain, 1, "split_child", str(i), t.engine)
-            for i, c in enumerate(parts)
-        ]
+        return [self._child(part, "table", 1, "split_child", str(i), _Table(c, t.domain, t.engine))
+                for i, c in enumerate(parts)]
 
     @_private
     def recode(self, source: int, column: Any, keys: Any) -> int:
-        """Open column `column` made a coded attribute (issue #39): code i for
-        the rows whose key is keys[i] — public text, e.g. what `select_keys`
-        released — and one more code, `OTHER_KEY`, for every other key. A
-        fixed row-by-row map of public arguments: 1-stable, no row lost."""
+        """Open column `column` made a coded attribute: code i for key keys[i], `OTHER_KEY`
+        for any other key; 1-stable (kernel.md K10)."""
         node, t = self._table(source)
         _check_open(t.domain, column)
         keys = _checked_keys(keys)
         domain = t.domain.with_keys(column, keys)
         rows = t.engine.recode(t.rows, column, keys)
-        return self._new_table(node, rows, domain, 1, "recode", repr((column, keys)), None,
-                               t.groups)
+        return self._child(node, "table", 1, "recode", repr((column, keys)),
+                           _Table(rows, domain, t.engine, t.groups))
 
     @_private
     def vectorize(self, source: int, attrs: Any = None) -> int:
@@ -629,7 +532,7 @@ class Kernel:
         if t.groups is not None and set(t.groups[0]) <= set(names):
             groups = (tuple(names.index(n) for n in t.groups[0]), t.groups[1])
         vec = _Vector(counts, shape, True, root_id, shape, None, tuple(names), groups)
-        return self._add_vector(node, "vectorize", 1, vec, repr(tuple(names)))
+        return self._child(node, "vector", 1, "vectorize", repr(tuple(names)), vec)
 
     # -- Private: vector transformations (§5.1) ------------------------------------
     @_private
@@ -648,24 +551,16 @@ class Kernel:
     def split_vector(self, source: int, P: Any) -> list[int]:
         node, v = self._vector(source, lazy=True)
         part = trusted_partition(P, v.size)
-        pnode = self._child(
-            node, "partition", 1, "split_by_partition", _array_digest(part.groups)
-        )
+        pnode = self._child(node, "partition", 1, "split_by_partition", _array_digest(part.groups))
         order = np.argsort(part.groups, kind="stable")
-        bounds = np.cumsum(part.sizes)[:-1]
-        children = []
-        for i, cells in enumerate(np.split(order, bounds)):
-            select = sp.csr_matrix(
-                (np.ones(cells.size), (np.arange(cells.size), cells)),
-                shape=(cells.size, v.size),
-            )
-            children.append(
-                self._derived_vector(
-                    pnode, "split_child", 1, _cells_of(v, cells), v, Sparse(select),
-                    v.integral, str(i),
-                )
-            )
-        return children
+
+        def child(i: int, cells: np.ndarray) -> int:  # the cells of group i, read lazily
+            select = sp.csr_matrix((np.ones(cells.size), (np.arange(cells.size), cells)),
+                                   shape=(cells.size, v.size))  # fmt: skip
+            return self._derived_vector(pnode, "split_child", 1, lambda: v.values[cells], v,
+                                        Sparse(select), v.integral, str(i))  # fmt: skip
+
+        return [child(i, c) for i, c in enumerate(np.split(order, np.cumsum(part.sizes)[:-1]))]
 
     @_private
     def transform(self, source: int, M: Any) -> int:
@@ -684,25 +579,9 @@ class Kernel:
         eps: float | None = None, rho: float | None = None, request_id: Any = None,
         content: dict[str, Any] | None = None, scale: Fraction = Fraction(1), **detail: Any,
     ) -> dict[str, Any]:  # fmt: skip
-        """THE release step of every Private→Public request, called once its
-        arguments are validated from public facts (proofs/kernel.md):
-
-        charge   reserve ε (or ρ) by Algorithm 2 — durably, with a durable
-                 ledger — or find the stored answer of an earlier identical
-                 request (a replay charges nothing and draws nothing);
-        compute  `compute()` on the data, under the fixed regime: it clamps,
-                 never raises on the data;
-        release  store the answer with its reservation and return it.
-
-        `content` is the request's public content beyond the source and the
-        budget (the query's spec, options), for the request's digest; the
-        answer is a dict of public values, the same shape fresh or replayed.
-        `scale` multiplies the amount charged: 1/g for a group-separable
-        Gaussian query on a table bounded to g groups per unit, which
-        Algorithm 2 then charges ρ/g·(g·r)² = g·r²·ρ at the root (`_measure`,
-        proofs/kernel.md K7). A request under an
-        envelope is charged to the envelope's ledger (K8): nothing more at
-        the root, which paid for the envelope."""
+        """THE release step of every Private→Public request, once its arguments are
+        validated: charge (or replay) → `compute()` → record → release (kernel.md K5).
+        `content`: the request's public content for its digest; `scale`: 1/g (K7)."""
         amount = self._ledger.amount(eps=eps, rho=rho) * scale
         ledger, local = self._ledger, node
         scope = self._scopes.get(node)
@@ -738,22 +617,13 @@ class Kernel:
 
     @_private
     def envelope(self, source: int, *, eps: Any = None, rho: Any = None) -> int:
-        """One charge for many requests (issue #41): a new variable — the same
-        table or vector as `source`, 1-stable — whose requests, and those of
-        everything derived from it, are charged to the envelope's own ledger,
-        up to ε (or ρ) in all (proofs/kernel.md K8). The envelope itself is
-        charged ε at `source` by Algorithm 2, like a request, at the first
-        request inside it: a question's plan that is refused on public facts
-        before it measures anything spends nothing; once it measures, its
-        whole budget is charged at once — or refused whole (BudgetExceeded,
-        nothing changed) — and no later step can be refused by the kernel's
-        budget, only by the envelope's. Never replayed: a retry is a new
-        envelope and a new charge."""
+        """One charge for many requests (issue #41): a 1-stable copy of `source` whose
+        requests are charged to its own ledger of ε (or ρ), itself charged at its first
+        request, never replayed (kernel.md K8)."""
         node = self._resolve(source, None)
         cap = self._ledger.amount(eps=eps, rho=rho)  # validates; refuses ρ on a pure-ε kernel
         kind = self._ledger.kind(node)
-        child = self._child(node, kind, 1, "envelope", str(cap))
-        self._sources[child] = self._sources[node]  # the same rows or values
+        child = self._child(node, kind, 1, "envelope", str(cap), self._sources[node])  # same data
         ledger = Ledger.envelope(self._ledger.unit, cap, kind)
         self._scopes[child] = (_Envelope(ledger, node, eps, rho), 0)
         return child
@@ -776,10 +646,8 @@ class Kernel:
     def _measure(
         self, node: int, v: _Vector, M: Any, mechanism: str, amount: float, request_id: Any
     ) -> Measurement:
-        """The vector mechanisms' shared steps, after their budget check: the
-        query and its sensitivity (L1 for "laplace" at ε = amount, L2 for
-        "gaussian" at ρ = amount), the noise scale validated, then the release
-        step and the public Measurement."""
+        """The vector mechanisms' checks after their budget's: the query, its sensitivity
+        (L1 for "laplace" at ε = amount, L2 for "gaussian" at ρ = amount), the noise scale."""
         laplace = mechanism == "laplace"
         Q = _checked_matrix(M, v, self.limits)
         f = query_facts(Q)
@@ -791,26 +659,11 @@ class Kernel:
         groups = 1  # a unit's groups move disjoint answers: L2 √g·r, not g·r (#37)
         if not laplace and v.groups is not None and group_separable(Q, v.shape, v.groups[0]):
             groups = v.groups[1]
-
-        def draw() -> dict[str, Any]:  # after the charge: nothing raises on the data
-            exact = _answer(Q, v.values)
-            if laplace:
-                d = self._random.laplace(exact, sensitivity=sens, epsilon=amount, **kw)
-                return {"answers": d.values, "scale": d.scale, "grid": d.grid}
-            g = gaussian_draw(self._random, exact, sensitivity=sens, rho=amount, **kw)
-            return {"answers": g.values, "scale": g.sigma, "grid": g.grid}
-
-        out = self._release(
-            node, mechanism, draw, **{"eps" if laplace else "rho": amount},
-            request_id=request_id, content={"query": _matrix_digest(Q)}, query=repr(Q),
-            sensitivity=sens, scale=Fraction(1, groups),
-        )  # fmt: skip
         on_root = Q if v.to_root is None else Product(Q, v.to_root)
-        noise = (Laplace if laplace else Gaussian)(out["scale"], out["grid"])
-        return Measurement(
-            answers=out["answers"], query=Q, query_on_root=on_root, noise=noise,
-            epsilon=amount if laplace else 0.0, root_id=v.root_id, root_shape=v.root_shape,
-            seed=self.seed, attributes=v.attributes, rho=None if laplace else amount,
+        return self._noisy(
+            node, mechanism, amount, request_id, lambda: _answer(Q, v.values), sens, kw, Q,
+            on_root, (v.root_id, v.root_shape, v.attributes), {"query": _matrix_digest(Q)},
+            repr(Q), groups,
         )  # fmt: skip
 
     @_private
@@ -819,39 +672,48 @@ class Kernel:
         table's full vectorization (the root of `vectorize()` with no attrs)."""
         node, t = self._table(source)
         eps = check_epsilon(eps)
-        laplace_scale_for(1.0, eps, integral=True, max_column_nnz=1)  # validates
+        kw = dict[str, Any](integral=True, max_column_nnz=1)
+        laplace_scale_for(1.0, eps, **kw)  # validates
         count = float(t.engine.count(t.rows))  # engine work before the charge (contracts C2)
+        Q, names = Total(t.domain.size), tuple(t.domain.names)
+        root = (self._table_root(node, names), t.domain.shape, names)
+        return self._noisy(node, "noisy_count", eps, request_id, lambda: np.array([count]), 1.0,
+                           kw, Q, Q, root, None, "Total")  # fmt: skip
 
-        def draw() -> dict[str, Any]:
-            d = self._random.laplace(np.array([count]), sensitivity=1.0, epsilon=eps, integral=True)
-            return {"answers": d.values, "scale": d.scale, "grid": d.grid}
+    def _noisy(
+        self, node: int, mechanism: str, amount: float, request_id: Any,
+        exact: Callable[[], np.ndarray], sens: float, kw: dict[str, Any], Q: EMatrix,
+        on_root: EMatrix, root: tuple[str, tuple[int, ...], tuple[str, ...] | None],
+        content: dict[str, Any] | None, query: str, groups: int = 1,
+    ) -> Measurement:  # fmt: skip
+        """Q·x + noise (`exact()` is Q·x), released, as a public Measurement."""
+        laplace = mechanism != "gaussian"
+
+        def draw() -> dict[str, Any]:  # after the charge: nothing raises on the data
+            if laplace:
+                d = self._random.laplace(exact(), sensitivity=sens, epsilon=amount, **kw)
+                return {"answers": d.values, "scale": d.scale, "grid": d.grid}
+            g = gaussian_draw(self._random, exact(), sensitivity=sens, rho=amount, **kw)
+            return {"answers": g.values, "scale": g.sigma, "grid": g.grid}
 
         out = self._release(
-            node, "noisy_count", draw, eps=eps, request_id=request_id, query="Total",
-            sensitivity=1.0,
+            node, mechanism, draw, **{"eps" if laplace else "rho": amount},
+            request_id=request_id, content=content, query=query, sensitivity=sens,
+            scale=Fraction(1, groups),
         )  # fmt: skip
-        Q = Total(t.domain.size)
-        root_id = self._table_root(node, tuple(t.domain.names))
         return Measurement(
-            answers=out["answers"], query=Q, query_on_root=Q,
-            noise=Laplace(out["scale"], out["grid"]),
-            epsilon=eps, root_id=root_id, root_shape=t.domain.shape, seed=self.seed,
-            attributes=tuple(t.domain.names),
+            answers=out["answers"], query=Q, query_on_root=on_root,
+            noise=(Laplace if laplace else Gaussian)(out["scale"], out["grid"]),
+            epsilon=amount if laplace else 0.0, root_id=root[0], root_shape=root[1],
+            seed=self.seed, attributes=root[2], rho=None if laplace else amount,
         )  # fmt: skip
 
     @_private
     def select_keys(
         self, source: int, column: Any, *, rho: Any, request_id: Any = None
     ) -> tuple[str, ...]:
-        """Partition selection (issue #39; proofs/kernel.md K10): the keys of
-        open column `column` whose count of rows plus exact discrete Gaussian
-        noise (σ for ρ at sensitivity 1) reaches the threshold
-        τ = c + σ·√(2 ln(c/δₛ)), sorted — the rest suppressed, counts never
-        released. c is the table's stability to the root (one unit moves at
-        most c rows: at most c keys, by at most c each); δₛ = key_delta ·
-        c²ρ / ρ_total, this request's share of the kernel's `key_delta` (the
-        ledger caps Σ c²ρ at ρ_total, so Σ δₛ ≤ key_delta, durably too).
-        Charged ρ here (c²ρ at the root) like a Gaussian measurement."""
+        """Partition selection (issue #39): the keys of open column `column` whose noisy
+        count reaches τ = c + σ·√(2 ln(c/δₛ)), sorted; counts never released (kernel.md K10)."""
         node, t = self._table(source)
         _check_open(t.domain, column)
         if self._key_delta is None:
@@ -890,11 +752,7 @@ class Kernel:
         return tuple(str(k) for k in out["keys"])
 
     def _counts(self, v: _Vector, operator: str) -> np.ndarray:
-        """The vector as counts for a partition operator whose privacy proof
-        needs integer neighbours; refused (before any charge) unless the
-        vector is *declared* integral. Its values are integers already; rint
-        and the clamp to ±2⁵² are no-ops kept so that no value can surprise
-        the operator after the charge."""
+        """The vector as counts, refused unless declared integral (kernel.md K2)."""
         if not v.integral:
             raise ValueError(
                 f"{operator} needs a vector of counts; this vector is not declared integral "
@@ -924,8 +782,7 @@ class Kernel:
     def worst_approx(
         self, source: int, workload: Any, x_hat: Any, *, eps: Any, request_id: Any = None
     ) -> int:
-        """MWEM's worst-approximated query (exponential mechanism), ε-DP; its
-        checks (mwem.py S1–S3) all before the charge."""
+        """MWEM's worst-approximated query (exponential mechanism, mwem.py S1–S3), ε-DP."""
         node, v = self._vector(source)
         eps = check_epsilon(eps)
         W, xh = _checked_matrix(workload, v, self.limits, "workload"), _estimate(x_hat, v)
@@ -982,8 +839,7 @@ class Kernel:
         rho: Any = None, weights: Any = None, penalties: Any = None, request_id: Any = None,
         groups: Any = None,
     ) -> tuple[str, ...]:  # fmt: skip
-        """MST's and AIM's choice of one marginal (exponential mechanism on
-        w_r·(‖M_r(D) − est_r‖₁ − p_r), marginal_select.py M1–M4): ε-DP, or
+        """MST's and AIM's choice of one marginal (marginal_select.py M1–M4): ε-DP, or
         ε²/8-zCDP on a zCDP ledger (bounded range)."""
         node, t = self._table(source)
         request = marginal_select.check_request(
