@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -33,7 +33,7 @@ from ..matrix import (
     Wavelet,
     Weighted,
 )
-from .evaluate import leaf_depths as tree_leaf_depths
+from .evaluate import leaf_depths, spread
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -70,13 +70,10 @@ class _Norms:
 
 def has_rules(Q: EMatrix) -> bool:
     """True when every node of the expression is covered by a rule here."""
-    t = type(Q)
-    if t in _LEAVES:
-        return True
-    if t is Hierarchy:
-        return not cast(Hierarchy, Q).transposed
+    if type(Q) not in _RULES or (type(Q) is Hierarchy and cast(Hierarchy, Q).transposed):
+        return False
     children = _children(Q)
-    return children is not None and all(has_rules(c) for c in children)
+    return children is None or all(has_rules(c) for c in children)
 
 
 def _children(Q: EMatrix) -> list[EMatrix] | None:
@@ -120,14 +117,6 @@ def _from_arrays(col1: np.ndarray, col2: np.ndarray, integral: bool, nnz: int) -
     return _Norms(top1, top2, col1 if keep else None, col2 if keep else None, integral, nnz)
 
 
-def _identity(Q: Identity) -> _Norms:
-    return _uniform(1.0, True, 1)
-
-
-def _ones(Q: Ones) -> _Norms:
-    return _uniform(float(Q.m), True, int(Q.m))
-
-
 def _triangle(Q: Prefix | Suffix) -> _Norms:
     n = int(Q.n)
     if n > _VECTOR_LIMIT:
@@ -159,34 +148,26 @@ def _weighted(Q: Weighted) -> _Norms:
     if w == 0:
         return _uniform(0.0, True, 0)
     return _Norms(
-        abs(w) * base.top1, w * w * base.top2, _scaled(base.col1, abs(w)),
-        _scaled(base.col2, w * w), base.integral and w == round(w), base.nnz,
+        abs(w) * base.top1, w * w * base.top2, _map(base.col1, lambda c: c * abs(w)),
+        _map(base.col2, lambda c: c * (w * w)), base.integral and w == round(w), base.nnz,
     )  # fmt: skip
 
 
 def _stacked(Q: VStack | Sum) -> _Norms:
-    """Stacked rows: per column the L1 norms add and so do the squared L2
-    norms. Summed terms: per column the L1 and L2 norms (not their squares)
-    add — the triangle inequality, an upper bound."""
+    """Per column the L1 norms add, and so do the squared L2 norms (VStack) or the
+    L2 norms themselves (Sum: the triangle inequality, an upper bound)."""
     if isinstance(Q, VStack):
         parts = [_norms(b) for b in Q.blocks]
-        integral = all(p.integral for p in parts)
-        return _added(parts, integral, sum(p.nnz for p in parts))
-    parts = [_rooted(_norms(t)) for t in Q.terms]
-    integral = all(p.integral for p in parts)
-    total = _added(parts, integral, min(sum(p.nnz for p in parts), int(Q.shape[0])))
-    return _Norms(
-        total.top1, total.top2**2, total.col1, _power(total.col2, 2.0), integral, total.nnz
-    )
+        return _added(parts, all(p.integral for p in parts), sum(p.nnz for p in parts))
+    parts = [_norms(t) for t in Q.terms]
+    parts = [replace(p, top2=math.sqrt(p.top2), col2=_map(p.col2, lambda c: c**0.5)) for p in parts]
+    nnz = min(sum(p.nnz for p in parts), int(Q.shape[0]))
+    total = _added(parts, all(p.integral for p in parts), nnz)
+    return replace(total, top2=total.top2**2, col2=_map(total.col2, lambda c: c**2.0))
 
 
-def _power(col: np.ndarray | float | None, exponent: float) -> np.ndarray | float | None:
-    return None if col is None else col**exponent
-
-
-def _rooted(n: _Norms) -> _Norms:
-    """The same norms with L2 as the norm itself instead of its square."""
-    return _Norms(n.top1, math.sqrt(n.top2), n.col1, _power(n.col2, 0.5), n.integral, n.nnz)
+def _map(col: np.ndarray | float | None, f: Callable[[Any], Any]) -> np.ndarray | float | None:
+    return None if col is None else f(col)
 
 
 def _side_by_side(Q: HStack) -> _Norms:
@@ -212,10 +193,6 @@ def _norms(Q: EMatrix) -> _Norms:
     return rule(Q)
 
 
-def _scaled(col: np.ndarray | float | None, factor: float) -> np.ndarray | float | None:
-    return None if col is None else col * factor
-
-
 def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
     """Per-column norms that add up (with the upper bound where unknown)."""
     col1s, col2s = [p.col1 for p in parts], [p.col2 for p in parts]
@@ -226,9 +203,7 @@ def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
     known1 = [np.asarray(c, dtype=np.float64) for c in col1s if c is not None]
     known2 = [np.asarray(c, dtype=np.float64) for c in col2s if c is not None]
     if len(known1) == len(known2) == len(parts):  # uniform (scalar) norms broadcast
-        col1, col2 = np.zeros(1), np.zeros(1)
-        for a, b in zip(known1, known2, strict=True):
-            col1, col2 = col1 + a, col2 + b
+        col1, col2 = sum(known1, np.zeros(1)), sum(known2, np.zeros(1))
         return _from_arrays(col1, col2, integral, nnz)
     top1 = math.fsum(p.top1 for p in parts)  # a safe upper bound: the max of a sum
     top2 = math.fsum(p.top2 for p in parts)
@@ -254,20 +229,7 @@ def _ranges(Q: RangeQueries) -> _Norms:
         top = float(sizes.max(initial=0.0))
         return _Norms(top, top, None, None, True, int(top))
     shape = tuple(int(s) for s in Q.domain_shape)
-    d = len(shape)
-    diff = np.zeros(tuple(s + 1 for s in shape), dtype=np.int64)
-    for corner in range(1 << d):  # inclusion-exclusion on the 2^d corners of each box
-        index, sign = [], 1
-        for axis in range(d):
-            if corner >> axis & 1:
-                index.append(hi[:, axis] + 1)
-                sign = -sign
-            else:
-                index.append(lo[:, axis])
-        np.add.at(diff, tuple(index), sign)
-    for axis in range(d):
-        diff = np.cumsum(diff, axis=axis)
-    cover = diff[tuple(slice(0, s) for s in shape)].reshape(-1).astype(np.float64)
+    cover = spread(shape, lo, hi, np.ones((lo.shape[0], 1)))[:, 0]  # Rᵀ·1, exact integers
     return _from_arrays(cover, cover, True, int(cover.max(initial=0.0)))
 
 
@@ -283,8 +245,7 @@ def _hierarchy(H: Hierarchy) -> _Norms:
 
     top1 = top2 = 0.0
     nnz = 0
-    leaf_depths = sorted(set(tree_leaf_depths(H).tolist()))  # the kernel's own tree
-    for L in leaf_depths:
+    for L in sorted(set(leaf_depths(H).tolist())):  # the kernel's own tree
         path = [w(t) for t in range(first, L)] + [w(L)]
         top1 = max(top1, math.fsum(abs(v) for v in path))
         top2 = max(top2, math.fsum(v * v for v in path))
@@ -319,12 +280,10 @@ def max_abs_entry(Q: EMatrix) -> float:
     return max(max_abs_entry(b) for b in children)  # VStack, HStack
 
 
-_LEAVES = (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries, Dense, Sparse, Diagonal)
-
 _RULES: dict[type, Callable[[Any], _Norms]] = {
-    Identity: _identity,
-    Ones: _ones,
-    Total: _ones,
+    Identity: lambda Q: _uniform(1.0, True, 1),
+    Ones: lambda Q: _uniform(float(Q.m), True, int(Q.m)),
+    Total: lambda Q: _uniform(float(Q.m), True, int(Q.m)),
     Prefix: _triangle,
     Suffix: _triangle,
     Wavelet: _wavelet,
