@@ -170,19 +170,12 @@ def _map(col: np.ndarray | float | None, f: Callable[[Any], Any]) -> np.ndarray 
     return None if col is None else f(col)
 
 
-def _side_by_side(Q: HStack) -> _Norms:
-    parts = [_norms(b) for b in Q.blocks]
+def _combined(Q: HStack | Kronecker) -> _Norms:
+    """HStack: each column is one block's (the max); Kronecker: the norms multiply."""
+    parts, f = [_norms(c) for c in _children(Q) or []], max if type(Q) is HStack else math.prod
     return _Norms(
-        max(p.top1 for p in parts), max(p.top2 for p in parts), None, None,
-        all(p.integral for p in parts), max(p.nnz for p in parts),
-    )  # fmt: skip
-
-
-def _kronecker(Q: Kronecker) -> _Norms:
-    parts = [_norms(f) for f in Q.factors]
-    return _Norms(
-        math.prod(p.top1 for p in parts), math.prod(p.top2 for p in parts), None, None,
-        all(p.integral for p in parts), math.prod(p.nnz for p in parts),
+        f(p.top1 for p in parts), f(p.top2 for p in parts), None, None,
+        all(p.integral for p in parts), f(p.nnz for p in parts),
     )  # fmt: skip
 
 
@@ -212,17 +205,15 @@ def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
 
 def _sparse(Q: Sparse) -> _Norms:
     csc = sp.csc_matrix(Q.matrix, dtype=np.float64)
-    data = csc.data
     col1 = np.asarray(abs(csc).sum(axis=0), dtype=np.float64).reshape(-1)
     col2 = np.asarray(csc.multiply(csc).sum(axis=0), dtype=np.float64).reshape(-1)
     counts = np.diff(csc.indptr)
     nnz = int(counts.max()) if counts.size else 0
-    return _from_arrays(col1, col2, bool(np.all(data == np.round(data))), nnz)
+    return _from_arrays(col1, col2, bool(np.all(csc.data == np.round(csc.data))), nnz)
 
 
 def _ranges(Q: RangeQueries) -> _Norms:
-    """0/1 ranges: a column's norm is the number of ranges covering the cell
-    (or, transposed, a range's size)."""
+    """0/1 ranges: a column's norm is its cell's coverage (transposed: a range's size)."""
     lo, hi = np.asarray(Q.lower, dtype=np.int64), np.asarray(Q.upper, dtype=np.int64)
     if Q.transposed:
         sizes = np.prod(hi - lo + 1, axis=1).astype(np.float64)
@@ -234,45 +225,33 @@ def _ranges(Q: RangeQueries) -> _Norms:
 
 
 def _hierarchy(H: Hierarchy) -> _Norms:
-    """A cell that is a leaf at depth L has one row at each depth first..L−1
-    (its ancestors) and its leaf row: its column norm is Σ |w_t|^p along that
-    path. The max over the leaf depths is the sensitivity."""
-    weights = H.level_weights
+    """The max over leaf depths L of Σ |w_t|^p along the path (proofs/sensitivity.md H1)."""
+    depths = sorted(set(leaf_depths(H).tolist()))  # the kernel's own tree
+    ws = H.level_weights
+    w = [1.0] * (depths[-1] + 1) if ws is None else [float(v) for v in ws]
     first = 0 if bool(H.root) else 1
-
-    def w(t: int) -> float:
-        return 1.0 if weights is None else float(weights[t])
-
-    top1 = top2 = 0.0
-    nnz = 0
-    for L in sorted(set(leaf_depths(H).tolist())):  # the kernel's own tree
-        path = [w(t) for t in range(first, L)] + [w(L)]
-        top1 = max(top1, math.fsum(abs(v) for v in path))
-        top2 = max(top2, math.fsum(v * v for v in path))
-        nnz = max(nnz, sum(1 for v in path if v != 0))
-    integral = weights is None or all(float(v).is_integer() for v in weights)
-    return _Norms(top1, top2, None, None, integral, nnz)
+    paths = [[*w[first:L], w[L]] for L in depths]  # the ancestors' rows and the leaf's
+    top1 = max(0.0, *(math.fsum(abs(v) for v in path) for path in paths))
+    top2 = max(0.0, *(math.fsum(v * v for v in path) for path in paths))
+    nnz = max(0, *(sum(1 for v in path if v != 0) for path in paths))
+    return _Norms(top1, top2, None, None, ws is None or all(v.is_integer() for v in w), nnz)
 
 
 def max_abs_entry(Q: EMatrix) -> float:
     """max_ij |Q_ij|, exactly or as an upper bound, from the same rules."""
-    t = type(Q)
+    t, M = type(Q), cast(Any, Q)
     if t in (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries):
         return 1.0
-    if t is Dense:
-        return float(np.abs(np.asarray(cast(Dense, Q).array)).max(initial=0.0))
-    if t is Sparse:
-        return float(np.abs(sp.csr_matrix(cast(Sparse, Q).matrix).data).max(initial=0.0))
-    if t is Diagonal:
-        return float(np.abs(np.asarray(cast(Diagonal, Q).d)).max(initial=0.0))
-    if t is Hierarchy and not cast(Hierarchy, Q).transposed:
-        ws = cast(Hierarchy, Q).level_weights
-        return 1.0 if ws is None else max(abs(float(v)) for v in ws)
+    if t in (Dense, Sparse, Diagonal):
+        a = M.array if t is Dense else M.d if t is Diagonal else sp.csr_matrix(M.matrix).data
+        return float(np.abs(np.asarray(a)).max(initial=0.0))
+    if t is Hierarchy and not M.transposed:
+        return 1.0 if M.level_weights is None else max(abs(float(v)) for v in M.level_weights)
     if t is Weighted:
-        return abs(float(cast(Weighted, Q).weight)) * max_abs_entry(cast(Weighted, Q).base)
+        return abs(float(M.weight)) * max_abs_entry(M.base)
     children = _children(Q)
     if children is None:
-        raise TypeError(f"no rule for {type(Q).__name__}")
+        raise TypeError(f"no rule for {t.__name__}")
     if t is Kronecker:
         return math.prod(max_abs_entry(f) for f in children)
     if t is Sum:
@@ -295,17 +274,14 @@ _RULES: dict[type, Callable[[Any], _Norms]] = {
     Weighted: _weighted,
     VStack: _stacked,
     Sum: _stacked,
-    HStack: _side_by_side,
-    Kronecker: _kronecker,
+    HStack: _combined,
+    Kronecker: _combined,
 }
 
 
 def group_separable(Q: EMatrix, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
-    """True when every row of `Q` (over cells of `shape`, row-major) weights
-    cells of one value of the attributes on `axes` only: then the rows that
-    different groups move are disjoint, so a unit of at most g groups with at
-    most r rows each moves Q·x by at most √g·r·l2 in L2 (proofs/sensitivity.md,
-    G1). A sufficient, structural test: False when unsure."""
+    """True only when every row of `Q` (over cells of `shape`, row-major) weights cells
+    of one value of the attributes on `axes` (proofs/sensitivity.md G1); else False."""
     t = type(Q)
     if t is Identity or t is Diagonal:
         return True
@@ -314,12 +290,9 @@ def group_separable(Q: EMatrix, shape: tuple[int, ...], axes: tuple[int, ...]) -
     if t is VStack:
         return all(group_separable(b, shape, axes) for b in cast(VStack, Q).blocks)
     if t is Kronecker:
-        factors = cast(Kronecker, Q).factors
-        if len(factors) != len(shape) or any(
-            f.shape[1] != n for f, n in zip(factors, shape, strict=True)
-        ):
-            return False
-        return all(_one_per_row(factors[a]) for a in axes)
+        fs = cast(Kronecker, Q).factors  # one factor per axis, of its size
+        sizes = tuple(int(f.shape[1]) for f in fs)
+        return sizes == tuple(shape) and all(_one_per_row(fs[a]) for a in axes)
     if t is Sparse or t is Dense:
         return _rows_in_one_group(Q, shape, axes)
     return False
