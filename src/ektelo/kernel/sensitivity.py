@@ -70,7 +70,7 @@ class _Norms:
 
 def has_rules(Q: EMatrix) -> bool:
     """True when every node of the expression is covered by a rule here."""
-    if type(Q) not in _RULES or (type(Q) is Hierarchy and cast(Hierarchy, Q).transposed):
+    if type(Q) not in _RULES or (type(Q) is Hierarchy and Q.transposed):
         return False
     children = _children(Q)
     return children is None or all(has_rules(c) for c in children)
