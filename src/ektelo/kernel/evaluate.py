@@ -89,13 +89,14 @@ def box_sums(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, X: np.ndarr
 
 
 def spread(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Rᵀ·Y for the 0/1 boxes R: each box adds its row of Y to its cells (a difference array)."""
-    diff = np.zeros((*[s + 1 for s in shape], Y.shape[1]))
+    """Rᵀ·Y for the 0/1 boxes R (Y of shape (m, …)): each box adds its row of Y to its
+    cells, by a difference array."""
+    diff = np.zeros((*[s + 1 for s in shape], *Y.shape[1:]), dtype=Y.dtype)
     for index, sign in _corners(lo, hi + 1):
         np.add.at(diff, index, sign * Y)
     for axis in range(len(shape)):
         np.cumsum(diff, axis=axis, out=diff)
-    return diff[tuple(slice(0, s) for s in shape)].reshape(-1, Y.shape[1])
+    return diff[tuple(slice(0, s) for s in shape)].reshape(-1, *Y.shape[1:])
 
 
 def _ranges(Q: RangeQueries, X: np.ndarray) -> np.ndarray:

@@ -220,7 +220,7 @@ def _ranges(Q: RangeQueries) -> _Norms:
         top = float(sizes.max(initial=0.0))
         return _Norms(top, top, None, None, True, int(top))
     shape = tuple(int(s) for s in Q.domain_shape)
-    cover = spread(shape, lo, hi, np.ones((lo.shape[0], 1)))[:, 0]  # Rᵀ·1, exact integers
+    cover = spread(shape, lo, hi, np.ones((), np.int64)).astype(np.float64)  # Rᵀ·1, exact
     return _from_arrays(cover, cover, True, int(cover.max(initial=0.0)))
 
 
