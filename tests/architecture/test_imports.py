@@ -112,7 +112,7 @@ def test_matrix_imports_nothing_of_ektelo(module: str) -> None:
     assert not outside, f"{module} imports {sorted(outside)}"
 
 
-KERNEL_LINES = 4_051  # a ratchet: lowered as the carve proceeds (issue #35: ~2,100)
+KERNEL_LINES = 3_925  # a ratchet: lowered as the carve proceeds (issue #35: ~2,100)
 
 KERNEL_MAY_IMPORT = (
     "ektelo.kernel",

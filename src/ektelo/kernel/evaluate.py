@@ -7,7 +7,7 @@ does — is the proof note `proofs/evaluate.md`, checked against this file's ver
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,18 +51,6 @@ def evaluate(Q: EMatrix, X: np.ndarray) -> np.ndarray:
     return out
 
 
-def _prefix(Q: Prefix, X: np.ndarray) -> np.ndarray:
-    return np.cumsum(X, axis=0)
-
-
-def _suffix(Q: Suffix, X: np.ndarray) -> np.ndarray:
-    return np.cumsum(X[::-1], axis=0)[::-1]
-
-
-def _ones(Q: Ones, X: np.ndarray) -> np.ndarray:
-    return np.repeat(X.sum(axis=0, keepdims=True), int(Q.m), axis=0)
-
-
 def _wavelet(Q: Wavelet, X: np.ndarray) -> np.ndarray:
     levels = int(Q.n).bit_length() - 1
     if not Q.transposed:  # row 0 the total, then per level: left half − right half
@@ -80,47 +68,40 @@ def _wavelet(Q: Wavelet, X: np.ndarray) -> np.ndarray:
     return values
 
 
-def _box_sums(
-    shape: tuple[int, ...], lower: np.ndarray, upper: np.ndarray, X: np.ndarray
-) -> np.ndarray:
-    """Σ of X over each box [lower_i, upper_i] (inclusive), X of shape (N, k)."""
-    k = X.shape[1]
-    P = np.zeros((*[s + 1 for s in shape], k))
-    P[tuple(slice(1, None) for _ in shape)] = X.reshape(*shape, k)
+def _corners(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[tuple[np.ndarray, ...], int]]:
+    """Inclusion–exclusion over the 2^d corners of each box: per corner, each axis'
+    column of `b` where the corner's bit is set (else of `a`), and (−1)^(bits set)."""
+    for corner in range(1 << a.shape[1]):
+        bits = [corner >> axis & 1 for axis in range(a.shape[1])]
+        yield tuple((b if bit else a)[:, axis] for axis, bit in enumerate(bits)), (-1) ** sum(bits)
+
+
+def box_sums(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Σ of X (shape (N, k)) over each box [lo_i, hi_i] (inclusive), from prefix sums."""
+    P = np.zeros((*[s + 1 for s in shape], X.shape[1]))
+    P[tuple(slice(1, None) for _ in shape)] = X.reshape(*shape, X.shape[1])
     for axis in range(len(shape)):
         np.cumsum(P, axis=axis, out=P)
-    out = np.zeros((lower.shape[0], k))
-    for corner in range(1 << len(shape)):  # inclusion–exclusion over the box's corners
-        index, sign = [], 1.0
-        for axis in range(len(shape)):
-            if corner >> axis & 1:
-                index.append(lower[:, axis])
-                sign = -sign
-            else:
-                index.append(upper[:, axis] + 1)
-        out += sign * P[tuple(index)]
+    out = np.zeros((lo.shape[0], X.shape[1]))
+    for index, sign in _corners(hi + 1, lo):
+        out += sign * P[index]
     return out
 
 
-def _ranges(Q: RangeQueries, X: np.ndarray) -> np.ndarray:
-    shape = tuple(int(s) for s in Q.domain_shape)
-    lo, hi = np.asarray(Q.lower, dtype=np.int64), np.asarray(Q.upper, dtype=np.int64)
-    if not Q.transposed:
-        return _box_sums(shape, lo, hi, X)
-    k = X.shape[1]  # Rᵀ·Y: each range adds its answer to its box (a difference array)
-    diff = np.zeros((*[s + 1 for s in shape], k))
-    for corner in range(1 << len(shape)):
-        index, sign = [], 1.0
-        for axis in range(len(shape)):
-            if corner >> axis & 1:
-                index.append(hi[:, axis] + 1)
-                sign = -sign
-            else:
-                index.append(lo[:, axis])
-        np.add.at(diff, tuple(index), sign * X)
+def spread(shape: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Rᵀ·Y for the 0/1 boxes R (Y of shape (m, …)): each box adds its row of Y to its
+    cells, by a difference array."""
+    diff = np.zeros((*[s + 1 for s in shape], *Y.shape[1:]), dtype=Y.dtype)
+    for index, sign in _corners(lo, hi + 1):
+        np.add.at(diff, index, sign * Y)
     for axis in range(len(shape)):
         np.cumsum(diff, axis=axis, out=diff)
-    return diff[tuple(slice(0, s) for s in shape)].reshape(-1, k)
+    return diff[tuple(slice(0, s) for s in shape)].reshape(-1, *Y.shape[1:])
+
+
+def _ranges(Q: RangeQueries, X: np.ndarray) -> np.ndarray:
+    lo, hi = np.asarray(Q.lower, dtype=np.int64), np.asarray(Q.upper, dtype=np.int64)
+    return (spread if Q.transposed else box_sums)(tuple(int(s) for s in Q.domain_shape), lo, hi, X)
 
 
 @dataclass(frozen=True)
@@ -178,7 +159,8 @@ def tree(H: Hierarchy) -> Tree:
     shape, height, axes = _tree_axes(H)
     leaf = leaf_depths(H)
     first = 0 if H.root else 1
-    lowers, uppers, depths = [], [], []
+    empty = np.zeros((0, len(shape)), np.int64)
+    lowers, uppers, depths = [empty], [empty], [np.zeros(0, np.int64)]
     for t in range(first, height):
         grids = np.meshgrid(*(np.arange(parts[t][0].size) for parts in axes), indexing="ij")
         index = [g.reshape(-1) for g in grids]
@@ -200,21 +182,14 @@ def tree(H: Hierarchy) -> Tree:
         lowers.append(lo)
         uppers.append(lo + size - 1)
         depths.append(np.full(lo.shape[0], t, np.int64))
-    d = len(shape)
-    empty = np.zeros((0, d), np.int64)
-    return Tree(
-        leaf_depth=leaf,
-        lower=np.concatenate(lowers) if lowers else empty,
-        upper=np.concatenate(uppers) if uppers else empty,
-        depth=np.concatenate(depths) if depths else np.zeros(0, np.int64),
-    )
+    return Tree(leaf, np.concatenate(lowers), np.concatenate(uppers), np.concatenate(depths))
 
 
 def _hierarchy(H: Hierarchy, X: np.ndarray) -> np.ndarray:
     T = tree(H)
     weights = None if H.level_weights is None else np.asarray(H.level_weights, np.float64)
     leaves = X if weights is None else X * weights[T.leaf_depth][:, None]
-    inner = _box_sums(tuple(int(s) for s in H.domain_shape), T.lower, T.upper, X)
+    inner = box_sums(tuple(int(s) for s in H.domain_shape), T.lower, T.upper, X)
     if weights is not None:
         inner = inner * weights[T.depth][:, None]
     return np.concatenate([leaves, inner], axis=0)
@@ -241,10 +216,10 @@ def _hstack(Q: HStack, X: np.ndarray) -> np.ndarray:
 
 _EVAL: dict[type, Callable[[Any, np.ndarray], np.ndarray]] = {
     Identity: lambda Q, X: np.array(X, copy=True),
-    Ones: _ones,
-    Total: _ones,
-    Prefix: _prefix,
-    Suffix: _suffix,
+    Ones: lambda Q, X: np.repeat(X.sum(axis=0, keepdims=True), int(Q.m), axis=0),
+    Total: lambda Q, X: np.repeat(X.sum(axis=0, keepdims=True), int(Q.m), axis=0),
+    Prefix: lambda Q, X: np.cumsum(X, axis=0),
+    Suffix: lambda Q, X: np.cumsum(X[::-1], axis=0)[::-1],
     Diagonal: lambda Q, X: np.asarray(Q.d, np.float64)[:, None] * X,
     Dense: lambda Q, X: np.asarray(Q.array, np.float64) @ X,
     Sparse: lambda Q, X: np.asarray(sp.csr_matrix(Q.matrix, dtype=np.float64) @ X),

@@ -1,9 +1,6 @@
 """Private choice of one marginal by the exponential mechanism — the selection
-step shared by MST (McKenna, Miklau & Sheldon, "Winning the NIST contest: a
-scalable and general approach to differentially private synthetic data",
-JPC 2021, Algorithm 1 "select") and AIM (McKenna, Mullins, Sheldon & Miklau,
-"AIM: an adaptive and iterative mechanism for differentially private
-synthetic data", PVLDB 2022, Algorithm 2 line 8) — Private→Public.
+step shared by MST (JPC 2021, Algorithm 1) and AIM (PVLDB 2022, Algorithm 2
+line 8) — Private→Public.
 
 The argument — what this code must do for the kernel to be private, and why it
 does — is the proof note `proofs/marginal_select.md`, checked against this file's version
@@ -45,11 +42,7 @@ WEIGHT_MAX = 2**12  # M4
 MAX_CANDIDATES = 2**23 - 1  # the exponential mechanism's exact weights (noise.py E2)
 _GRID = 2.0**-10  # M1
 _EM_EPS_MIN = 2.0**-33  # noise.py E4: the mechanism needs ε > 2·2⁻³⁴
-# The marginal cache's public bound, in cells of the marginals held (each
-# counted as its full product domain): 2²⁶ holds the 21 million cells of
-# adult's 469 AIM candidates for 3-way marginals; at most 16 bytes a cell
-# (sparse int64 cells and counts), in practice far less (nonzero cells only).
-CACHE_CELLS = 2**26
+CACHE_CELLS = 2**26  # the marginal cache's public bound, in cells (proofs/marginal_select.md)
 
 
 @dataclass(frozen=True)
@@ -106,8 +99,7 @@ def check_request(
             raise ValueError(f"candidate {list(c)} has too many cells ({math.prod(shape)})")
     ests = _sequence(estimates, "estimates", len(names))
     maps = None if groups is None else _groups(groups, names, shapes)
-    sizes = [math.prod(s) for s in shapes] if maps is None else [
-        int(g.max()) + 1 for g in maps]
+    sizes = [math.prod(s) for s in shapes] if maps is None else [int(g.max()) + 1 for g in maps]
     flat: list[np.ndarray] = []
     for c, size, e in zip(names, sizes, ests, strict=True):
         try:
@@ -152,15 +144,16 @@ def _groups(
     return tuple(out)
 
 
+def _real(v: Any, name: str, what: str) -> Any:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be {what}, got {type(v).__name__}")
+    return v
+
+
 def _weights(weights: Any, k: int) -> np.ndarray:
-    if weights is None:
-        return np.ones(k, dtype=np.int64)
-    values = _sequence(weights, "weights", k)
-    out = np.empty(k, dtype=np.int64)
-    for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-            raise TypeError(f"weights must be integers, got {type(v).__name__}")
-        f = float(v)
+    out = np.ones(k, dtype=np.int64)
+    for i, v in enumerate([] if weights is None else _sequence(weights, "weights", k)):
+        f = float(_real(v, "weights", "integers"))
         if not (math.isfinite(f) and f.is_integer() and 1 <= f <= WEIGHT_MAX):
             raise ValueError(
                 f"weights must be integers in 1..{WEIGHT_MAX} (exact scores), got {v!r}"
@@ -172,24 +165,16 @@ def _weights(weights: Any, k: int) -> np.ndarray:
 def _penalties(penalties: Any, k: int) -> np.ndarray:
     if penalties is None:
         return np.zeros(k)
-    values = _sequence(penalties, "penalties", k)
-    for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-            raise TypeError(f"penalties must be real numbers, got {type(v).__name__}")
+    values = [_real(v, "penalties", "real numbers") for v in _sequence(penalties, "penalties", k)]
     out = np.array([float(v) for v in values], dtype=np.float64)
     if not np.all(np.isfinite(out)):
         raise ValueError("penalties must be finite")
     return _on_grid(out)
 
 
-def em_budget(
-    unit: str, *, eps: Any = None, rho: Any = None
-) -> tuple[float, dict[str, float]]:
+def em_budget(unit: str, *, eps: Any = None, rho: Any = None) -> tuple[float, dict[str, float]]:
     """(ε the mechanism runs with, the charge for `Kernel._spend`), from public
-    values; refuses what the mechanism cannot run with before any charge.
-
-    Pure-ε ledger: ε, charged ε.  zCDP ledger: ρ → ε = √(8ρ) rounded down
-    (so ε²/8 ≤ ρ exactly); ε → charged ρ = ε²/8 rounded up (bounded range)."""
+    values, refusing before any charge what the mechanism cannot run with (note)."""
     if (eps is None) == (rho is None):
         raise TypeError("give exactly one of eps= and rho=")
     if rho is not None:
@@ -219,15 +204,8 @@ def em_budget(
 
 
 def scores(marginals: Iterable[Sparse], request: SelectionRequest) -> np.ndarray:
-    """The exact qualities q_r = w_r·(min(‖clamp(M_r(D)) − est_r‖₁, K) − p_r) (M1–M4).
-
-    `marginals` yields each candidate's marginal counts in order, as its
-    nonzero cells (`engines.each_marginal`: the engine's GROUP BY; the
-    in-memory engine counts every row whatever the data).  The kernel
-    computes the scores *before* the charge: the engine work, and anything
-    it could raise, happens before anything is spent; the scores are then
-    a public-shaped array of finite numbers that nothing after the charge
-    can fail on."""
+    """The exact qualities q_r = w_r·(min(‖clamp(M_r(D)) − est_r‖₁, K) − p_r) (M1–M4)
+    from each candidate's nonzero marginal cells, in order — before the charge."""
     out = np.empty(len(request.candidates))
     found = iter(marginals)
     for i, (shape, est) in enumerate(zip(request.shapes, request.estimates, strict=True)):
@@ -245,9 +223,7 @@ def scores(marginals: Iterable[Sparse], request: SelectionRequest) -> np.ndarray
 
 
 def select_marginal(q: np.ndarray, request: SelectionRequest, eps: float, source: Any) -> int:
-    """Index of the candidate chosen with P(r) ∝ exp(ε·q_r/(2Δ)) from the
-    scores `q` (`scores`); ε-DP (ε²/8-zCDP) in the table.  The caller has
-    validated the request and ε."""
+    """Index of the candidate drawn with P(r) ∝ exp(ε·q_r/(2Δ)) (validated q, request, ε)."""
     return int(source.exponential_mechanism(q, sensitivity=request.sensitivity, epsilon=eps))
 
 
@@ -255,16 +231,9 @@ _Key = tuple[int, tuple[int, ...]]
 
 
 class MarginalCache:
-    """Marginal counts the kernel has read, per (table node, column set),
-    up to `cells` cells (default `CACHE_CELLS`; 0 keeps nothing) — see the
-    module docstring: hits depend only on the public request sequence.
-
-    Entries are kept in order of last use.  A new entry evicts the least
-    recently used entries *not in the current request* until it fits; when
-    it still does not fit it is not kept (the request's marginals are then
-    recomputed next time: a candidate set larger than the bound is not
-    thrashed, its first entries stay).  `hits` and `misses` count marginals
-    (public: functions of the requests)."""
+    """Marginal counts the kernel has read, per (table node, column set), up to
+    `cells` cells (default `CACHE_CELLS`; 0 keeps nothing); least recently used
+    first out, never the current request's (proofs/marginal_select.md, the cache)."""
 
     def __init__(self, cells: int | None = None):
         cells = CACHE_CELLS if cells is None else cells  # read when the kernel starts
@@ -286,8 +255,7 @@ class MarginalCache:
         shapes: Sequence[tuple[int, ...]],
     ) -> Iterator[Sparse]:
         """The marginals of `column_sets` on table `node` in order, as
-        `engines.each_marginal` gives them: held ones from the cache, the
-        others from the engine (batched as before, in the same order)."""
+        `engines.each_marginal` gives them: held ones from the cache."""
         keys = [(node, tuple(c)) for c in column_sets]
         with self._lock:
             held = {k: self._entries[k][1] for k in keys if k in self._entries}
@@ -309,8 +277,7 @@ class MarginalCache:
     def _commit(
         self, keys: list[_Key], held: dict[_Key, Sparse], read: dict[_Key, tuple[int, Sparse]]
     ) -> None:
-        """Record a completed request: its held keys used, its new marginals
-        kept where they fit (decisions on public sizes and order only)."""
+        """A completed request: its held keys used, its new marginals kept where they fit."""
         with self._lock:
             self.hits += sum(1 for k in keys if k in held)
             self.misses += sum(1 for k in keys if k not in held)

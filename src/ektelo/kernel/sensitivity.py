@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -33,7 +33,7 @@ from ..matrix import (
     Wavelet,
     Weighted,
 )
-from .evaluate import leaf_depths as tree_leaf_depths
+from .evaluate import leaf_depths, spread
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -70,13 +70,10 @@ class _Norms:
 
 def has_rules(Q: EMatrix) -> bool:
     """True when every node of the expression is covered by a rule here."""
-    t = type(Q)
-    if t in _LEAVES:
-        return True
-    if t is Hierarchy:
-        return not cast(Hierarchy, Q).transposed
+    if type(Q) not in _RULES or (type(Q) is Hierarchy and Q.transposed):
+        return False
     children = _children(Q)
-    return children is not None and all(has_rules(c) for c in children)
+    return children is None or all(has_rules(c) for c in children)
 
 
 def _children(Q: EMatrix) -> list[EMatrix] | None:
@@ -120,14 +117,6 @@ def _from_arrays(col1: np.ndarray, col2: np.ndarray, integral: bool, nnz: int) -
     return _Norms(top1, top2, col1 if keep else None, col2 if keep else None, integral, nnz)
 
 
-def _identity(Q: Identity) -> _Norms:
-    return _uniform(1.0, True, 1)
-
-
-def _ones(Q: Ones) -> _Norms:
-    return _uniform(float(Q.m), True, int(Q.m))
-
-
 def _triangle(Q: Prefix | Suffix) -> _Norms:
     n = int(Q.n)
     if n > _VECTOR_LIMIT:
@@ -159,49 +148,34 @@ def _weighted(Q: Weighted) -> _Norms:
     if w == 0:
         return _uniform(0.0, True, 0)
     return _Norms(
-        abs(w) * base.top1, w * w * base.top2, _scaled(base.col1, abs(w)),
-        _scaled(base.col2, w * w), base.integral and w == round(w), base.nnz,
+        abs(w) * base.top1, w * w * base.top2, _map(base.col1, lambda c: c * abs(w)),
+        _map(base.col2, lambda c: c * (w * w)), base.integral and w == round(w), base.nnz,
     )  # fmt: skip
 
 
 def _stacked(Q: VStack | Sum) -> _Norms:
-    """Stacked rows: per column the L1 norms add and so do the squared L2
-    norms. Summed terms: per column the L1 and L2 norms (not their squares)
-    add — the triangle inequality, an upper bound."""
+    """Per column the L1 norms add, and so do the squared L2 norms (VStack) or the
+    L2 norms themselves (Sum: the triangle inequality, an upper bound)."""
     if isinstance(Q, VStack):
         parts = [_norms(b) for b in Q.blocks]
-        integral = all(p.integral for p in parts)
-        return _added(parts, integral, sum(p.nnz for p in parts))
-    parts = [_rooted(_norms(t)) for t in Q.terms]
-    integral = all(p.integral for p in parts)
-    total = _added(parts, integral, min(sum(p.nnz for p in parts), int(Q.shape[0])))
+        return _added(parts, all(p.integral for p in parts), sum(p.nnz for p in parts))
+    parts = [_norms(t) for t in Q.terms]
+    parts = [replace(p, top2=math.sqrt(p.top2), col2=_map(p.col2, lambda c: c**0.5)) for p in parts]
+    nnz = min(sum(p.nnz for p in parts), int(Q.shape[0]))
+    total = _added(parts, all(p.integral for p in parts), nnz)
+    return replace(total, top2=total.top2**2, col2=_map(total.col2, lambda c: c**2.0))
+
+
+def _map(col: np.ndarray | float | None, f: Callable[[Any], Any]) -> np.ndarray | float | None:
+    return None if col is None else f(col)
+
+
+def _combined(Q: HStack | Kronecker) -> _Norms:
+    """HStack: each column is one block's (the max); Kronecker: the norms multiply."""
+    parts, f = [_norms(c) for c in _children(Q) or []], max if type(Q) is HStack else math.prod
     return _Norms(
-        total.top1, total.top2**2, total.col1, _power(total.col2, 2.0), integral, total.nnz
-    )
-
-
-def _power(col: np.ndarray | float | None, exponent: float) -> np.ndarray | float | None:
-    return None if col is None else col**exponent
-
-
-def _rooted(n: _Norms) -> _Norms:
-    """The same norms with L2 as the norm itself instead of its square."""
-    return _Norms(n.top1, math.sqrt(n.top2), n.col1, _power(n.col2, 0.5), n.integral, n.nnz)
-
-
-def _side_by_side(Q: HStack) -> _Norms:
-    parts = [_norms(b) for b in Q.blocks]
-    return _Norms(
-        max(p.top1 for p in parts), max(p.top2 for p in parts), None, None,
-        all(p.integral for p in parts), max(p.nnz for p in parts),
-    )  # fmt: skip
-
-
-def _kronecker(Q: Kronecker) -> _Norms:
-    parts = [_norms(f) for f in Q.factors]
-    return _Norms(
-        math.prod(p.top1 for p in parts), math.prod(p.top2 for p in parts), None, None,
-        all(p.integral for p in parts), math.prod(p.nnz for p in parts),
+        f(p.top1 for p in parts), f(p.top2 for p in parts), None, None,
+        all(p.integral for p in parts), f(p.nnz for p in parts),
     )  # fmt: skip
 
 
@@ -210,10 +184,6 @@ def _norms(Q: EMatrix) -> _Norms:
     if rule is None or (isinstance(Q, Hierarchy) and Q.transposed):
         raise TypeError(f"no sensitivity rule for {type(Q).__name__}")  # has_rules() said no
     return rule(Q)
-
-
-def _scaled(col: np.ndarray | float | None, factor: float) -> np.ndarray | float | None:
-    return None if col is None else col * factor
 
 
 def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
@@ -226,9 +196,7 @@ def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
     known1 = [np.asarray(c, dtype=np.float64) for c in col1s if c is not None]
     known2 = [np.asarray(c, dtype=np.float64) for c in col2s if c is not None]
     if len(known1) == len(known2) == len(parts):  # uniform (scalar) norms broadcast
-        col1, col2 = np.zeros(1), np.zeros(1)
-        for a, b in zip(known1, known2, strict=True):
-            col1, col2 = col1 + a, col2 + b
+        col1, col2 = sum(known1, np.zeros(1)), sum(known2, np.zeros(1))
         return _from_arrays(col1, col2, integral, nnz)
     top1 = math.fsum(p.top1 for p in parts)  # a safe upper bound: the max of a sum
     top2 = math.fsum(p.top2 for p in parts)
@@ -237,81 +205,53 @@ def _added(parts: list[_Norms], integral: bool, nnz: int) -> _Norms:
 
 def _sparse(Q: Sparse) -> _Norms:
     csc = sp.csc_matrix(Q.matrix, dtype=np.float64)
-    data = csc.data
     col1 = np.asarray(abs(csc).sum(axis=0), dtype=np.float64).reshape(-1)
     col2 = np.asarray(csc.multiply(csc).sum(axis=0), dtype=np.float64).reshape(-1)
     counts = np.diff(csc.indptr)
     nnz = int(counts.max()) if counts.size else 0
-    return _from_arrays(col1, col2, bool(np.all(data == np.round(data))), nnz)
+    return _from_arrays(col1, col2, bool(np.all(csc.data == np.round(csc.data))), nnz)
 
 
 def _ranges(Q: RangeQueries) -> _Norms:
-    """0/1 ranges: a column's norm is the number of ranges covering the cell
-    (or, transposed, a range's size)."""
+    """0/1 ranges: a column's norm is its cell's coverage (transposed: a range's size)."""
     lo, hi = np.asarray(Q.lower, dtype=np.int64), np.asarray(Q.upper, dtype=np.int64)
     if Q.transposed:
         sizes = np.prod(hi - lo + 1, axis=1).astype(np.float64)
         top = float(sizes.max(initial=0.0))
         return _Norms(top, top, None, None, True, int(top))
     shape = tuple(int(s) for s in Q.domain_shape)
-    d = len(shape)
-    diff = np.zeros(tuple(s + 1 for s in shape), dtype=np.int64)
-    for corner in range(1 << d):  # inclusion-exclusion on the 2^d corners of each box
-        index, sign = [], 1
-        for axis in range(d):
-            if corner >> axis & 1:
-                index.append(hi[:, axis] + 1)
-                sign = -sign
-            else:
-                index.append(lo[:, axis])
-        np.add.at(diff, tuple(index), sign)
-    for axis in range(d):
-        diff = np.cumsum(diff, axis=axis)
-    cover = diff[tuple(slice(0, s) for s in shape)].reshape(-1).astype(np.float64)
+    cover = spread(shape, lo, hi, np.ones((), np.int64)).astype(np.float64)  # Rᵀ·1, exact
     return _from_arrays(cover, cover, True, int(cover.max(initial=0.0)))
 
 
 def _hierarchy(H: Hierarchy) -> _Norms:
-    """A cell that is a leaf at depth L has one row at each depth first..L−1
-    (its ancestors) and its leaf row: its column norm is Σ |w_t|^p along that
-    path. The max over the leaf depths is the sensitivity."""
-    weights = H.level_weights
+    """The max over leaf depths L of Σ |w_t|^p along the path (proofs/sensitivity.md H1)."""
+    depths = sorted(set(leaf_depths(H).tolist()))  # the kernel's own tree
+    ws = H.level_weights
+    w = [1.0] * (depths[-1] + 1) if ws is None else [float(v) for v in ws]
     first = 0 if bool(H.root) else 1
-
-    def w(t: int) -> float:
-        return 1.0 if weights is None else float(weights[t])
-
-    top1 = top2 = 0.0
-    nnz = 0
-    leaf_depths = sorted(set(tree_leaf_depths(H).tolist()))  # the kernel's own tree
-    for L in leaf_depths:
-        path = [w(t) for t in range(first, L)] + [w(L)]
-        top1 = max(top1, math.fsum(abs(v) for v in path))
-        top2 = max(top2, math.fsum(v * v for v in path))
-        nnz = max(nnz, sum(1 for v in path if v != 0))
-    integral = weights is None or all(float(v).is_integer() for v in weights)
-    return _Norms(top1, top2, None, None, integral, nnz)
+    paths = [[*w[first:L], w[L]] for L in depths]  # the ancestors' rows and the leaf's
+    top1 = max(0.0, *(math.fsum(abs(v) for v in path) for path in paths))
+    top2 = max(0.0, *(math.fsum(v * v for v in path) for path in paths))
+    nnz = max(0, *(sum(1 for v in path if v != 0) for path in paths))
+    return _Norms(top1, top2, None, None, ws is None or all(v.is_integer() for v in w), nnz)
 
 
 def max_abs_entry(Q: EMatrix) -> float:
     """max_ij |Q_ij|, exactly or as an upper bound, from the same rules."""
-    t = type(Q)
+    t, M = type(Q), cast(Any, Q)
     if t in (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries):
         return 1.0
-    if t is Dense:
-        return float(np.abs(np.asarray(cast(Dense, Q).array)).max(initial=0.0))
-    if t is Sparse:
-        return float(np.abs(sp.csr_matrix(cast(Sparse, Q).matrix).data).max(initial=0.0))
-    if t is Diagonal:
-        return float(np.abs(np.asarray(cast(Diagonal, Q).d)).max(initial=0.0))
-    if t is Hierarchy and not cast(Hierarchy, Q).transposed:
-        ws = cast(Hierarchy, Q).level_weights
-        return 1.0 if ws is None else max(abs(float(v)) for v in ws)
+    if t in (Dense, Sparse, Diagonal):
+        a = M.array if t is Dense else M.d if t is Diagonal else sp.csr_matrix(M.matrix).data
+        return float(np.abs(np.asarray(a)).max(initial=0.0))
+    if t is Hierarchy and not M.transposed:
+        return 1.0 if M.level_weights is None else max(abs(float(v)) for v in M.level_weights)
     if t is Weighted:
-        return abs(float(cast(Weighted, Q).weight)) * max_abs_entry(cast(Weighted, Q).base)
+        return abs(float(M.weight)) * max_abs_entry(M.base)
     children = _children(Q)
     if children is None:
-        raise TypeError(f"no rule for {type(Q).__name__}")
+        raise TypeError(f"no rule for {t.__name__}")
     if t is Kronecker:
         return math.prod(max_abs_entry(f) for f in children)
     if t is Sum:
@@ -319,12 +259,10 @@ def max_abs_entry(Q: EMatrix) -> float:
     return max(max_abs_entry(b) for b in children)  # VStack, HStack
 
 
-_LEAVES = (Identity, Ones, Total, Prefix, Suffix, Wavelet, RangeQueries, Dense, Sparse, Diagonal)
-
 _RULES: dict[type, Callable[[Any], _Norms]] = {
-    Identity: _identity,
-    Ones: _ones,
-    Total: _ones,
+    Identity: lambda Q: _uniform(1.0, True, 1),
+    Ones: lambda Q: _uniform(float(Q.m), True, int(Q.m)),
+    Total: lambda Q: _uniform(float(Q.m), True, int(Q.m)),
     Prefix: _triangle,
     Suffix: _triangle,
     Wavelet: _wavelet,
@@ -336,17 +274,14 @@ _RULES: dict[type, Callable[[Any], _Norms]] = {
     Weighted: _weighted,
     VStack: _stacked,
     Sum: _stacked,
-    HStack: _side_by_side,
-    Kronecker: _kronecker,
+    HStack: _combined,
+    Kronecker: _combined,
 }
 
 
 def group_separable(Q: EMatrix, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
-    """True when every row of `Q` (over cells of `shape`, row-major) weights
-    cells of one value of the attributes on `axes` only: then the rows that
-    different groups move are disjoint, so a unit of at most g groups with at
-    most r rows each moves Q·x by at most √g·r·l2 in L2 (proofs/sensitivity.md,
-    G1). A sufficient, structural test: False when unsure."""
+    """True only when every row of `Q` (over cells of `shape`, row-major) weights cells
+    of one value of the attributes on `axes` (proofs/sensitivity.md G1); else False."""
     t = type(Q)
     if t is Identity or t is Diagonal:
         return True
@@ -355,12 +290,9 @@ def group_separable(Q: EMatrix, shape: tuple[int, ...], axes: tuple[int, ...]) -
     if t is VStack:
         return all(group_separable(b, shape, axes) for b in cast(VStack, Q).blocks)
     if t is Kronecker:
-        factors = cast(Kronecker, Q).factors
-        if len(factors) != len(shape) or any(
-            f.shape[1] != n for f, n in zip(factors, shape, strict=True)
-        ):
-            return False
-        return all(_one_per_row(factors[a]) for a in axes)
+        fs = cast(Kronecker, Q).factors  # one factor per axis, of its size
+        sizes = tuple(int(f.shape[1]) for f in fs)
+        return sizes == tuple(shape) and all(_one_per_row(fs[a]) for a in axes)
     if t is Sparse or t is Dense:
         return _rows_in_one_group(Q, shape, axes)
     return False
